@@ -1,0 +1,23 @@
+"""qmodel: tail latency (p95/p99) of batched ML inference serving, from queueing theory.
+
+>>> import qmodel as qm
+>>> node = qm.Node(qm.ServiceTime.affine(base=2.4e-3, per_item=0.54e-3), max_batch_size=8,
+...                max_queue_delay=2e-3)
+>>> r = qm.simulate(node, rate=800.0, requests=200_000, seed=1)
+>>> r.p50 < r.p95 < r.p99
+True
+"""
+
+from .latency import Accuracy, Latency, SampledLatency
+from .sim import simulate
+from .system import (Cluster, Node, Poisson, Renewal, Router, ServiceTime, Trace, UnstableError,
+                     check_stable, parse_duration)
+
+__all__ = [
+    "ServiceTime", "Node", "Cluster", "Router", "Poisson", "Renewal", "Trace",
+    "UnstableError", "check_stable", "parse_duration",
+    "Latency", "SampledLatency", "Accuracy",
+    "simulate",
+]
+
+__version__ = "0.1.0"

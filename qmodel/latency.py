@@ -1,0 +1,277 @@
+"""The latency result shared by theory and simulation.
+
+A :class:`Latency` is a sojourn-time distribution (the time from a request's arrival to its
+batch's completion) together with the serving metrics that come with it: throughput, utilisation,
+batch sizes, rejections, and a statement of how it was obtained. Solvers subclass it and implement
+what they know in closed form (``_cdf`` at least); the base class supplies the rest, such as
+quantiles by numeric inversion, in the style of ``scipy.stats`` distributions.
+
+:class:`SampledLatency` is the empirical distribution of simulated sojourn times; it adds ``ci``,
+confidence intervals of quantiles from independent replications.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Mapping
+
+import numpy as np
+from scipy import stats
+
+__all__ = ["Latency", "SampledLatency", "Accuracy"]
+
+# What a result claims about itself; every result carries exactly one of these.
+EXACTNESS = ("exact", "numerical", "approximation", "simulation")
+
+
+@dataclass(frozen=True)
+class Accuracy:
+    """How a latency result was obtained and how far it can be trusted.
+
+    Parameters
+    ----------
+    exactness : {"exact", "numerical", "approximation", "simulation"}
+        ``exact``: a closed form, correct to floating point. ``numerical``: exact up to a stated
+        truncation or discretisation error. ``approximation``: a model with a measured error.
+        ``simulation``: a Monte Carlo estimate with confidence intervals.
+    statement : str
+        The error in words, e.g. ``"truncation mass < 1e-12"`` or ``"p99 within 4% on the grid"``.
+    """
+
+    exactness: str
+    statement: str
+
+    def __post_init__(self):
+        if self.exactness not in EXACTNESS:
+            raise ValueError(f"exactness must be one of {EXACTNESS}, got {self.exactness!r}")
+
+
+class Latency(ABC):
+    """A sojourn-time distribution (seconds) with the serving metrics of the system it describes.
+
+    Subclasses implement ``_cdf``; they may override ``_quantile`` and ``mean`` where they know
+    better than numeric inversion and integration.
+
+    Parameters
+    ----------
+    method : str
+        Which solver or engine produced it, e.g. ``"simulation/lookahead"`` or ``"M/M/c exact"``.
+    accuracy : Accuracy
+        Exactness and the error statement.
+    throughput : float
+        Served requests per second.
+    utilization : float
+        Fraction of instance time spent serving batches, in [0, 1].
+    batch_size_distribution : mapping of int to float
+        Probability that an executed batch has k requests (per batch, as Triton's
+        ``nv_inference_exec_count`` counts them).
+    rejection_fraction : float
+        Fraction of arriving requests rejected by a full queue (0 with unlimited queues). The
+        distribution describes served requests only.
+    """
+
+    def __init__(self, *, method: str, accuracy: Accuracy, throughput: float,
+                 utilization: float, batch_size_distribution: Mapping[int, float],
+                 rejection_fraction: float = 0.0):
+        self.method = method
+        self.accuracy = accuracy
+        self.throughput = float(throughput)
+        self.utilization = float(utilization)
+        total = float(sum(batch_size_distribution.values()))
+        self.batch_size_distribution = {int(k): float(v) / total
+                                         for k, v in sorted(batch_size_distribution.items())
+                                         if v > 0}
+        self.rejection_fraction = float(rejection_fraction)
+        for name in ("throughput", "utilization", "rejection_fraction"):
+            if not math.isfinite(getattr(self, name)):
+                raise ValueError(f"{name} of a {type(self).__name__} is not finite; "
+                                 f"the solver {method!r} produced an invalid result")
+
+    # --- what a subclass knows -------------------------------------------------------------
+    @abstractmethod
+    def _cdf(self, t: np.ndarray) -> np.ndarray:
+        """P(sojourn <= t) for an array of t >= 0."""
+
+    def _quantile(self, p: np.ndarray) -> np.ndarray:
+        """Numeric inversion of the cdf: the smallest t with cdf(t) >= p, to 1e-12 relative."""
+        return np.array([self._invert(float(pi)) for pi in p.ravel()]).reshape(p.shape)
+
+    def _invert(self, p: float) -> float:
+        hi = 1e-6
+        while self._cdf(np.array([hi]))[0] < p:
+            hi *= 2.0
+            if hi > 1e9:
+                raise ArithmeticError(f"cdf of {self.method!r} never reaches {p}")
+        lo = 0.0
+        # Bisection, not a root finder: the cdf may jump (deterministic service), and the
+        # quantile is then the jump point, which bisection finds and secant methods overshoot.
+        while hi - lo > 1e-12 * max(hi, 1e-9):
+            mid = 0.5 * (lo + hi)
+            if self._cdf(np.array([mid]))[0] >= p:
+                hi = mid
+            else:
+                lo = mid
+        return hi
+
+    @property
+    def mean(self) -> float:
+        """Mean sojourn time, integrating the survival function."""
+        from scipy import integrate
+
+        upper = self.quantile(1 - 1e-12)
+        value, _ = integrate.quad(lambda t: float(self.sf(t)), 0.0, upper, limit=400)
+        return value
+
+    # --- the public, checked interface -----------------------------------------------------
+    def cdf(self, t):
+        """P(sojourn <= t); t in seconds, scalar or array."""
+        arr = np.asarray(t, dtype=float)
+        if np.isnan(arr).any():
+            raise ValueError("t contains NaN; pass latencies in seconds")
+        out = self._cdf(np.maximum(arr.ravel(), 0.0)).reshape(arr.shape)
+        out = np.where(arr < 0, 0.0, out)
+        return float(out) if out.ndim == 0 else out
+
+    def sf(self, t):
+        """P(sojourn > t) = 1 - cdf(t)."""
+        c = self.cdf(t)
+        return 1.0 - c
+
+    def quantile(self, p):
+        """The p-quantile of the sojourn time (seconds); p in (0, 1), scalar or array."""
+        arr = np.asarray(p, dtype=float)
+        if np.any(~((arr > 0) & (arr < 1))):
+            raise ValueError(f"quantile level p must lie strictly between 0 and 1, got {p!r} "
+                             "(for the 99th percentile pass 0.99, not 99)")
+        out = self._quantile(arr.reshape(-1)).reshape(arr.shape)
+        return float(out) if out.ndim == 0 else out
+
+    @property
+    def p50(self) -> float:
+        return self.quantile(0.50)
+
+    @property
+    def p95(self) -> float:
+        return self.quantile(0.95)
+
+    @property
+    def p99(self) -> float:
+        return self.quantile(0.99)
+
+    @property
+    def mean_batch_size(self) -> float:
+        """Mean executed batch size, per batch (Triton's inference_count / exec_count)."""
+        return float(sum(k * v for k, v in self.batch_size_distribution.items()))
+
+    def summary(self) -> dict:
+        """The headline numbers as a plain dict (seconds, requests per second)."""
+        return {
+            "method": self.method,
+            "exactness": self.accuracy.exactness,
+            "error": self.accuracy.statement,
+            "p50": self.p50, "p95": self.p95, "p99": self.p99, "mean": self.mean,
+            "throughput": self.throughput, "utilization": self.utilization,
+            "mean_batch_size": self.mean_batch_size,
+            "rejection_fraction": self.rejection_fraction,
+        }
+
+    def __repr__(self) -> str:
+        return (f"<{type(self).__name__} {self.method}: p50={self.p50 * 1e3:.3f} ms "
+                f"p95={self.p95 * 1e3:.3f} ms p99={self.p99 * 1e3:.3f} ms>")
+
+
+class SampledLatency(Latency):
+    """The empirical sojourn-time distribution of a simulation, with confidence intervals.
+
+    Confidence intervals use sectioning (Asmussen & Glynn, "Stochastic Simulation", 2007,
+    III.5): the independent replications are pooled into ``groups`` sections, the quantile is
+    estimated in each, and Student's t over the sections gives the interval around the pooled
+    estimate.
+
+    Parameters
+    ----------
+    samples : ndarray
+        Sojourn times of served requests (seconds), any order.
+    group : ndarray of int
+        Section index (0 .. groups-1) of each sample; sections must be independent.
+    **metrics
+        Passed to :class:`Latency`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> x = rng.exponential(1.0, 100_000)
+    >>> r = SampledLatency(x, np.arange(x.size) % 20, method="demo",
+    ...                    accuracy=Accuracy("simulation", "demo"), throughput=1.0,
+    ...                    utilization=0.5, batch_size_distribution={1: 1.0})
+    >>> round(r.p50, 2), round(r.cdf(1.0), 2)
+    (0.69, 0.63)
+    >>> lo, hi = r.ci(0.99)
+    >>> bool(lo < np.log(100) < hi)
+    True
+    """
+
+    def __init__(self, samples, group, **metrics):
+        samples = np.asarray(samples, dtype=float)
+        group = np.asarray(group)
+        if samples.size == 0:
+            raise ValueError("the simulation produced no served requests after warm-up; "
+                             "raise requests= or lower warmup=")
+        if not np.isfinite(samples).all():
+            raise ValueError("simulated sojourn times are not all finite (a bug in the engine)")
+        super().__init__(**metrics)
+        order = np.argsort(samples, kind="stable")
+        self._sorted = samples[order]
+        self._group = group[order]
+        self.groups = int(group.max()) + 1
+        self.requests = samples.size
+
+    def _cdf(self, t):
+        return np.searchsorted(self._sorted, t, side="right") / self._sorted.size
+
+    def _quantile(self, p):
+        # Inverse of the empirical cdf: the smallest sample x with F(x) >= p.
+        idx = np.ceil(p * self._sorted.size).astype(np.int64) - 1
+        return self._sorted[np.clip(idx, 0, self._sorted.size - 1)]
+
+    @property
+    def mean(self) -> float:
+        return float(self._sorted.mean())
+
+    @property
+    def samples(self) -> np.ndarray:
+        """The sorted sojourn times (read-only view)."""
+        view = self._sorted.view()
+        view.flags.writeable = False
+        return view
+
+    def section_quantiles(self, p: float) -> np.ndarray:
+        """The p-quantile within each independent section."""
+        out = np.empty(self.groups)
+        for g in range(self.groups):
+            x = self._sorted[self._group == g]  # stays sorted: a mask keeps the order
+            out[g] = x[min(x.size - 1, max(0, math.ceil(p * x.size) - 1))]
+        return out
+
+    def ci(self, p: float, level: float = 0.95) -> tuple[float, float]:
+        """Confidence interval (seconds) for the p-quantile of the sojourn time.
+
+        Parameters
+        ----------
+        p : float
+            Quantile level, e.g. 0.99 for p99.
+        level : float
+            Confidence level of the interval, 0.95 by default.
+        """
+        if not 0 < level < 1:
+            raise ValueError(f"level must lie strictly between 0 and 1, got {level!r}")
+        if self.groups < 2:
+            raise ValueError("a confidence interval needs at least 2 independent sections; "
+                             "simulate with lanes >= 2")
+        sec = self.section_quantiles(p)
+        half = stats.t.ppf(0.5 + level / 2, self.groups - 1) * sec.std(ddof=1) / math.sqrt(self.groups)
+        centre = self.quantile(p)
+        return centre - half, centre + half

@@ -1,0 +1,654 @@
+"""The description of a serving system: service times, nodes, clusters, arrivals.
+
+Everything here is a frozen dataclass, validated once, in this module, with messages that name the
+field and the fix. Theory and simulation both consume these objects and never re-validate them.
+
+Units are seconds and requests per second. Durations also accept strings with a unit ("2ms",
+"500us", "1.5 s") so that values copied from a Triton config or a CLI stay readable.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import re
+import warnings
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
+
+import numpy as np
+
+__all__ = [
+    "UnstableError", "ServiceTime", "Node", "Cluster", "Router",
+    "Poisson", "Renewal", "Trace", "parse_duration", "check_stable",
+]
+
+# A Triton max_queue_delay is configured in microseconds; a value this large in seconds almost
+# certainly came over without conversion.
+_LONGEST_PLAUSIBLE_SECONDS = 60.0
+
+_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
+
+
+class UnstableError(ValueError):
+    """The offered load reaches the system's capacity: queues grow without bound.
+
+    The message states the capacity and what to change (fewer requests per second, more nodes or
+    instances, a larger max_batch_size, or a finite max_queue_size to shed load).
+    """
+
+
+# --------------------------------------------------------------------------------------------
+# small checked conversions
+# --------------------------------------------------------------------------------------------
+def parse_duration(value, name: str = "duration") -> float:
+    """Seconds from a number (already seconds) or a string with a unit.
+
+    Parameters
+    ----------
+    value : float or str
+        ``0.002``, ``"2ms"``, ``"500us"``, ``"1.5 s"``, ``"250ns"``.
+    name : str
+        The field name used in error messages.
+
+    Examples
+    --------
+    >>> parse_duration("2ms"), parse_duration("500us"), parse_duration(0.25)
+    (0.002, 0.0005, 0.25)
+    """
+    if isinstance(value, str):
+        m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(s|ms|us|µs|ns)\s*", value)
+        if not m:
+            raise ValueError(f"{name}={value!r} is not a duration; write a number of seconds or "
+                             "a number with a unit: '2ms', '500us', '1.5s'")
+        return float(m.group(1)) * _UNITS[m.group(2)]
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(f"{name} must be a number of seconds or a string like '2ms', "
+                         f"got {value!r}")
+    value = float(value)
+    if not math.isfinite(value):
+        raise ValueError(f"{name}={value} is not finite; give a duration in seconds")
+    return value
+
+
+def _positive_duration(value, name: str, allow_zero: bool = False) -> float:
+    seconds = parse_duration(value, name)
+    if seconds < 0 or (seconds == 0 and not allow_zero):
+        bound = ">= 0" if allow_zero else "> 0"
+        raise ValueError(f"{name}={seconds!r} s must be {bound} (seconds)")
+    if seconds > _LONGEST_PLAUSIBLE_SECONDS:
+        raise ValueError(
+            f"{name}={seconds:g} s is longer than {_LONGEST_PLAUSIBLE_SECONDS:g} s: qmodel takes "
+            f"seconds, so this looks like micro- or milliseconds; write {seconds * 1e-6:g} "
+            f"(from us) or {seconds * 1e-3:g} (from ms), or a string such as '2ms'")
+    return seconds
+
+
+def _positive_int(value, name: str, minimum: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        if isinstance(value, numbers.Real) and float(value).is_integer():
+            value = int(value)
+        else:
+            raise ValueError(f"{name} must be a whole number >= {minimum}, got {value!r}")
+    if value < minimum:
+        raise ValueError(f"{name}={value} must be >= {minimum}")
+    return int(value)
+
+
+def _positive_rate(value, name: str = "rate") -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number of requests per second, got {value!r}")
+    if value <= 0:
+        raise ValueError(f"{name}={value} must be > 0 requests per second")
+    return float(value)
+
+
+# --------------------------------------------------------------------------------------------
+# service time of a batch
+# --------------------------------------------------------------------------------------------
+_JITTERS = ("deterministic", "exponential", "lognormal", "gamma")
+
+
+@dataclass(frozen=True)
+class ServiceTime:
+    """The time one model instance takes to execute a batch of k requests, S(k).
+
+    Build it with :meth:`affine`, :meth:`table` or :meth:`empirical`. For the first two,
+    S(k) = mean(k) * J with J a unit-mean jitter drawn independently per batch:
+    deterministic (J = 1), exponential, lognormal or gamma with coefficient of variation ``cv``.
+
+    Examples
+    --------
+    >>> s = ServiceTime.affine(base=2.4e-3, per_item=0.54e-3)
+    >>> round(float(s.mean(8)) * 1e3, 2)
+    6.72
+    >>> ServiceTime.affine(base=3e-3, per_item=2.5e-4, jitter=("lognormal", 0.3)).cv
+    0.3
+    >>> t = ServiceTime.table({1: 3.1e-3, 2: 3.6e-3, 4: 4.4e-3, 8: 6.7e-3})
+    >>> round(float(t.mean(3)) * 1e3, 2)
+    4.0
+    """
+
+    kind: str
+    base: float = 0.0
+    per_item: float = 0.0
+    points: tuple = ()               # ((k, mean_seconds), ...) for kind "table"
+    samples: tuple = ()              # ((k, (s1, s2, ...)), ...) for kind "empirical"
+    jitter: str = "deterministic"
+    cv: float = 0.0
+
+    # ---- constructors ---------------------------------------------------------------------
+    @classmethod
+    def affine(cls, base, per_item=0.0, jitter="deterministic") -> "ServiceTime":
+        """S(k) = (base + per_item * k) * J.
+
+        Parameters
+        ----------
+        base, per_item : float or str
+            Seconds (or "2.4ms"). ``base`` > 0, ``per_item`` >= 0.
+        jitter : str or (str, float)
+            ``"deterministic"``, ``"exponential"``, ``("lognormal", cv)`` or ``("gamma", cv)``.
+        """
+        base = _positive_duration(base, "ServiceTime.base")
+        per_item = _positive_duration(per_item, "ServiceTime.per_item", allow_zero=True)
+        name, cv = _parse_jitter(jitter)
+        return cls(kind="affine", base=base, per_item=per_item, jitter=name, cv=cv)
+
+    @classmethod
+    def table(cls, means: Mapping[int, float], jitter="deterministic") -> "ServiceTime":
+        """Measured mean batch times per batch size, linearly interpolated in between.
+
+        Sizes beyond the measured range are extrapolated linearly from the two nearest
+        measured points, with a warning: measure the sizes you deploy.
+        """
+        points = _checked_size_map(means, "ServiceTime.table")
+        if len(points) < 2 and points[0][0] != 1:
+            raise ValueError("ServiceTime.table needs at least two batch sizes, or size 1 alone "
+                             f"(for max_batch_size 1); got sizes {[k for k, _ in points]}")
+        pts = tuple((k, _positive_duration(v, f"ServiceTime.table[{k}]")) for k, v in points)
+        name, cv = _parse_jitter(jitter)
+        return cls(kind="table", points=pts, jitter=name, cv=cv)
+
+    @classmethod
+    def empirical(cls, samples: Mapping[int, Sequence[float]]) -> "ServiceTime":
+        """Measured batch times per batch size, resampled as they are.
+
+        A batch of a measured size k draws one of that size's samples uniformly. An unmeasured
+        size draws from the nearest measured size, scaled by the ratio of the interpolated
+        means, so its spread keeps the measured relative shape.
+        """
+        items = _checked_size_map(samples, "ServiceTime.empirical")
+        out = []
+        for k, values in items:
+            arr = np.asarray(values, dtype=float).ravel()
+            if arr.size == 0:
+                raise ValueError(f"ServiceTime.empirical[{k}] has no samples; give at least one")
+            if not np.all(np.isfinite(arr)) or np.any(arr <= 0):
+                raise ValueError(f"ServiceTime.empirical[{k}] must hold positive finite seconds")
+            if arr.max() > _LONGEST_PLAUSIBLE_SECONDS:
+                raise ValueError(f"ServiceTime.empirical[{k}] has samples above "
+                                 f"{_LONGEST_PLAUSIBLE_SECONDS:g} s; convert to seconds")
+            out.append((k, tuple(arr.tolist())))
+        return cls(kind="empirical", samples=tuple(out), jitter="empirical",
+                   cv=float("nan"))
+
+    # ---- what the engines and solvers ask -------------------------------------------------
+    def mean(self, k):
+        """Mean service time (seconds) of a batch of k requests; k scalar or array, k >= 1."""
+        k = np.asarray(k, dtype=float)
+        if self.kind == "affine":
+            return self.base + self.per_item * k
+        if self.kind == "table":
+            sizes, means = map(np.array, zip(*self.points))
+        else:
+            sizes = np.array([s for s, _ in self.samples], dtype=float)
+            means = np.array([np.mean(v) for _, v in self.samples])
+        if sizes.size == 1:
+            return np.full_like(k, means[0])
+        if np.any(k > sizes[-1]) or np.any(k < sizes[0]):
+            warnings.warn(f"service time extrapolated outside the measured batch sizes "
+                          f"{sizes[0]:g}..{sizes[-1]:g}; measure the sizes you deploy",
+                          stacklevel=2)
+        lo = np.interp(k, sizes, means)
+        left = means[0] + (k - sizes[0]) * (means[1] - means[0]) / (sizes[1] - sizes[0])
+        right = means[-1] + (k - sizes[-1]) * (means[-1] - means[-2]) / (sizes[-1] - sizes[-2])
+        out = np.where(k < sizes[0], left, np.where(k > sizes[-1], right, lo))
+        if np.any(out <= 0):
+            raise ValueError("extrapolated service time is <= 0 for some batch size; "
+                             "measure smaller batch sizes")
+        return out
+
+    def describe(self) -> str:
+        if self.kind == "affine":
+            core = f"{self.base * 1e3:g} ms + {self.per_item * 1e3:g} ms x k"
+        elif self.kind == "table":
+            core = "table " + ", ".join(f"{k}:{v * 1e3:g}ms" for k, v in self.points)
+        else:
+            core = "empirical " + ", ".join(f"{k}:{len(v)} samples" for k, v in self.samples)
+        if self.jitter in ("deterministic", "empirical"):
+            return core
+        return f"{core}, {self.jitter} jitter cv {self.cv:g}"
+
+
+def _parse_jitter(jitter) -> tuple[str, float]:
+    if isinstance(jitter, str):
+        name, cv = jitter, None
+    elif isinstance(jitter, (tuple, list)) and len(jitter) == 2 and isinstance(jitter[0], str):
+        name, cv = jitter
+    else:
+        raise ValueError(f"jitter must be 'deterministic', 'exponential', ('lognormal', cv) or "
+                         f"('gamma', cv), got {jitter!r}")
+    name = name.lower()
+    if name not in _JITTERS:
+        raise ValueError(f"jitter {name!r} is unknown; use one of {_JITTERS}")
+    if name == "deterministic":
+        if cv not in (None, 0, 0.0):
+            raise ValueError("jitter 'deterministic' takes no cv; use ('lognormal', cv)")
+        return name, 0.0
+    if name == "exponential":
+        if cv not in (None, 1, 1.0):
+            raise ValueError("exponential jitter has cv 1; for another cv use ('gamma', cv)")
+        return name, 1.0
+    if cv is None:
+        raise ValueError(f"jitter {name!r} needs a coefficient of variation: ({name!r}, 0.3)")
+    if isinstance(cv, bool) or not isinstance(cv, numbers.Real) or not math.isfinite(cv) or cv <= 0:
+        raise ValueError(f"jitter cv must be a finite number > 0, got {cv!r}")
+    if cv > 10:
+        raise ValueError(f"jitter cv={cv} is implausibly large (> 10); cv is a ratio, not seconds")
+    return name, float(cv)
+
+
+def _checked_size_map(mapping, name):
+    if not isinstance(mapping, Mapping) or not mapping:
+        raise ValueError(f"{name} takes a non-empty mapping of batch size to seconds, "
+                         f"e.g. {{1: 3.1e-3, 8: 6.7e-3}}")
+    items = []
+    for k, v in mapping.items():
+        size = _positive_int(k, f"{name} batch size")
+        items.append((size, v))
+    return sorted(items)
+
+
+# --------------------------------------------------------------------------------------------
+# one node: a model with Triton's dynamic batcher and c instances
+# --------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Node:
+    """One Triton model deployment: a dynamic batcher in front of ``instances`` model instances.
+
+    Parameters
+    ----------
+    service : ServiceTime
+        Batch execution time S(k).
+    max_batch_size : int
+        B >= 1. (Triton's 0 means "no batching"; write 1.)
+    max_queue_delay : float or str
+        D >= 0 seconds that the oldest pending request may wait for a fuller batch.
+    preferred_batch_sizes : tuple of int
+        Sizes in 1..B that dispatch at once; empty means {B}, as in Triton.
+    instances : int
+        c >= 1 model instances sharing the node's queue.
+    max_queue_size : int
+        Pending requests beyond which arrivals are rejected; 0 means unlimited.
+
+    Examples
+    --------
+    >>> n = Node(ServiceTime.affine(2e-3, 5e-4), max_batch_size=8, max_queue_delay="1ms")
+    >>> n.max_queue_delay, n.effective_preferred, round(n.capacity)
+    (0.001, (8,), 1333)
+    """
+
+    service: ServiceTime
+    max_batch_size: int = 1
+    max_queue_delay: float = 0.0
+    preferred_batch_sizes: tuple = ()
+    instances: int = 1
+    max_queue_size: int = 0
+
+    def __post_init__(self):
+        if not isinstance(self.service, ServiceTime):
+            raise ValueError("Node.service must be a qmodel.ServiceTime, e.g. "
+                             "ServiceTime.affine(base=2e-3, per_item=5e-4)")
+        B = _positive_int(self.max_batch_size, "Node.max_batch_size")
+        object.__setattr__(self, "max_batch_size", B)
+        object.__setattr__(self, "max_queue_delay",
+                           _positive_duration(self.max_queue_delay, "Node.max_queue_delay",
+                                              allow_zero=True))
+        object.__setattr__(self, "instances", _positive_int(self.instances, "Node.instances"))
+        object.__setattr__(self, "max_queue_size",
+                           _positive_int(self.max_queue_size, "Node.max_queue_size", minimum=0))
+        prefs = self.preferred_batch_sizes
+        if isinstance(prefs, numbers.Integral):
+            prefs = (prefs,)
+        try:
+            prefs = tuple(_positive_int(p, "Node.preferred_batch_sizes") for p in prefs)
+        except TypeError:
+            raise ValueError("Node.preferred_batch_sizes must be a sequence of whole numbers, "
+                             f"got {self.preferred_batch_sizes!r}") from None
+        if any(p > B for p in prefs):
+            raise ValueError(f"Node.preferred_batch_sizes {prefs} must not exceed "
+                             f"max_batch_size={B}; drop the larger sizes or raise max_batch_size")
+        if len(set(prefs)) != len(prefs):
+            raise ValueError(f"Node.preferred_batch_sizes {prefs} repeats a size")
+        object.__setattr__(self, "preferred_batch_sizes", tuple(sorted(prefs)))
+        if self.service.kind != "affine":
+            self.service.mean(np.arange(1, B + 1))  # warns once if B needs extrapolation
+
+    @property
+    def effective_preferred(self) -> tuple:
+        """The preferred sizes Triton uses: the configured ones, or (max_batch_size,)."""
+        return self.preferred_batch_sizes or (self.max_batch_size,)
+
+    @property
+    def saturated_batch_size(self) -> int:
+        """Batch size dispatched under overload: B with a delay, else the largest preferred size.
+
+        With max_queue_delay > 0 an overloaded queue always holds a request older than the delay,
+        so batches of max_batch_size go; with no delay the batcher never waits and dispatches the
+        largest preferred size that fits (see triton-semantics.md).
+        """
+        return self.max_batch_size if self.max_queue_delay > 0 else max(self.effective_preferred)
+
+    @property
+    def capacity(self) -> float:
+        """Largest sustainable throughput (requests/s): instances * k / E[S(k)], k saturated."""
+        k = self.saturated_batch_size
+        return self.instances * k / float(self.service.mean(k))
+
+    def describe(self) -> str:
+        parts = [f"B={self.max_batch_size}", f"delay={self.max_queue_delay * 1e3:g}ms",
+                 f"instances={self.instances}", f"S(k)={self.service.describe()}"]
+        if self.preferred_batch_sizes:
+            parts.insert(2, f"preferred={list(self.preferred_batch_sizes)}")
+        if self.max_queue_size:
+            parts.append(f"max_queue_size={self.max_queue_size}")
+        return "Node(" + ", ".join(parts) + ")"
+
+
+# --------------------------------------------------------------------------------------------
+# routing and clusters
+# --------------------------------------------------------------------------------------------
+_POLICIES = ("random", "round_robin", "least_outstanding", "power_of_d")
+
+
+@dataclass(frozen=True)
+class Router:
+    """How a load balancer in front of the nodes picks one for each request.
+
+    Parameters
+    ----------
+    policy : {"random", "round_robin", "least_outstanding", "power_of_d"}
+        ``random``: independent draws, optionally weighted (canary splits); ``round_robin``:
+        nodes in turn; ``least_outstanding``: the node with the fewest queued plus in-service
+        requests, ties at random (NGINX least_conn); ``power_of_d``: ``choices`` distinct nodes
+        sampled uniformly, the least outstanding of them (Envoy LEAST_REQUEST samples 2).
+    weights : tuple of float, optional
+        Only with ``random``: relative shares, normalised to sum 1.
+    choices : int
+        Only with ``power_of_d``: d.
+    """
+
+    policy: str
+    weights: tuple | None = None
+    choices: int = 2
+
+    @property
+    def is_static(self) -> bool:
+        """True when the choice ignores node state (the nodes then decouple)."""
+        return self.policy in ("random", "round_robin")
+
+    @property
+    def name(self) -> str:
+        if self.policy == "power_of_d":
+            return "power_of_two" if self.choices == 2 else f"power_of_{self.choices}"
+        return self.policy
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """Several nodes behind a router.
+
+    Parameters
+    ----------
+    nodes : Node or sequence of Node
+        One node copied ``count`` times, or a list of (possibly different) nodes.
+    count : int, optional
+        How many copies of a single node; must match the list length if a list is given.
+    router : str or Router
+        ``"random"``, ``"round_robin"``, ``"least_outstanding"``, ``"power_of_two"`` or
+        ``"power_of_d"`` (with ``choices``).
+    weights : sequence of float, optional
+        With ``router="random"``: each node's share, e.g. ``[9, 1]`` for a 90/10 canary split.
+    choices : int, optional
+        With ``router="power_of_d"``: how many nodes to sample per request.
+
+    Examples
+    --------
+    >>> node = Node(ServiceTime.affine(2e-3, 5e-4), max_batch_size=8)
+    >>> c = Cluster(node, count=4, router="power_of_two")
+    >>> len(c.nodes), c.router.name, round(c.capacity)
+    (4, 'power_of_two', 5333)
+    """
+
+    nodes: object
+    count: int | None = None
+    router: object = "random"
+    weights: object = None
+    choices: int | None = None
+
+    def __post_init__(self):
+        nodes = self.nodes
+        if isinstance(nodes, Node):
+            count = 1 if self.count is None else _positive_int(self.count, "Cluster.count")
+            nodes = (nodes,) * count
+        else:
+            try:
+                nodes = tuple(nodes)
+            except TypeError:
+                raise ValueError("Cluster.nodes must be a Node or a list of Nodes") from None
+            if not nodes:
+                raise ValueError("Cluster.nodes is empty; a cluster needs at least one Node")
+            if not all(isinstance(n, Node) for n in nodes):
+                raise ValueError("every entry of Cluster.nodes must be a qmodel.Node")
+            if self.count is not None and self.count != len(nodes):
+                raise ValueError(f"Cluster.count={self.count} disagrees with the {len(nodes)} "
+                                 "nodes listed; drop count when you list the nodes")
+        object.__setattr__(self, "nodes", nodes)
+        object.__setattr__(self, "count", len(nodes))
+        object.__setattr__(self, "router", self._make_router(len(nodes)))
+        object.__setattr__(self, "weights", self.router.weights)
+        object.__setattr__(self, "choices", self.router.choices
+                           if self.router.policy == "power_of_d" else None)
+
+    def _make_router(self, n: int) -> Router:
+        r = self.router
+        if isinstance(r, Router):
+            policy, weights, choices = r.policy, r.weights, r.choices
+            if self.weights is not None or self.choices is not None:
+                raise ValueError("give weights/choices either in the Router or in the Cluster, "
+                                 "not both")
+        elif isinstance(r, str):
+            policy, weights = r, self.weights
+            choices = self.choices
+            if policy == "power_of_two":
+                if choices not in (None, 2):
+                    raise ValueError("router 'power_of_two' samples 2 nodes; for another number "
+                                     "use router='power_of_d' with choices=d")
+                policy, choices = "power_of_d", 2
+            elif policy == "power_of_d" and choices is None:
+                raise ValueError("router 'power_of_d' needs choices=d (how many nodes to sample)")
+        else:
+            raise ValueError(f"Cluster.router must be a string or a Router, got {r!r}")
+        if policy not in _POLICIES:
+            raise ValueError(f"Cluster.router {policy!r} is unknown; use one of 'random', "
+                             "'round_robin', 'least_outstanding', 'power_of_two', 'power_of_d'")
+        if weights is not None:
+            if policy != "random":
+                raise ValueError(f"Cluster.weights only apply to router='random', not {policy!r}")
+            try:
+                w = np.asarray(weights, dtype=float).ravel()
+            except (TypeError, ValueError):
+                raise ValueError(f"Cluster.weights must be numbers, got {weights!r}") from None
+            if w.size != n:
+                raise ValueError(f"Cluster.weights has {w.size} entries for {n} nodes; "
+                                 "give one weight per node")
+            if not np.all(np.isfinite(w)) or np.any(w < 0) or w.sum() <= 0:
+                raise ValueError("Cluster.weights must be finite, >= 0 and sum to a positive "
+                                 f"number, got {list(w)}")
+            weights = tuple((w / w.sum()).tolist())
+        if policy == "power_of_d":
+            choices = _positive_int(choices, "Cluster.choices")
+            if choices > n:
+                raise ValueError(f"Cluster.choices={choices} exceeds the {n} nodes; sample at "
+                                 "most as many nodes as there are (d = N is least_outstanding)")
+        elif choices is not None and not isinstance(r, Router):
+            raise ValueError(f"Cluster.choices only applies to power_of_d routers, not {policy!r}")
+        return Router(policy=policy, weights=weights, choices=choices or 2)
+
+    @property
+    def shares(self) -> np.ndarray | None:
+        """Each node's long-run share of requests for static routers; None for dynamic ones."""
+        n = len(self.nodes)
+        if self.router.policy == "random":
+            return np.asarray(self.router.weights) if self.router.weights else np.full(n, 1 / n)
+        if self.router.policy == "round_robin":
+            return np.full(n, 1 / n)
+        return None
+
+    @property
+    def capacity(self) -> float:
+        """Largest total rate (requests/s) the cluster sustains under its router.
+
+        Static routers: the first node to saturate limits, min_i capacity_i / share_i. Dynamic
+        routers send work where it fits: the sum of node capacities (necessary, and sufficient for
+        least_outstanding; power_of_d over very unequal nodes can saturate earlier).
+        """
+        caps = np.array([n.capacity for n in self.nodes])
+        shares = self.shares
+        if shares is None:
+            return float(caps.sum())
+        used = shares > 0
+        return float(np.min(caps[used] / shares[used]))
+
+    def describe(self) -> str:
+        kinds = {n for n in self.nodes}
+        body = (f"{len(self.nodes)} x {self.nodes[0].describe()}" if len(kinds) == 1
+                else f"{len(self.nodes)} nodes ({len(kinds)} kinds)")
+        return f"Cluster({body}, router={self.router.name})"
+
+
+# --------------------------------------------------------------------------------------------
+# arrivals
+# --------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Poisson:
+    """Poisson arrivals at ``rate`` requests per second."""
+
+    rate: float
+
+    def __post_init__(self):
+        object.__setattr__(self, "rate", _positive_rate(self.rate))
+
+    scv = 1.0
+
+
+@dataclass(frozen=True)
+class Renewal:
+    """Renewal arrivals: i.i.d. gamma interarrival times with mean 1/rate and squared
+    coefficient of variation ``scv`` (1 is Poisson, 0 is deterministic, > 1 is bursty)."""
+
+    rate: float
+    scv: float = 1.0
+
+    def __post_init__(self):
+        object.__setattr__(self, "rate", _positive_rate(self.rate))
+        scv = self.scv
+        if isinstance(scv, bool) or not isinstance(scv, numbers.Real) or not math.isfinite(scv):
+            raise ValueError(f"Renewal.scv must be a finite number >= 0, got {scv!r}")
+        if scv < 0:
+            raise ValueError(f"Renewal.scv={scv} must be >= 0 (0 deterministic, 1 Poisson)")
+        if scv > 100:
+            raise ValueError(f"Renewal.scv={scv} > 100 is outside what the gamma family models "
+                             "well; use a Trace of the measured arrivals")
+        object.__setattr__(self, "scv", float(scv))
+
+
+@dataclass(frozen=True, eq=False)
+class Trace:
+    """A recorded sequence of arrival times (seconds, non-decreasing), replayed as is.
+
+    Replications cut the trace into consecutive segments, so confidence intervals assume that
+    segments far apart are nearly independent.
+    """
+
+    times: np.ndarray = field(repr=False)
+
+    def __post_init__(self):
+        try:
+            t = np.array(self.times, dtype=float).ravel()
+        except (TypeError, ValueError):
+            raise ValueError("Trace.times must be a sequence of arrival times in seconds") from None
+        if t.size < 2:
+            raise ValueError("Trace.times needs at least 2 arrival times")
+        if not np.all(np.isfinite(t)):
+            raise ValueError("Trace.times contains NaN or infinite values")
+        if np.any(np.diff(t) < 0):
+            raise ValueError("Trace.times must be sorted in non-decreasing order")
+        if t[-1] == t[0]:
+            raise ValueError("Trace.times spans zero time; arrivals need distinct times")
+        t.flags.writeable = False
+        object.__setattr__(self, "times", t)
+
+    @property
+    def rate(self) -> float:
+        return (self.times.size - 1) / float(self.times[-1] - self.times[0])
+
+    @property
+    def scv(self) -> float:
+        gaps = np.diff(self.times)
+        return float(gaps.var() / gaps.mean() ** 2)
+
+
+def arrivals_from(rate=None, arrivals=None):
+    """The arrival process from ``rate=`` (Poisson) or ``arrivals=`` (exactly one of them)."""
+    if (rate is None) == (arrivals is None):
+        raise ValueError("give exactly one of rate= (Poisson, requests per second) or "
+                         "arrivals= (qmodel.Poisson, Renewal or Trace)")
+    if arrivals is None:
+        return Poisson(rate)
+    if not isinstance(arrivals, (Poisson, Renewal, Trace)):
+        raise ValueError("arrivals must be qmodel.Poisson, qmodel.Renewal or qmodel.Trace, "
+                         f"got {type(arrivals).__name__}")
+    return arrivals
+
+
+def as_cluster(system) -> Cluster:
+    """A Node is a one-node cluster; anything else must already be a Cluster."""
+    if isinstance(system, Node):
+        return Cluster(system)
+    if isinstance(system, Cluster):
+        return system
+    raise ValueError(f"expected a qmodel.Node or qmodel.Cluster, got {type(system).__name__}")
+
+
+def check_stable(system, rate: float) -> None:
+    """Raise UnstableError if ``rate`` reaches the capacity of ``system``.
+
+    Nodes with a finite ``max_queue_size`` shed load instead of growing, so they never make a
+    system unstable.
+    """
+    cluster = as_cluster(system)
+    if all(n.max_queue_size > 0 for n in cluster.nodes):
+        return
+    cap = cluster.capacity
+    if rate >= cap:
+        node = cluster.nodes[0]
+        hint = ("add nodes or instances, raise max_batch_size"
+                + (" or set max_queue_delay > 0 (with no delay, batches stop at the largest "
+                   "preferred size)" if node.max_queue_delay == 0 and node.preferred_batch_sizes
+                   else "")
+                + ", or set max_queue_size to reject the excess")
+        raise UnstableError(
+            f"offered load {rate:g} req/s is {rate / cap:.3g}x the capacity {cap:.6g} req/s of "
+            f"{cluster.describe() if len(cluster.nodes) > 1 else node.describe()}: queues grow "
+            f"without bound. Lower rate below {cap:.6g} req/s, or {hint}.")
