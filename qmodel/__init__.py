@@ -9,7 +9,7 @@ True
 """
 
 from .latency import Accuracy, Latency, SampledLatency
-from .sim import simulate
+from .sim import Replay, replay, simulate
 from .system import (Cluster, Node, Poisson, Renewal, Router, ServiceTime, Trace, UnstableError,
                      check_stable, parse_duration)
 
@@ -17,7 +17,7 @@ __all__ = [
     "ServiceTime", "Node", "Cluster", "Router", "Poisson", "Renewal", "Trace",
     "UnstableError", "check_stable", "parse_duration",
     "Latency", "SampledLatency", "Accuracy",
-    "simulate",
+    "simulate", "replay", "Replay",
 ]
 
 __version__ = "0.1.0"

@@ -186,16 +186,19 @@ class SampledLatency(Latency):
     """The empirical sojourn-time distribution of a simulation, with confidence intervals.
 
     Confidence intervals use sectioning (Asmussen & Glynn, "Stochastic Simulation", 2007,
-    III.5): the independent replications are pooled into ``groups`` sections, the quantile is
-    estimated in each, and Student's t over the sections gives the interval around the pooled
-    estimate.
+    III.5): independent replications are pooled into sections, the quantile is estimated in
+    each, and Student's t over the sections gives the interval around the pooled estimate.
+
+    Samples are kept as float32 (relative resolution 6e-8, far below any confidence interval):
+    it halves memory and makes sorting several times faster.
 
     Parameters
     ----------
     samples : ndarray
-        Sojourn times of served requests (seconds), any order.
-    group : ndarray of int
-        Section index (0 .. groups-1) of each sample; sections must be independent.
+        Sojourn times of served requests (seconds), grouped by section: the first
+        ``section_sizes[0]`` belong to section 0, and so on.
+    section_sizes : sequence of int
+        Number of samples in each independent section.
     **metrics
         Passed to :class:`Latency`.
 
@@ -204,7 +207,7 @@ class SampledLatency(Latency):
     >>> import numpy as np
     >>> rng = np.random.default_rng(0)
     >>> x = rng.exponential(1.0, 100_000)
-    >>> r = SampledLatency(x, np.arange(x.size) % 20, method="demo",
+    >>> r = SampledLatency(x, [5_000] * 20, method="demo",
     ...                    accuracy=Accuracy("simulation", "demo"), throughput=1.0,
     ...                    utilization=0.5, batch_size_distribution={1: 1.0})
     >>> round(r.p50, 2), round(r.cdf(1.0), 2)
@@ -214,47 +217,50 @@ class SampledLatency(Latency):
     True
     """
 
-    def __init__(self, samples, group, **metrics):
-        samples = np.asarray(samples, dtype=float)
-        group = np.asarray(group)
+    def __init__(self, samples, section_sizes, **metrics):
+        samples = np.asarray(samples, dtype=np.float32).ravel()
+        sizes = np.asarray(section_sizes, dtype=np.int64)
         if samples.size == 0:
             raise ValueError("the simulation produced no served requests after warm-up; "
                              "raise requests= or lower warmup=")
+        if sizes.sum() != samples.size or np.any(sizes < 0):
+            raise ValueError("section_sizes must be non-negative and add up to the sample count")
         if not np.isfinite(samples).all():
             raise ValueError("simulated sojourn times are not all finite (a bug in the engine)")
         super().__init__(**metrics)
-        order = np.argsort(samples, kind="stable")
-        self._sorted = samples[order]
-        self._group = group[order]
-        self.groups = int(group.max()) + 1
+        self._sections = np.split(samples, np.cumsum(sizes)[:-1])
+        self._sections = [x for x in self._sections if x.size]
+        self._sorted = np.sort(samples)
+        self.groups = len(self._sections)
         self.requests = samples.size
+        self._section_cache: dict = {}
 
     def _cdf(self, t):
         return np.searchsorted(self._sorted, t, side="right") / self._sorted.size
 
     def _quantile(self, p):
-        # Inverse of the empirical cdf: the smallest sample x with F(x) >= p.
-        idx = np.ceil(p * self._sorted.size).astype(np.int64) - 1
-        return self._sorted[np.clip(idx, 0, self._sorted.size - 1)]
+        return self._sorted[_rank(p, self._sorted.size)].astype(float)
 
     @property
     def mean(self) -> float:
-        return float(self._sorted.mean())
+        return float(self._sorted.mean(dtype=np.float64))
 
     @property
     def samples(self) -> np.ndarray:
-        """The sorted sojourn times (read-only view)."""
+        """The sorted sojourn times (read-only view, float32 seconds)."""
         view = self._sorted.view()
         view.flags.writeable = False
         return view
 
     def section_quantiles(self, p: float) -> np.ndarray:
-        """The p-quantile within each independent section."""
-        out = np.empty(self.groups)
-        for g in range(self.groups):
-            x = self._sorted[self._group == g]  # stays sorted: a mask keeps the order
-            out[g] = x[min(x.size - 1, max(0, math.ceil(p * x.size) - 1))]
-        return out
+        """The p-quantile within each independent section (seconds)."""
+        if p not in self._section_cache:
+            out = []
+            for x in self._sections:
+                k = int(_rank(np.array([p]), x.size)[0])
+                out.append(float(np.partition(x, k)[k]))
+            self._section_cache[p] = np.array(out)
+        return self._section_cache[p]
 
     def ci(self, p: float, level: float = 0.95) -> tuple[float, float]:
         """Confidence interval (seconds) for the p-quantile of the sojourn time.
@@ -268,10 +274,19 @@ class SampledLatency(Latency):
         """
         if not 0 < level < 1:
             raise ValueError(f"level must lie strictly between 0 and 1, got {level!r}")
+        if not 0 < p < 1:
+            raise ValueError(f"quantile level p must lie strictly between 0 and 1, got {p!r}")
         if self.groups < 2:
             raise ValueError("a confidence interval needs at least 2 independent sections; "
                              "simulate with lanes >= 2")
-        sec = self.section_quantiles(p)
-        half = stats.t.ppf(0.5 + level / 2, self.groups - 1) * sec.std(ddof=1) / math.sqrt(self.groups)
+        sec = self.section_quantiles(float(p))
+        half = float(stats.t.ppf(0.5 + level / 2, self.groups - 1) * sec.std(ddof=1)
+                     / math.sqrt(self.groups))
         centre = self.quantile(p)
         return centre - half, centre + half
+
+
+def _rank(p: np.ndarray, n: int) -> np.ndarray:
+    """Index of the p-quantile in a sorted sample of size n: the smallest x with F_n(x) >= p."""
+    # The factor absorbs rounding in p * n (0.99 * 100 must give rank 99, not 100).
+    return np.clip(np.ceil(p * n * (1 - 1e-12)).astype(np.int64) - 1, 0, n - 1)

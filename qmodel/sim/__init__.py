@@ -1,6 +1,6 @@
 """The Monte Carlo engine: Triton's batching rules, vectorised over independent replicas."""
 
 from .backend import get_backend, gpu_available
-from .run import simulate
+from .run import Replay, replay, simulate
 
-__all__ = ["simulate", "get_backend", "gpu_available"]
+__all__ = ["simulate", "replay", "Replay", "get_backend", "gpu_available"]

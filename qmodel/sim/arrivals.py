@@ -13,8 +13,8 @@ from ..system import Poisson, Renewal, Trace
 __all__ = ["replica_arrivals"]
 
 
-def replica_arrivals(bk, arrivals, replicas: int, per_replica: int):
-    """Arrival times (replicas, n) and the number of real arrivals in each row.
+def replica_arrivals(bk, arrivals, replicas: int, per_replica: int, pad: int = 0):
+    """Arrival times (replicas, n + pad) and the number of real arrivals in each row.
 
     Parameters
     ----------
@@ -24,6 +24,8 @@ def replica_arrivals(bk, arrivals, replicas: int, per_replica: int):
         Independent replications. A Trace is cut into this many consecutive segments.
     per_replica : int
         Arrivals per replica (for a Trace: ignored, the segments share the trace).
+    pad : int
+        Extra +inf columns at the end of each row (look-ahead room for the engines).
     """
     xp, rng = bk.xp, bk.rng
     shape = (replicas, per_replica)
@@ -31,13 +33,14 @@ def replica_arrivals(bk, arrivals, replicas: int, per_replica: int):
         t = arrivals.times
         cuts = np.linspace(0, t.size, replicas + 1).astype(np.int64)
         counts = np.diff(cuts)
-        out = np.full((replicas, counts.max()), np.inf)
+        out = np.full((replicas, counts.max() + pad), np.inf)
         for r in range(replicas):
             out[r, :counts[r]] = t[cuts[r]:cuts[r + 1]]
         return xp.asarray(out), xp.asarray(counts)
     mean_gap = 1.0 / arrivals.rate
     if isinstance(arrivals, Poisson) or arrivals.scv == 1.0:
-        gaps = rng.standard_exponential(shape) * mean_gap
+        gaps = rng.standard_exponential(shape)
+        gaps *= mean_gap
     elif arrivals.scv == 0.0:
         # Deterministic spacing; a random phase keeps replicas distinct.
         gaps = xp.full(shape, mean_gap)
@@ -45,5 +48,8 @@ def replica_arrivals(bk, arrivals, replicas: int, per_replica: int):
     else:
         assert isinstance(arrivals, Renewal)
         k = 1.0 / arrivals.scv
-        gaps = rng.standard_gamma(k, shape) * (mean_gap / k)
-    return xp.cumsum(gaps, axis=1), xp.full(replicas, per_replica, dtype=np.int64)
+        gaps = rng.standard_gamma(k, shape)
+        gaps *= mean_gap / k
+    out = xp.full((replicas, per_replica + pad), xp.inf)
+    xp.cumsum(gaps, axis=1, out=out[:, :per_replica])
+    return out, xp.full(replicas, per_replica, dtype=np.int64)

@@ -53,8 +53,17 @@ def run_lookahead(bk, types, times, counts, lane_type, progress=None):
     single = types.cmax == 1
     lane_ids = xp.arange(lanes)
     # Binary-search steps for counting arrivals <= T among the next B: powers of two, largest
-    # first, covering every count up to bmax.
-    probes = [1 << j for j in reversed(range(int(types.bmax).bit_length()))]
+    # first, covering every count up to bmax. With one B for all lanes the probe sizes can be
+    # chosen to never pass B (halving the remaining range), which saves the per-lane bound check.
+    uniform_limit = len(types.kinds) == 1
+    if uniform_limit:
+        probes, left = [], int(types.bmax)
+        while left > 0:
+            half = (left + 1) // 2
+            probes.append(half)
+            left -= half
+    else:
+        probes = [1 << j for j in reversed(range(int(types.bmax).bit_length()))]
     head = xp.zeros(lanes, dtype=np.int64)
     total = float(counts.sum())
     starts, services, sizes = [], [], []
@@ -76,7 +85,9 @@ def run_lookahead(bk, types, times, counts, lane_type, progress=None):
             q = xp.zeros(lanes, dtype=np.int64)
             for step in probes:
                 cand = q + step
-                ok = (cand <= limit) & (flat[base + cand - 1] <= when)
+                ok = flat[base + cand - 1] <= when
+                if not uniform_limit:
+                    ok &= cand <= limit
                 q = xp.where(ok, cand, q)
             # A finished lane sees only +inf padding, which "arrives" at when = +inf: count none.
             q = xp.where(a0 < xp.inf, q, 0)

@@ -15,6 +15,7 @@ Confidence intervals come from the spread between groups of replicas (sectioning
 from __future__ import annotations
 
 import numbers
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -27,7 +28,7 @@ from .lookahead import run_lookahead
 from .nodetypes import NodeTypes
 from .routing import split_by_node, static_assignment
 
-__all__ = ["simulate"]
+__all__ = ["simulate", "replay", "Replay"]
 
 # A replica should give every node this many arrivals, so the start-up transient (a fraction
 # `warmup` of it) is short against the run; more requests buy more replicas, not longer ones.
@@ -120,57 +121,75 @@ def simulate(system, rate=None, *, arrivals=None, requests: int | None = None, s
 
     bk = get_backend(backend, seed)
     types = NodeTypes(bk, cluster.nodes)
-    times, counts = replica_arrivals(bk, source, replicas, per_replica)
+    times, counts = replica_arrivals(bk, source, replicas, per_replica, pad=2 * types.bmax + 2)
     report = _progress_callback(progress, requests)
     try:
         if engine == "lookahead":
-            out = _run_static(bk, types, cluster, times, replicas, nodes, report)
+            out = _run_static(bk, types, cluster, times, counts, replicas, nodes, report)
         else:
-            assign = static_assignment(bk, cluster.router, nodes, times.shape) if static else None
-            out = _from_events(run_events(bk, types, cluster.router, times, assign, report))
+            width = int(counts.max())
+            assign = (static_assignment(bk, cluster.router, nodes, (replicas, width))
+                      if static else None)
+            out = _from_events(bk, run_events(bk, types, cluster.router, times[:, :width],
+                                              assign, report), times[:, :width])
     finally:
         if hasattr(report, "close"):
             report.close()
     method = f"simulation ({engine} engine, {bk.name}, {replicas} replicas)"
-    return _assemble(out, bk.asnumpy(times), bk.asnumpy(counts), types, warmup, method,
-                     replicas, nodes)
+    return _assemble(out, bk.asnumpy(times), bk.asnumpy(counts), types, warmup, method)
 
 
 # ------------------------------------------------------------------------------------------
-def _run_static(bk, types, cluster, times, replicas, nodes, report):
-    """Lookahead engine over (replica, node) lanes; returns per-request and per-batch arrays."""
+# Engine adapters. Both return, on the host: served requests as "sojourn", in segments that are
+# each in arrival order ("arrival": the list of segments' arrival times; "segment_replica": the
+# replica of each segment; segments of one replica are adjacent), rejected requests
+# ("rejected_arrival"; "rejected", per-replica counts), and one entry per executed batch
+# ("batch_*").
+# ------------------------------------------------------------------------------------------
+def _run_static(bk, types, cluster, times, counts, replicas, nodes, report):
+    """Lookahead engine over (replica, node) lanes, lane = replica * nodes + node."""
     xp = bk.xp
-    pad = 2 * types.bmax + 2
     if nodes == 1:
-        lane_times = xp.concatenate([times, xp.full((replicas, pad), xp.inf)], axis=1)
-        lane_counts = xp.isfinite(times).sum(axis=1)
+        lane_times, lane_counts = times, counts
     else:
-        assign = static_assignment(bk, cluster.router, nodes, times.shape)
-        lane_times, lane_counts = split_by_node(bk, times, assign, nodes, pad)
+        width = int(counts.max())
+        assign = static_assignment(bk, cluster.router, nodes, (replicas, width))
+        lane_times, lane_counts = split_by_node(bk, times[:, :width], assign, nodes,
+                                                pad=2 * types.bmax + 2)
     lane_type = xp.asarray(np.tile(types.type_of_node, replicas))
     rec = run_lookahead(bk, types, lane_times, lane_counts, lane_type, report)
-    # Lane-major order: lane l's batches in step order cover its requests in arrival order.
-    size = rec["size"].T.ravel()
-    keep = size > 0
-    start, service, size = rec["start"].T.ravel()[keep], rec["service"].T.ravel()[keep], size[keep]
-    lane = np.repeat(np.arange(replicas * nodes), rec["size"].shape[0])[keep]
+    start, service, size = rec["start"], rec["service"], rec["size"]   # (steps, lanes)
+    # Lane l's batches in step order cover its requests in arrival order, so repeating each
+    # batch's completion time by its size, lane by lane, gives completion times request by
+    # request. Size-0 entries (finished lanes) repeat zero times.
+    sojourn = np.repeat((start + service).T.ravel(), size.T.ravel())
+    lane_counts = bk.asnumpy(lane_counts)
     lt = bk.asnumpy(lane_times)
-    arrival = lt[np.isfinite(lt)]              # row-major: lane by lane, in arrival order
-    completion = np.repeat(start + service, size)
-    req_lane = np.repeat(np.arange(replicas * nodes), bk.asnumpy(lane_counts))
+    if nodes == 1 and np.all(lane_counts == lane_counts[0]):
+        arrival = lt[:, :lane_counts[0]]            # full rows: a view, no mask needed
+        sojourn.reshape(arrival.shape)[...] -= arrival
+        segments = list(arrival)
+    else:
+        arrival = lt[np.arange(lt.shape[1])[None, :] < lane_counts[:, None]]
+        sojourn -= arrival
+        segments = np.split(arrival, np.cumsum(lane_counts)[:-1])
     return {
-        "arrival": arrival, "sojourn": completion - arrival, "replica": req_lane // nodes,
-        "rejected_arrival": np.zeros(0), "rejected_replica": np.zeros(0, dtype=np.int64),
+        "arrival": segments, "segment_replica": np.arange(replicas * nodes) // nodes,
+        "sojourn": sojourn,
+        "rejected_arrival": np.zeros(0), "rejected": np.zeros(replicas, dtype=np.int64),
+        # Batch records stay (steps, lanes); the replica of a column broadcasts over steps.
+        # Finished lanes' entries have start +inf and size 0 and fall outside every window.
         "batch_start": start, "batch_service": service, "batch_size": size,
-        "batch_replica": lane // nodes,
+        "batch_replica": (np.arange(replicas * nodes) // nodes)[None, :],
     }
 
 
-def _from_events(rec):
+def _from_events(bk, rec, times):
     """Per-request sojourns from the event engine's routes and per-node dispatch records."""
     nodes = rec["nodes"]
     route = rec["route"]
-    replicas, n = route.shape
+    times = bk.asnumpy(times)
+    replicas = route.shape[0]
     # Requests of each (replica, node) in arrival order are served by that node's batches in
     # dispatch order; a stable sort by node key lines both lists up.
     accepted = route >= 0
@@ -182,46 +201,58 @@ def _from_events(rec):
         raise AssertionError(f"event engine served {done.size} of {key.size} accepted requests")
     completion = np.empty(key.size)
     completion[req_order] = done
-    return {"route": route, "completion": completion, "accepted": accepted,
-            "batch_start": rec["start"], "batch_service": rec["service"],
-            "batch_size": rec["size"], "batch_replica": rec["pair"] // nodes}
+    arrival = times[accepted]
+    rejected = np.isfinite(times) & ~accepted
+    served = accepted.sum(axis=1)
+    return {
+        "arrival": np.split(arrival, np.cumsum(served)[:-1]),
+        "segment_replica": np.arange(replicas), "sojourn": completion - arrival,
+        "rejected_arrival": times[rejected], "rejected": rejected.sum(axis=1),
+        "batch_start": rec["start"], "batch_service": rec["service"],
+        "batch_size": rec["size"], "batch_replica": rec["pair"] // nodes,
+    }
 
 
-def _assemble(out, times, counts, types, warmup, method, replicas, nodes):
+def _assemble(out, times, counts, types, warmup, method):
     """Apply the warm-up cut, compute the metrics and build the SampledLatency."""
-    first = np.minimum((warmup * counts).astype(np.int64), counts - 1)
-    t_warm = times[np.arange(replicas), first]
-    t_end = times[np.arange(replicas), counts - 1]
+    replicas = counts.size
+    rows = np.arange(replicas)
+    t_warm = times[rows, np.minimum((warmup * counts).astype(np.int64), counts - 1)]
+    t_end = times[rows, counts - 1]
     span = float(np.sum(t_end - t_warm))
     if span <= 0:
         raise ValueError("the measured window is empty; raise requests or lower warmup")
-    if "route" in out:  # event engine: rebuild per-request arrays from routes
-        accepted = out["accepted"]
-        valid = np.arange(times.shape[1])[None, :] < counts[:, None]
-        rep = np.broadcast_to(np.arange(replicas)[:, None], times.shape)
-        out = dict(out, arrival=times[accepted], sojourn=out["completion"] - times[accepted],
-                   replica=rep[accepted], rejected_arrival=times[valid & ~accepted],
-                   rejected_replica=rep[valid & ~accepted])
-    keep = out["arrival"] >= t_warm[out["replica"]]
-    sojourn, replica = out["sojourn"][keep], out["replica"][keep]
-    rejected = int(np.sum(out["rejected_arrival"] >= t_warm[out["rejected_replica"]]))
+    # Within a segment, served requests are in arrival order, so the warm-up cut keeps a suffix
+    # of each segment: one search per segment instead of a mask over all requests.
+    seg_replica = out["segment_replica"]
+    lengths = np.array([a.size for a in out["arrival"]], dtype=np.int64)
+    ends = np.cumsum(lengths)
+    cut = ends - lengths + np.array([np.searchsorted(a, t_warm[r]) for a, r in
+                                     zip(out["arrival"], seg_replica)], dtype=np.int64)
+    sojourn = np.concatenate([out["sojourn"][c:e] for c, e in zip(cut, ends)],
+                             dtype=np.float32)
+    kept = np.bincount(seg_replica, weights=ends - cut, minlength=replicas)
+    rejected = int(np.sum(out["rejected_arrival"] >= np.repeat(t_warm, out["rejected"])))
     served = sojourn.size
 
-    in_window = ((out["batch_start"] >= t_warm[out["batch_replica"]])
-                 & (out["batch_start"] <= t_end[out["batch_replica"]]))
-    sizes = out["batch_size"][in_window]
-    hist = np.bincount(sizes, minlength=types.bmax + 1)
+    b_rep = out["batch_replica"]
+    in_window = (out["batch_start"] >= t_warm[b_rep]) & (out["batch_start"] <= t_end[b_rep])
+    hist = np.bincount(out["batch_size"][in_window], minlength=types.bmax + 1)
+    hist[0] = 0
     instance_count = sum(types.kinds[t].instances for t in types.type_of_node)
     utilization = float(out["batch_service"][in_window].sum()) / (span * instance_count)
 
+    # Contiguous groups of replicas form the sections of the confidence intervals.
     sections = min(replicas, MAX_SECTIONS)
+    section_of_replica = rows * sections // replicas
+    section_sizes = np.bincount(section_of_replica, weights=kept, minlength=sections)
     result = SampledLatency(
-        sojourn, replica % sections, method=method,
-        accuracy=Accuracy("simulation", "placeholder"),
+        sojourn, section_sizes.astype(np.int64), method=method,
+        accuracy=Accuracy("simulation", "Monte Carlo"),
         throughput=served / span, utilization=utilization,
         batch_size_distribution={k: int(c) for k, c in enumerate(hist) if c},
         rejection_fraction=rejected / max(1, rejected + served))
-    if sections >= 2:
+    if result.groups >= 2:
         lo, hi = result.ci(0.99)
         statement = (f"Monte Carlo: {served} requests after warm-up in {replicas} replicas; "
                      f"p99 95% CI +/-{(hi - lo) / 2 / result.p99:.2%}")
@@ -229,6 +260,75 @@ def _assemble(out, times, counts, types, warmup, method, replicas, nodes):
         statement = f"Monte Carlo: {served} requests, 1 replica (no confidence interval)"
     result.accuracy = Accuracy("simulation", statement)
     return result
+
+
+@dataclass(frozen=True)
+class Replay:
+    """What every request of a replayed trace experienced, in arrival order.
+
+    Attributes
+    ----------
+    arrival, sojourn : ndarray
+        Seconds; ``sojourn`` is NaN for a rejected request.
+    node : ndarray of int
+        Node that served the request, -1 if rejected.
+    batch_start, batch_service : ndarray
+        Dispatch time and service time of every executed batch, in dispatch order per node.
+    batch_size, batch_node : ndarray of int
+    """
+
+    arrival: np.ndarray
+    sojourn: np.ndarray
+    node: np.ndarray
+    batch_start: np.ndarray
+    batch_service: np.ndarray
+    batch_size: np.ndarray
+    batch_node: np.ndarray
+
+
+def replay(system, times, *, seed=None, engine: str = "auto") -> Replay:
+    """Run one replica over the given arrival times and report every request and batch.
+
+    For inspecting the batcher on a hand-made or recorded trace; ``simulate`` is the tool for
+    latency distributions. No warm-up is removed.
+
+    Examples
+    --------
+    >>> import qmodel as qm
+    >>> node = qm.Node(qm.ServiceTime.affine(1e-3), max_batch_size=8, max_queue_delay=2e-3)
+    >>> r = qm.replay(node, [0.0, 1.0])          # two lone requests, far apart
+    >>> r.sojourn.round(6).tolist()              # each waits the full 2 ms delay, then 1 ms
+    [0.003, 0.003]
+    """
+    cluster = as_cluster(system)
+    source = Trace(times)
+    if engine not in ("auto", "lookahead", "events"):
+        raise ValueError(f"engine={engine!r} is unknown; use 'auto', 'lookahead' or 'events'")
+    nodes = len(cluster.nodes)
+    decoupled = nodes == 1 and all(n.max_queue_size == 0 for n in cluster.nodes)
+    if engine == "lookahead" and not decoupled:
+        raise ValueError("replay with engine='lookahead' needs one node with an unlimited queue")
+    bk = get_backend("numpy", seed)
+    types = NodeTypes(bk, cluster.nodes)
+    n = source.times.size
+    t = np.concatenate([source.times, np.full(2 * types.bmax + 2, np.inf)])[None, :]
+    if engine == "lookahead" or (engine == "auto" and decoupled):
+        rec = run_lookahead(bk, types, t, np.array([n]), np.zeros(1, dtype=np.int64))
+        size = rec["size"][:, 0]
+        used = size > 0
+        start, service, size = rec["start"][used, 0], rec["service"][used, 0], size[used]
+        sojourn = np.repeat(start + service, size) - source.times
+        return Replay(source.times, sojourn, np.zeros(n, dtype=np.int64), start, service, size,
+                      np.zeros(size.size, dtype=np.int64))
+    assign = (static_assignment(bk, cluster.router, nodes, (1, n))
+              if cluster.router.is_static else None)
+    rec = run_events(bk, types, cluster.router, t[:, :n], assign)
+    out = _from_events(bk, rec, t[:, :n])
+    route = rec["route"][0]
+    sojourn = np.full(n, np.nan)
+    sojourn[route >= 0] = out["sojourn"]
+    return Replay(source.times, sojourn, route, rec["start"], rec["service"], rec["size"],
+                  rec["pair"] % nodes)
 
 
 def _progress_callback(progress, requests):
