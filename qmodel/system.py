@@ -85,7 +85,9 @@ def _positive_duration(value, name: str, allow_zero: bool = False) -> float:
 
 
 def _positive_int(value, name: str, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+    if isinstance(value, bool):
+        raise ValueError(f"{name} must be a whole number >= {minimum}, got {value!r}")
+    if not isinstance(value, numbers.Integral):
         if isinstance(value, numbers.Real) and float(value).is_integer():
             value = int(value)
         else:
