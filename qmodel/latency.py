@@ -239,7 +239,10 @@ class SampledLatency(Latency):
         return np.searchsorted(self._sorted, t, side="right") / self._sorted.size
 
     def _quantile(self, p):
-        return self._sorted[_rank(p, self._sorted.size)].astype(float)
+        # A float32 sample stands for the shortest decimal that rounds to it (2.5e-3, not
+        # 0.0024999999441206455): report that, so printed latencies carry no false digits.
+        picked = self._sorted[_rank(p, self._sorted.size)]
+        return np.array([float(str(v)) for v in picked])
 
     @property
     def mean(self) -> float:

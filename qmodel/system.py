@@ -311,6 +311,9 @@ class Node:
         if not isinstance(self.service, ServiceTime):
             raise ValueError("Node.service must be a qmodel.ServiceTime, e.g. "
                              "ServiceTime.affine(base=2e-3, per_item=5e-4)")
+        if isinstance(self.max_batch_size, numbers.Integral) and self.max_batch_size == 0:
+            raise ValueError("Node.max_batch_size=0 is Triton's 'no batching'; qmodel writes that "
+                             "as max_batch_size=1 (every batch holds one request)")
         B = _positive_int(self.max_batch_size, "Node.max_batch_size")
         object.__setattr__(self, "max_batch_size", B)
         object.__setattr__(self, "max_queue_delay",

@@ -28,6 +28,14 @@ class Backend:
     def asarray(self, a):
         return self.xp.asarray(a)
 
+    def random_bits16(self, shape):
+        """Uniform random integers in [0, 65536) as int32 (cheap tie-breakers)."""
+        if self.name == "numpy":
+            count = int(np.prod(shape))
+            bits = np.frombuffer(self.rng.bytes(2 * count), dtype=np.uint16)
+            return bits.reshape(shape).astype(np.int32)
+        return self.rng.integers(0, 1 << 16, shape, dtype=self.xp.int32)
+
 
 def gpu_available() -> bool:
     """True when CuPy imports and can run a kernel on a GPU."""

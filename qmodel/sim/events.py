@@ -38,6 +38,12 @@ class _Queues:
         self.pair_type = pair_type
         (self.limit, self.delay, self.pmin, self.pref_base, instances,
          self.max_queue) = types.lane_params(xp, pair_type)
+        # One node kind: parameters are scalars, which spares a gather per parameter per step.
+        self.uniform = len(types.kinds) == 1
+        if self.uniform:
+            self.limit, self.pmin, self.pref_base = (int(types.batch[0]), int(types.pmin[0]), 0)
+            self.delay = float(types.delay[0])
+        self.single = types.cmax == 1
         self.cap = capacity
         self.buf = xp.full((pairs, capacity), xp.inf)
         self.head = xp.zeros(pairs, dtype=np.int64)
@@ -48,30 +54,33 @@ class _Queues:
         self.next_size = xp.zeros(pairs, dtype=np.int64)
         self.records = []
 
-    def _pref_le(self, base):
-        return lambda q: self.types.preferred[base + q]
+    def _param(self, values, ps):
+        return values if self.uniform else values[ps]
 
     def decide(self, ps):
         """Recompute the cached next dispatch of the nodes ``ps`` (flat pair indices)."""
         xp = self.xp
         mask = self.cap - 1
-        length, head, pmin, delay = self.length[ps], self.head[ps], self.pmin[ps], self.delay[ps]
+        length, head = self.length[ps], self.head[ps]
+        pmin, delay = self._param(self.pmin, ps), self._param(self.delay, ps)
         a0 = xp.where(length > 0, self.buf[ps, head], xp.inf)
         a_pmin = xp.where(length >= pmin, self.buf[ps, (head + pmin - 1) & mask], xp.inf)
-        when = dispatch_time(xp, self.free[ps].min(axis=1), a0, a_pmin, delay)
+        free = self.free[ps, 0] if self.single else self.free[ps].min(axis=1)
+        when = dispatch_time(xp, free, a0, a_pmin, delay)
         # Everything queued arrived before `when` (the engine never looks into the future),
         # so the pending count at `when` is the queue length, capped at B.
-        q = xp.minimum(length, self.limit[ps])
+        q = xp.minimum(length, self._param(self.limit, ps))
+        base = self._param(self.pref_base, ps)
         self.next_time[ps] = when
         self.next_size[ps] = batch_size(xp, when, q, a0, delay, pmin,
-                                        self._pref_le(self.pref_base[ps]))
+                                        lambda q: self.types.preferred[base + q])
 
     def dispatch(self, ps):
         """Send the cached next batch of nodes ``ps`` to their earliest free instance."""
         xp = self.xp
         when, k = self.next_time[ps], self.next_size[ps]
-        s = self.types.sampler.sample(self.pair_type[ps], k)
-        inst = xp.argmin(self.free[ps], axis=1)
+        s = self.types.sampler.sample(0 if self.uniform else self.pair_type[ps], k)
+        inst = 0 if self.single else xp.argmin(self.free[ps], axis=1)
         self.free[ps, inst] = when + s
         self.in_service[ps, inst] = k
         self.head[ps] = (self.head[ps] + k) & (self.cap - 1)
@@ -79,11 +88,11 @@ class _Queues:
         self.records.append((ps, when, s, k))
         self.decide(ps)
 
-    def advance(self, t_pairs):
-        """Dispatch every batch due strictly before ``t_pairs`` (per pair), in rounds."""
+    def advance(self, t, nodes):
+        """Dispatch every batch due strictly before each replica's time ``t``, in rounds."""
         xp = self.xp
         while True:
-            due = xp.flatnonzero(self.next_time < t_pairs)
+            due = xp.flatnonzero(self.next_time.reshape(-1, nodes) < t[:, None])
             if due.size == 0:
                 return
             self.dispatch(due)
@@ -91,6 +100,10 @@ class _Queues:
     def outstanding(self, t, replicas, nodes):
         """Queued + in-service requests of every node at time t (per replica), (R, N)."""
         xp = self.xp
+        if self.single:
+            busy = self.free[:, 0].reshape(replicas, nodes) > t[:, None]
+            return self.length.reshape(replicas, nodes) + xp.where(
+                busy, self.in_service[:, 0].reshape(replicas, nodes), 0)
         busy = self.free.reshape(replicas, nodes, -1) > t[:, None, None]
         serving = (self.in_service.reshape(replicas, nodes, -1) * busy).sum(axis=2)
         return self.length.reshape(replicas, nodes) + serving
@@ -137,17 +150,22 @@ def run_events(bk, types, router, times, assign=None, progress=None):
     """
     xp = bk.xp
     replicas, n = times.shape
+    # Each step reads one arrival per replica: keep arrivals, routes and pre-drawn assignments
+    # time-major so that the step touches contiguous memory.
+    times = xp.ascontiguousarray(times.T)
+    if assign is not None:
+        assign = xp.ascontiguousarray(assign.T)
     nodes = types.type_of_node.size
     pair_type = xp.asarray(np.tile(types.type_of_node, replicas))
     queues = _Queues(bk, types, pair_type, capacity=_pow2(max(64, 4 * types.bmax)))
-    route = xp.full((replicas, n), -1, dtype=np.int64)
+    route = xp.full((n, replicas), -1, dtype=np.int64)
     replica_base = xp.arange(replicas, dtype=np.int64) * nodes
     finite_queues = bool((types.max_queue > 0).any())
     for i in range(n):
-        t = times[:, i]
-        queues.advance(xp.repeat(t, nodes))
+        t = times[i]
+        queues.advance(t, nodes)
         if assign is not None:
-            node = assign[:, i]
+            node = assign[i]
         else:
             node = choose_node(bk, router, queues.outstanding(t, replicas, nodes))
         ps = replica_base + node
@@ -155,16 +173,16 @@ def run_events(bk, types, router, times, assign=None, progress=None):
         if finite_queues:
             room = queues.max_queue[ps]
             accept &= (room == 0) | (queues.length[ps] < room)
-        route[:, i] = xp.where(accept, node, -1)
+        route[i] = xp.where(accept, node, -1)
         queues.push(ps[accept], t[accept])
         if progress is not None and i % PROGRESS_EVERY == 0:
             progress(i / n)
-    queues.advance(xp.full(replicas * nodes, xp.inf))
+    queues.advance(xp.full(replicas, xp.inf), nodes)
     if progress is not None:
         progress(1.0)
     cat = lambda j: bk.asnumpy(xp.concatenate([r[j] for r in queues.records])) \
         if queues.records else np.zeros(0)
-    return {"route": bk.asnumpy(route), "pair": cat(0).astype(np.int64), "start": cat(1),
+    return {"route": bk.asnumpy(route.T), "pair": cat(0).astype(np.int64), "start": cat(1),
             "service": cat(2), "size": cat(3).astype(np.int64), "nodes": nodes}
 
 

@@ -11,9 +11,10 @@ import numpy as np
 
 __all__ = ["static_assignment", "split_by_node", "choose_node"]
 
-# Added to integer outstanding counts, a uniform number in [0, TIE) breaks ties uniformly at
-# random without changing the order of unequal counts.
-TIE = 0.5
+# Ties are broken by 16 random low bits under the outstanding count: tied nodes are chosen
+# uniformly, except that two tied nodes drawing the same 16 bits (probability 2**-16) fall to
+# the lower index, a bias far below any Monte Carlo error. Cheaper than a float per node.
+TIE_BITS = 16
 
 
 def static_assignment(bk, router, nodes: int, shape):
@@ -76,7 +77,8 @@ def choose_node(bk, router, outstanding):
     xp, rng = bk.xp, bk.rng
     lanes, nodes = outstanding.shape
     if router.policy == "least_outstanding":
-        return xp.argmin(outstanding + rng.random((lanes, nodes)) * TIE, axis=1)
+        key = (outstanding.astype(np.int32) << TIE_BITS) | bk.random_bits16((lanes, nodes))
+        return xp.argmin(key, axis=1)
     if router.policy == "power_of_d":
         d = router.choices
         # Floyd's algorithm: a uniformly random d-subset of the nodes per lane in d draws.
@@ -86,6 +88,7 @@ def choose_node(bk, router, outstanding):
             if i:
                 t = xp.where((chosen[:, :i] == t[:, None]).any(axis=1), j, t)
             chosen[:, i] = t
-        seen = xp.take_along_axis(outstanding, chosen, axis=1) + rng.random((lanes, d)) * TIE
-        return chosen[xp.arange(lanes), xp.argmin(seen, axis=1)]
+        seen = xp.take_along_axis(outstanding, chosen, axis=1).astype(np.int32)
+        key = (seen << TIE_BITS) | bk.random_bits16((lanes, d))
+        return chosen[xp.arange(lanes), xp.argmin(key, axis=1)]
     raise AssertionError(f"{router.policy} is not a dynamic router")

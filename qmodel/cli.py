@@ -1,0 +1,223 @@
+"""The ``qmodel`` command.
+
+``qmodel simulate`` takes a node's Triton knobs and a cluster's router as flags (durations with
+units: 2ms, 500us) and prints the simulated latency distribution as a table or JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+import numpy as np
+
+from . import system as qs
+from .sim import simulate
+
+__all__ = ["main", "build_parser"]
+
+# Above this many requests a progress bar is worth its line of output.
+PROGRESS_FROM = 5_000_000
+
+
+def _duration(text: str) -> float:
+    try:
+        return qs.parse_duration(text if any(c.isalpha() for c in text) else float(text))
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
+def _count(text: str) -> int:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value.is_integer():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number")
+    return int(value)
+
+
+def _int_list(text: str) -> tuple:
+    try:
+        return tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of whole "
+                                         "numbers, e.g. 4,8") from None
+
+
+def _float_list(text: str) -> tuple:
+    try:
+        return tuple(float(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of numbers, "
+                                         "e.g. 9,1") from None
+
+
+def _jitter(text: str):
+    name, _, cv = text.partition(":")
+    if not cv:
+        return name
+    try:
+        return (name, float(cv))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"jitter {text!r}: write NAME or NAME:CV, e.g. "
+                                         "lognormal:0.3") from None
+
+
+def _table(text: str) -> dict:
+    out = {}
+    for item in text.split(","):
+        k, sep, v = item.partition(":")
+        if not sep:
+            raise argparse.ArgumentTypeError(f"service table entry {item!r}: write SIZE:TIME, "
+                                             "e.g. 1:3.1ms,8:6.7ms")
+        out[_count(k.strip())] = _duration(v.strip())
+    return out
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="qmodel",
+        description="Tail latency of batched inference serving (Triton-style dynamic batching).")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sim = sub.add_parser(
+        "simulate", help="Monte Carlo latency distribution of a node or cluster",
+        description="Simulate Triton's dynamic batcher and print p50/p95/p99 with confidence "
+                    "intervals. Durations take units: 2ms, 500us, 0.002 (seconds).")
+    g = sim.add_argument_group("service time of a batch of k: S(k) = base + per_item * k")
+    g.add_argument("--service-base", type=_duration, default=None, metavar="TIME",
+                   help="fixed part of S(k) (default 2.4ms unless --service-table)")
+    g.add_argument("--per-item", type=_duration, default=0.0, metavar="TIME",
+                   help="added per request in the batch (default 0)")
+    g.add_argument("--service-table", type=_table, default=None, metavar="K:TIME,...",
+                   help="measured mean S(k) per batch size instead, e.g. 1:3.1ms,8:6.7ms")
+    g.add_argument("--jitter", type=_jitter, default="deterministic", metavar="NAME[:CV]",
+                   help="deterministic, exponential, lognormal:CV or gamma:CV")
+    g = sim.add_argument_group("node (Triton model config)")
+    g.add_argument("--max-batch-size", type=_count, default=1, metavar="B")
+    g.add_argument("--max-queue-delay", type=_duration, default=0.0, metavar="TIME")
+    g.add_argument("--preferred", type=_int_list, default=(), metavar="K,K",
+                   help="preferred_batch_size list, e.g. 4,8")
+    g.add_argument("--instances", type=_count, default=1, metavar="C")
+    g.add_argument("--max-queue-size", type=_count, default=0, metavar="Q",
+                   help="reject arrivals beyond Q pending requests (0 = unlimited)")
+    g = sim.add_argument_group("cluster")
+    g.add_argument("--nodes", type=_count, default=1, metavar="N")
+    g.add_argument("--router", default="random",
+                   choices=["random", "round_robin", "least_outstanding", "power_of_two",
+                            "power_of_d"])
+    g.add_argument("--weights", type=_float_list, default=None, metavar="W,W",
+                   help="with --router random: each node's share, e.g. 9,1")
+    g.add_argument("--choices", type=_count, default=None, metavar="D",
+                   help="with --router power_of_d: nodes sampled per request")
+    g = sim.add_argument_group("load")
+    g.add_argument("--rate", type=float, default=None, metavar="REQ/S",
+                   help="arrival rate in requests per second")
+    g.add_argument("--arrival-scv", type=float, default=1.0, metavar="SCV",
+                   help="squared coefficient of variation of interarrival times "
+                        "(1 Poisson, 0 deterministic, >1 bursty)")
+    g.add_argument("--trace", default=None, metavar="FILE",
+                   help="replay arrival times (seconds, one per line) instead of --rate")
+    g = sim.add_argument_group("run")
+    g.add_argument("--requests", type=_count, default=None, metavar="N",
+                   help="requests to simulate (default 2e6, or the whole trace)")
+    g.add_argument("--seed", type=_count, default=1)
+    g.add_argument("--lanes", type=_count, default=None, metavar="R",
+                   help="independent replicas (default: automatic)")
+    g.add_argument("--warmup", type=float, default=0.1, metavar="FRACTION")
+    g.add_argument("--backend", default="auto", choices=["auto", "numpy", "cupy"])
+    g.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    g.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                   help=f"progress bar (default: on from {PROGRESS_FROM:.0e} requests)")
+    return parser
+
+
+def _system_from(args):
+    if args.service_table is not None:
+        if args.service_base is not None:
+            raise ValueError("give --service-base/--per-item or --service-table, not both")
+        service = qs.ServiceTime.table(args.service_table, jitter=args.jitter)
+    else:
+        base = 2.4e-3 if args.service_base is None else args.service_base
+        service = qs.ServiceTime.affine(base, args.per_item, jitter=args.jitter)
+    node = qs.Node(service, max_batch_size=args.max_batch_size,
+                   max_queue_delay=args.max_queue_delay,
+                   preferred_batch_sizes=args.preferred, instances=args.instances,
+                   max_queue_size=args.max_queue_size)
+    if args.nodes == 1 and args.weights is None and args.choices is None:
+        return node
+    return qs.Cluster(node, count=args.nodes, router=args.router, weights=args.weights,
+                      choices=args.choices)
+
+
+def _arrivals_from(args):
+    if args.trace is not None:
+        if args.rate is not None:
+            raise ValueError("give --rate or --trace, not both")
+        try:
+            times = np.loadtxt(args.trace, dtype=float, ndmin=1)
+        except (OSError, ValueError) as err:
+            raise ValueError(f"--trace {args.trace}: {err}") from None
+        return qs.Trace(times)
+    if args.rate is None:
+        raise ValueError("give the load: --rate REQ/S (or --trace FILE)")
+    if args.arrival_scv == 1.0:
+        return qs.Poisson(args.rate)
+    return qs.Renewal(args.rate, scv=args.arrival_scv)
+
+
+def _report(result, system, arrivals) -> dict:
+    out = {"system": system.describe(), "arrival_rate": arrivals.rate}
+    out.update(result.summary())
+    out["p999"] = result.quantile(0.999)
+    if result.groups >= 2:
+        for name, p in (("p50", 0.5), ("p95", 0.95), ("p99", 0.99)):
+            out[f"{name}_ci95"] = list(result.ci(p))
+    out["requests_measured"] = result.requests
+    return out
+
+
+def _table_text(rep: dict) -> str:
+    def ms(x):
+        return f"{x * 1e3:9.3f} ms"
+
+    lines = [rep["system"], f"load {rep['arrival_rate']:,.1f} req/s   method: {rep['method']}",
+             "", f"{'':8}{'latency':>12}   95% confidence interval"]
+    for name in ("p50", "p95", "p99"):
+        ci = rep.get(f"{name}_ci95")
+        band = f"[{ci[0] * 1e3:.3f}, {ci[1] * 1e3:.3f}] ms" if ci else "-"
+        lines.append(f"{name:8}{ms(rep[name])}   {band}")
+    lines += [f"{'p99.9':8}{ms(rep['p999'])}", f"{'mean':8}{ms(rep['mean'])}", "",
+              f"throughput        {rep['throughput']:,.1f} req/s",
+              f"utilization       {rep['utilization']:.3f}",
+              f"mean batch size   {rep['mean_batch_size']:.3f}",
+              f"rejected          {rep['rejection_fraction']:.4%}",
+              f"requests measured {rep['requests_measured']:,}",
+              f"accuracy          {rep['error']}"]
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        system = _system_from(args)
+        arrivals = _arrivals_from(args)
+        requests = args.requests
+        progress = args.progress
+        if progress is None:
+            progress = (requests or 2_000_000) >= PROGRESS_FROM and sys.stderr.isatty()
+        result = simulate(system, arrivals=arrivals, requests=requests, seed=args.seed,
+                          lanes=args.lanes, warmup=args.warmup, backend=args.backend,
+                          progress=progress)
+    except ValueError as err:   # includes UnstableError: say what to change, no traceback
+        print(f"qmodel: error: {err}", file=sys.stderr)
+        return 2
+    rep = _report(result, system, arrivals)
+    print(json.dumps(rep, indent=2) if args.json else _table_text(rep))
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

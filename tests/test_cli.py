@@ -1,0 +1,69 @@
+"""The qmodel command: flags with units in, a table or JSON out, one-line errors."""
+
+import json
+
+import pytest
+
+from qmodel.cli import main
+
+NODE = ["--service-base", "2.4ms", "--per-item", "540us", "--max-batch-size", "8",
+        "--max-queue-delay", "1ms"]
+
+
+def test_simulate_prints_a_table(capsys):
+    assert main(["simulate", *NODE, "--rate", "800", "--requests", "60000"]) == 0
+    out = capsys.readouterr().out
+    for word in ("p50", "p95", "p99", "95% confidence interval", "mean batch size"):
+        assert word in out
+    assert "B=8, delay=1ms" in out
+
+
+def test_simulate_json_matches_the_api(capsys):
+    import qmodel as qm
+
+    argv = ["simulate", *NODE, "--instances", "2", "--nodes", "3", "--router", "round_robin",
+            "--rate", "3000", "--requests", "60000", "--seed", "5", "--json"]
+    assert main(argv) == 0
+    rep = json.loads(capsys.readouterr().out)
+    node = qm.Node(qm.ServiceTime.affine(2.4e-3, 0.54e-3), max_batch_size=8,
+                   max_queue_delay=1e-3, instances=2)
+    r = qm.simulate(qm.Cluster(node, count=3, router="round_robin"), rate=3000.0,
+                    requests=60_000, seed=5)
+    assert rep["p99"] == pytest.approx(r.p99)
+    assert rep["p99_ci95"][0] < rep["p99"] < rep["p99_ci95"][1]
+    assert rep["mean_batch_size"] == pytest.approx(r.mean_batch_size)
+
+
+def test_service_table_trace_and_jitter(tmp_path, capsys):
+    trace = tmp_path / "arrivals.txt"
+    trace.write_text("\n".join(str(i * 2e-3) for i in range(5000)))
+    argv = ["simulate", "--service-table", "1:1ms,4:2ms,8:3ms", "--jitter", "lognormal:0.2",
+            "--max-batch-size", "8", "--trace", str(trace), "--json"]
+    assert main(argv) == 0
+    rep = json.loads(capsys.readouterr().out)
+    assert rep["arrival_rate"] == pytest.approx(500.0)
+    assert rep["mean_batch_size"] == pytest.approx(1.0)   # 2 ms apart, 1 ms service: alone
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--max-queue-delay", "2000", "--rate", "100"], "looks like micro"),
+    (["--max-batch-size", "0", "--rate", "10"], "no batching"),
+    (["--rate", "1e6"], "capacity"),
+    (["--rate", "-5"], "rate"),
+    ([], "give the load"),
+    (["--service-base", "1ms", "--service-table", "1:1ms,2:2ms", "--rate", "10"], "not both"),
+    (["--router", "round_robin", "--nodes", "2", "--weights", "1,1", "--rate", "10"],
+     "weights only apply"),
+    (["--trace", "/nonexistent/file", "--max-batch-size", "2"], "--trace"),
+])
+def test_errors_are_one_line_with_the_fix(argv, message, capsys):
+    assert main(["simulate", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("qmodel: error:") and message in err
+    assert "Traceback" not in err
+
+
+def test_malformed_flags_are_rejected_by_the_parser(capsys):
+    with pytest.raises(SystemExit):
+        main(["simulate", "--max-queue-delay", "2 parsecs", "--rate", "1"])
+    assert "duration" in capsys.readouterr().err
