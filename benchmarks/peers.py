@@ -15,6 +15,7 @@ import time
 from collections import deque
 
 import numpy as np
+from scipy import stats
 
 __all__ = ["timed", "simpy_batching_node", "simpy_mm1", "ciw_mm1"]
 
@@ -36,6 +37,18 @@ def timed(fn, *args, **kw):
     start = time.perf_counter()
     out = fn(*args, **kw)
     return out, time.perf_counter() - start
+
+
+def batch_means(x, p, blocks=20, warmup=0.1, level=0.95):
+    """Pooled p-quantile of one long run after warm-up, and its batch-means CI half-width.
+
+    The run (in arrival order) is cut into ``blocks`` consecutive blocks after discarding the
+    first ``warmup`` fraction; Student's t over the blocks' quantiles gives the half-width.
+    """
+    x = np.asarray(x)[int(warmup * len(x)):]
+    per_block = np.array([np.quantile(b, p) for b in np.array_split(x, blocks)])
+    half = stats.t.ppf(0.5 + level / 2, blocks - 1) * per_block.std(ddof=1) / np.sqrt(blocks)
+    return float(np.quantile(x, p)), float(half)
 
 
 def simpy_batching_node(rate, base, per_item, max_batch_size, max_queue_delay, instances,

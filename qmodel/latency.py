@@ -236,7 +236,9 @@ class SampledLatency(Latency):
         self._section_cache: dict = {}
 
     def _cdf(self, t):
-        return np.searchsorted(self._sorted, t, side="right") / self._sorted.size
+        # Compare at the samples' own (float32) precision, so that cdf(quantile(p)) >= p holds
+        # for the rounded quantiles reported above.
+        return np.searchsorted(self._sorted, t.astype(np.float32), side="right") / self._sorted.size
 
     def _quantile(self, p):
         # A float32 sample stands for the shortest decimal that rounds to it (2.5e-3, not

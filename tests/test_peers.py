@@ -10,7 +10,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from scipy import stats
 
 pytest.importorskip("simpy")
 pytest.importorskip("ciw")
@@ -24,12 +23,8 @@ LEVEL = 0.99
 BASE, PER_ITEM, B = 2e-3, 5e-4, 8
 
 
-def batch_means(x, p, blocks=20, warmup=0.1, level=LEVEL):
-    """Pooled p-quantile of a single run after warm-up and its batch-means CI half-width."""
-    x = np.asarray(x)[int(warmup * len(x)):]
-    per_block = np.array([np.quantile(b, p) for b in np.array_split(x, blocks)])
-    half = stats.t.ppf(0.5 + level / 2, blocks - 1) * per_block.std(ddof=1) / np.sqrt(blocks)
-    return float(np.quantile(x, p)), float(half)
+def batch_means(x, p, level=LEVEL):
+    return peers.batch_means(x, p, level=level)
 
 
 def node(delay, instances):

@@ -38,9 +38,11 @@ def replica_arrivals(bk, arrivals, replicas: int, per_replica: int, pad: int = 0
             out[r, :counts[r]] = t[cuts[r]:cuts[r + 1]]
         return xp.asarray(out), xp.asarray(counts)
     mean_gap = 1.0 / arrivals.rate
+    # Gaps are drawn in float32 (relative resolution 6e-8, independent between gaps) and
+    # accumulated in float64, where absolute times need the precision.
     if isinstance(arrivals, Poisson) or arrivals.scv == 1.0:
-        gaps = rng.standard_exponential(shape)
-        gaps *= mean_gap
+        gaps = rng.standard_exponential(shape, dtype=np.float32)
+        gaps *= np.float32(mean_gap)
     elif arrivals.scv == 0.0:
         # Deterministic spacing; a random phase keeps replicas distinct.
         gaps = xp.full(shape, mean_gap)
@@ -48,8 +50,8 @@ def replica_arrivals(bk, arrivals, replicas: int, per_replica: int, pad: int = 0
     else:
         assert isinstance(arrivals, Renewal)
         k = 1.0 / arrivals.scv
-        gaps = rng.standard_gamma(k, shape)
-        gaps *= mean_gap / k
+        gaps = rng.standard_gamma(k, shape, dtype=np.float32)
+        gaps *= np.float32(mean_gap / k)
     out = xp.full((replicas, per_replica + pad), xp.inf)
-    xp.cumsum(gaps, axis=1, out=out[:, :per_replica])
+    xp.cumsum(gaps, axis=1, dtype=np.float64, out=out[:, :per_replica])
     return out, xp.full(replicas, per_replica, dtype=np.int64)

@@ -75,9 +75,10 @@ def batch_size(xp, when, q, a0, delay, pmin, pref_le):
         As in :func:`dispatch_time`.
     pmin : int or integer array
         Smallest effective preferred batch size.
-    pref_le : callable
+    pref_le : callable or None
         ``pref_le(q)``: the largest preferred size <= q (a table lookup, see
-        :func:`preferred_lookup`).
+        :func:`preferred_lookup`). None when the preferred sizes are just {B}: then the size is
+        always q (below B, q < pmin = B; at B, the largest preferred size <= B is B).
 
     Examples
     --------
@@ -91,6 +92,10 @@ def batch_size(xp, when, q, a0, delay, pmin, pref_le):
     >>> int(batch_size(np, np.array(5.), np.array(6), np.array(2.5), 2.0, 4, look))
     6
     """
+    if pref_le is None:
+        return q
+    if isinstance(delay, float) and delay == 0:
+        return xp.where(q < pmin, q, pref_le(q))
     exceeded = (delay > 0) & (when >= a0 + delay)
     return xp.where(exceeded | (q < pmin), q, pref_le(q))
 

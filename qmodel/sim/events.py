@@ -71,9 +71,10 @@ class _Queues:
         # so the pending count at `when` is the queue length, capped at B.
         q = xp.minimum(length, self._param(self.limit, ps))
         base = self._param(self.pref_base, ps)
+        pref_le = None if self.types.preferred_is_max else (
+            lambda q: self.types.preferred[base + q])
         self.next_time[ps] = when
-        self.next_size[ps] = batch_size(xp, when, q, a0, delay, pmin,
-                                        lambda q: self.types.preferred[base + q])
+        self.next_size[ps] = batch_size(xp, when, q, a0, delay, pmin, pref_le)
 
     def dispatch(self, ps):
         """Send the cached next batch of nodes ``ps`` to their earliest free instance."""

@@ -47,6 +47,8 @@ def run_lookahead(bk, types, times, counts, lane_type, progress=None):
     flat = times.ravel()
     row = xp.arange(lanes, dtype=np.int64) * width
     limit, delay, pmin, pref_base, instances, _ = types.lane_params(xp, lane_type)
+    if len(types.kinds) == 1:      # one node kind: scalars spare an array op per use
+        delay, pmin = float(types.delay[0]), int(types.pmin[0])
     preferred = types.preferred
     sampler = types.sampler
     free = types.initial_free(xp, instances)
@@ -68,8 +70,8 @@ def run_lookahead(bk, types, times, counts, lane_type, progress=None):
     total = float(counts.sum())
     starts, services, sizes = [], [], []
 
-    def pref_le(q):
-        return preferred[pref_base + q]
+    pref_le = None if types.preferred_is_max else (lambda q: preferred[pref_base + q])
+    kind = 0 if len(types.kinds) == 1 else lane_type
 
     while True:
         for _ in range(CHECK_EVERY):
@@ -81,18 +83,20 @@ def run_lookahead(bk, types, times, counts, lane_type, progress=None):
             base = row + head
             a0 = flat[base]
             when = dispatch_time(xp, t_free, a0, flat[base + pmin - 1], delay)
-            # q = #{j < B : arrival[head + j] <= when}; arrivals are sorted, so binary search.
-            q = xp.zeros(lanes, dtype=np.int64)
+            # q = #{j < B : arrival[head + j] <= when}; arrivals are sorted, so binary search
+            # for the flat index of the last one, starting just before the head.
+            before = base - 1
+            last = before
             for step in probes:
-                cand = q + step
-                ok = flat[base + cand - 1] <= when
+                cand = last + step
+                ok = flat[cand] <= when
                 if not uniform_limit:
-                    ok &= cand <= limit
-                q = xp.where(ok, cand, q)
+                    ok &= cand - before <= limit
+                last = xp.where(ok, cand, last)
             # A finished lane sees only +inf padding, which "arrives" at when = +inf: count none.
-            q = xp.where(a0 < xp.inf, q, 0)
+            q = xp.where(a0 < xp.inf, last - before, 0)
             k = batch_size(xp, when, q, a0, delay, pmin, pref_le)
-            s = sampler.sample(lane_type, k)
+            s = sampler.sample(kind, k)
             if single:
                 free[:, 0] = when + s
             else:

@@ -46,6 +46,9 @@ class NodeTypes:
         self.max_queue = xp.asarray([n.max_queue_size for n in kinds], dtype=np.int64)
         self.preferred = xp.asarray(np.concatenate(
             [preferred_lookup(n.effective_preferred, self.bmax) for n in kinds]))
+        # With preferred sizes {B} (Triton's default) the batch size is always q: see
+        # batching.batch_size, which then skips the table lookup.
+        self.preferred_is_max = all(n.effective_preferred == (n.max_batch_size,) for n in kinds)
         self.sampler = ServiceSampler(bk, [n.service for n in kinds], self.bmax)
 
     def lane_params(self, xp, lane_type):

@@ -178,16 +178,18 @@ def _run_static(bk, types, cluster, times, counts, replicas, nodes, report):
     # Lane l's batches in step order cover its requests in arrival order, so repeating each
     # batch's completion time by its size, lane by lane, gives completion times request by
     # request. Size-0 entries (finished lanes) repeat zero times.
-    sojourn = np.repeat((start + service).T.ravel(), size.T.ravel())
+    completion = np.repeat((start + service).T.ravel(), size.T.ravel())
+    sojourn = np.empty(completion.size, dtype=np.float32)   # float64 difference, stored float32
     lane_counts = bk.asnumpy(lane_counts)
     lt = bk.asnumpy(lane_times)
     if nodes == 1 and np.all(lane_counts == lane_counts[0]):
         arrival = lt[:, :lane_counts[0]]            # full rows: a view, no mask needed
-        sojourn.reshape(arrival.shape)[...] -= arrival
+        np.subtract(completion.reshape(arrival.shape), arrival,
+                    out=sojourn.reshape(arrival.shape))
         segments = list(arrival)
     else:
         arrival = lt[np.arange(lt.shape[1])[None, :] < lane_counts[:, None]]
-        sojourn -= arrival
+        np.subtract(completion, arrival, out=sojourn)
         segments = np.split(arrival, np.cumsum(lane_counts)[:-1])
     return {
         "arrival": segments, "segment_replica": np.arange(replicas * nodes) // nodes,
@@ -248,7 +250,7 @@ def _assemble(out, times, counts, types, warmup, method):
     cut = ends - lengths + np.array([np.searchsorted(a, t_warm[r]) for a, r in
                                      zip(out["arrival"], seg_replica)], dtype=np.int64)
     sojourn = np.concatenate([out["sojourn"][c:e] for c, e in zip(cut, ends)],
-                             dtype=np.float32)
+                             dtype=np.float32, casting="same_kind")
     kept = np.bincount(seg_replica, weights=ends - cut, minlength=replicas)
     rejected = int(np.sum(out["rejected_arrival"] >= np.repeat(t_warm, out["rejected"])))
     served = sojourn.size

@@ -50,7 +50,7 @@ class ServiceSampler:
     def sample(self, types, sizes):
         """Service times for lanes of the given types (int array or 0) and batch sizes."""
         xp = self.xp
-        idx = types * self.width + sizes
+        idx = sizes if isinstance(types, int) and types == 0 else types * self.width + sizes
         mean = self.mean_flat[idx]
         if self.homogeneous:
             family, cv = self.families[0], self.cvs[0]

@@ -1,0 +1,108 @@
+"""How fast qmodel's simulator runs, against SimPy and Ciw on the same models, in one run.
+
+Cases (all at 80% of capacity, S(k) = 2.4 ms + 0.54 ms x k unless stated):
+  (a) one node, max_batch_size 8, max_queue_delay 1 ms, one instance
+  (b) one node, max_batch_size 32, 4 instances (greedy batching)
+  (c) 16 nodes of (a) behind least_outstanding
+  M/M/1 (B = 1, exponential service) for the peers that only do classical queues
+Peers: case (a) written in SimPy (benchmarks/peers.py); M/M/1 in SimPy and in Ciw.
+
+Each qmodel case runs once to warm up (this machine's page faults on fresh memory cost ~10x a
+second touch) and then ``--repeat`` times; the best time counts. Every line prints p99 with its
+95% confidence interval, so speed is never bought with wrong answers. Run: make bench
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import peers  # noqa: E402
+
+import qmodel as qm  # noqa: E402
+
+BASE, PER_ITEM, LOAD = 2.4e-3, 0.54e-3, 0.8
+
+
+def best_of(repeat, fn):
+    fn()                                        # warm-up: first touch of memory
+    best, result = float("inf"), None
+    for _ in range(repeat):
+        start = time.perf_counter()
+        result = fn()
+        best = min(best, time.perf_counter() - start)
+    return best, result
+
+
+def line(name, requests, seconds, p99, lo, hi):
+    rate = requests / seconds
+    print(f"{name:44} {requests:>11,} {seconds:8.2f} s {rate / 1e6:9.2f} M/s   "
+          f"p99 {p99 * 1e3:8.3f} ms  [{lo * 1e3:.3f}, {hi * 1e3:.3f}]", flush=True)
+    return rate
+
+
+def qmodel_case(name, system, rate, requests, repeat, **kw):
+    seconds, r = best_of(repeat, lambda: qm.simulate(system, rate=rate, requests=requests,
+                                                     seed=1, **kw))
+    lo, hi = r.ci(0.99)
+    return line(f"qmodel {name} [{r.method.split('(')[1].split(',')[0]}]", requests, seconds,
+                r.p99, lo, hi)
+
+
+def peer_case(name, fn, requests, **kw):
+    sojourn, seconds = peers.timed(fn, requests=requests, seed=1, **kw)
+    p99, half = peers.batch_means(sojourn, 0.99)
+    return line(name, requests, seconds, p99, p99 - half, p99 + half)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="smaller runs (about 30 s in all)")
+    ap.add_argument("--repeat", type=int, default=2)
+    args = ap.parse_args(argv)
+    big = 4_000_000 if args.quick else 16_000_000
+    peer_n = 50_000 if args.quick else 200_000
+
+    print(f"qmodel {qm.__version__}, numpy {np.__version__}, {platform.processor() or 'cpu'}, "
+          f"{os.cpu_count()} cores, backend {'cupy' if qm.sim.gpu_available() else 'numpy'}")
+    print(f"{'case':44} {'requests':>11} {'time':>10} {'speed':>11}")
+
+    svc = qm.ServiceTime.affine(BASE, PER_ITEM)
+    node_a = qm.Node(svc, max_batch_size=8, max_queue_delay=1e-3)
+    node_b = qm.Node(svc, max_batch_size=32, instances=4)
+    cluster_c = qm.Cluster(node_a, count=16, router="least_outstanding")
+    mm1 = qm.Node(qm.ServiceTime.affine(1e-3, jitter="exponential"))
+
+    a = qmodel_case("(a) B=8, D=1ms, c=1", node_a, LOAD * node_a.capacity, big, args.repeat)
+    b = qmodel_case("(b) B=32, c=4", node_b, LOAD * node_b.capacity, big, args.repeat)
+    c = qmodel_case("(c) 16 nodes, least_outstanding", cluster_c, LOAD * cluster_c.capacity,
+                    big, 1)
+    m = qmodel_case("M/M/1 rho 0.8", mm1, 800.0, big, args.repeat)
+    print(f"{'exact M/M/1 p99':44} {'':>11} {'':>10} {'':>11}   p99 {np.log(100) / 200 * 1e3:8.3f} ms")
+
+    sa = peer_case("SimPy (a) B=8, D=1ms, c=1", peers.simpy_batching_node, peer_n,
+                   rate=LOAD * node_a.capacity, base=BASE, per_item=PER_ITEM,
+                   max_batch_size=8, max_queue_delay=1e-3, instances=1)
+    sm = peer_case("SimPy M/M/1 rho 0.8", peers.simpy_mm1, peer_n, rate=800.0,
+                   service_rate=1000.0)
+    cm = peer_case("Ciw M/M/1 rho 0.8", peers.ciw_mm1, peer_n // 2, rate=800.0,
+                   service_rate=1000.0)
+
+    print("\nratios (requests simulated per second)")
+    print(f"  qmodel (a) / SimPy (a)      {a / sa:10.0f}x")
+    print(f"  qmodel M/M/1 / SimPy M/M/1  {m / sm:10.0f}x")
+    print(f"  qmodel M/M/1 / Ciw M/M/1    {m / cm:10.0f}x")
+    print(f"targets on a 2-core CPU: (a) 20 M/s (10 M/s minimum), (c) 3 M/s, >= 100x SimPy")
+    print(f"  (a) {a / 1e6:.1f} M/s  (b) {b / 1e6:.1f} M/s  (c) {c / 1e6:.2f} M/s")
+
+
+if __name__ == "__main__":
+    main()
