@@ -94,6 +94,10 @@ class Latency(ABC):
     def _cdf(self, t: np.ndarray) -> np.ndarray:
         """P(sojourn <= t) for an array of t >= 0."""
 
+    def _sf(self, t: np.ndarray) -> np.ndarray:
+        """P(sojourn > t) for t >= 0; override to keep relative precision deep in the tail."""
+        return 1.0 - self._cdf(t)
+
     def _quantile(self, p: np.ndarray) -> np.ndarray:
         """Numeric inversion of the cdf: the smallest t with cdf(t) >= p, to 1e-12 relative."""
         return np.array([self._invert(float(pi)) for pi in p.ravel()]).reshape(p.shape)
@@ -127,24 +131,15 @@ class Latency(ABC):
     # --- the public, checked interface -----------------------------------------------------
     def cdf(self, t):
         """P(sojourn <= t); t in seconds, scalar or array."""
-        arr = np.asarray(t, dtype=float)
-        if np.isnan(arr).any():
-            raise ValueError("t contains NaN; pass latencies in seconds")
-        out = self._cdf(np.maximum(arr.ravel(), 0.0)).reshape(arr.shape)
-        out = np.where(arr < 0, 0.0, out)
-        return float(out) if out.ndim == 0 else out
+        return evaluate(self._cdf, t, below_zero=0.0)
 
     def sf(self, t):
-        """P(sojourn > t) = 1 - cdf(t)."""
-        c = self.cdf(t)
-        return 1.0 - c
+        """P(sojourn > t) = 1 - cdf(t); t in seconds, scalar or array."""
+        return evaluate(self._sf, t, below_zero=1.0)
 
     def quantile(self, p):
         """The p-quantile of the sojourn time (seconds); p in (0, 1), scalar or array."""
-        arr = np.asarray(p, dtype=float)
-        if np.any(~((arr > 0) & (arr < 1))):
-            raise ValueError(f"quantile level p must lie strictly between 0 and 1, got {p!r} "
-                             "(for the 99th percentile pass 0.99, not 99)")
+        arr = checked_levels(p)
         out = self._quantile(arr.reshape(-1)).reshape(arr.shape)
         return float(out) if out.ndim == 0 else out
 
@@ -289,6 +284,29 @@ class SampledLatency(Latency):
                      / math.sqrt(self.groups))
         centre = self.quantile(p)
         return centre - half, centre + half
+
+
+def checked_levels(p) -> np.ndarray:
+    """Quantile levels as an array, each strictly between 0 and 1, or a ValueError."""
+    arr = np.asarray(p, dtype=float)
+    if np.any(~((arr > 0) & (arr < 1))):
+        raise ValueError(f"quantile level p must lie strictly between 0 and 1, got {p!r} "
+                         "(for the 99th percentile pass 0.99, not 99)")
+    return arr
+
+
+def evaluate(fn, t, below_zero: float):
+    """Apply a distribution function defined for t >= 0 to any real t (scalar or array).
+
+    Checks for NaN (a latency in the wrong type or unit), returns ``below_zero`` for t < 0 and a
+    float for a scalar argument. Shared by every cdf/sf-like method, so they behave alike.
+    """
+    arr = np.asarray(t, dtype=float)
+    if np.isnan(arr).any():
+        raise ValueError("t contains NaN; pass latencies in seconds")
+    out = fn(np.maximum(arr.ravel(), 0.0)).reshape(arr.shape)
+    out = np.where(arr < 0, below_zero, out)
+    return float(out) if out.ndim == 0 else out
 
 
 def _rank(p: np.ndarray, n: int) -> np.ndarray:
