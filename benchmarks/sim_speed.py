@@ -7,16 +7,19 @@ Cases (all at 80% of capacity, S(k) = 2.4 ms + 0.54 ms x k unless stated):
   M/M/1 (B = 1, exponential service) for the peers that only do classical queues
 Peers: case (a) written in SimPy (benchmarks/peers.py); M/M/1 in SimPy and in Ciw.
 
-Each qmodel case runs once to warm up (this machine's page faults on fresh memory cost ~10x a
-second touch) and then ``--repeat`` times; the best time counts. Every line prints p99 with its
-95% confidence interval, so speed is never bought with wrong answers. Run: make bench
+Each case runs in its own Python process (so one case's memory state cannot slow another: on
+this machine a page fault on fresh memory costs ~10x a second touch), once to warm up and then
+``--repeat`` times; the best time counts. Every line prints p99 with its 95% confidence
+interval, so speed is never bought with wrong answers. Run: make bench
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -48,12 +51,35 @@ def line(name, requests, seconds, p99, lo, hi):
     return rate
 
 
-def qmodel_case(name, system, rate, requests, repeat, **kw):
+CASES = {
+    "(a) B=8, D=1ms, c=1": lambda svc: qm.Node(svc, max_batch_size=8, max_queue_delay=1e-3),
+    "(b) B=32, c=4": lambda svc: qm.Node(svc, max_batch_size=32, instances=4),
+    "(c) 16 nodes, least_outstanding": lambda svc: qm.Cluster(
+        qm.Node(svc, max_batch_size=8, max_queue_delay=1e-3), count=16,
+        router="least_outstanding"),
+    "M/M/1 rho 0.8": lambda svc: qm.Node(qm.ServiceTime.affine(1e-3, jitter="exponential")),
+}
+
+
+def run_case(name, requests, repeat):
+    """One qmodel case in this process; prints a JSON line for the parent."""
+    system = CASES[name](qm.ServiceTime.affine(BASE, PER_ITEM))
+    cluster = system if isinstance(system, qm.Cluster) else qm.Cluster(system)
+    rate = LOAD * cluster.capacity
     seconds, r = best_of(repeat, lambda: qm.simulate(system, rate=rate, requests=requests,
-                                                     seed=1, **kw))
+                                                     seed=1))
     lo, hi = r.ci(0.99)
-    return line(f"qmodel {name} [{r.method.split('(')[1].split(',')[0]}]", requests, seconds,
-                r.p99, lo, hi)
+    print(json.dumps({"seconds": seconds, "p99": r.p99, "lo": lo, "hi": hi,
+                      "method": r.method}))
+
+
+def qmodel_case(name, requests, repeat):
+    out = subprocess.run([sys.executable, __file__, "--case", name, "--requests", str(requests),
+                          "--repeat", str(repeat)], capture_output=True, text=True, check=True)
+    rec = json.loads(out.stdout.strip().splitlines()[-1])
+    engine = rec["method"].split("(")[1].split(",")[0]
+    return line(f"qmodel {name} [{engine}]", requests, rec["seconds"], rec["p99"], rec["lo"],
+                rec["hi"])
 
 
 def peer_case(name, fn, requests, **kw):
@@ -67,7 +93,11 @@ def main(argv=None):
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="smaller runs (about 30 s in all)")
     ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--case", help=argparse.SUPPRESS)
+    ap.add_argument("--requests", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.case:
+        return run_case(args.case, args.requests, args.repeat)
     big = 4_000_000 if args.quick else 16_000_000
     peer_n = 50_000 if args.quick else 200_000
 
@@ -75,21 +105,15 @@ def main(argv=None):
           f"{os.cpu_count()} cores, backend {'cupy' if qm.sim.gpu_available() else 'numpy'}")
     print(f"{'case':44} {'requests':>11} {'time':>10} {'speed':>11}")
 
-    svc = qm.ServiceTime.affine(BASE, PER_ITEM)
-    node_a = qm.Node(svc, max_batch_size=8, max_queue_delay=1e-3)
-    node_b = qm.Node(svc, max_batch_size=32, instances=4)
-    cluster_c = qm.Cluster(node_a, count=16, router="least_outstanding")
-    mm1 = qm.Node(qm.ServiceTime.affine(1e-3, jitter="exponential"))
-
-    a = qmodel_case("(a) B=8, D=1ms, c=1", node_a, LOAD * node_a.capacity, big, args.repeat)
-    b = qmodel_case("(b) B=32, c=4", node_b, LOAD * node_b.capacity, big, args.repeat)
-    c = qmodel_case("(c) 16 nodes, least_outstanding", cluster_c, LOAD * cluster_c.capacity,
-                    big, 1)
-    m = qmodel_case("M/M/1 rho 0.8", mm1, 800.0, big, args.repeat)
+    a = qmodel_case("(a) B=8, D=1ms, c=1", big, args.repeat)
+    b = qmodel_case("(b) B=32, c=4", big, args.repeat)
+    c = qmodel_case("(c) 16 nodes, least_outstanding", big, 1)
+    m = qmodel_case("M/M/1 rho 0.8", big, args.repeat)
     print(f"{'exact M/M/1 p99':44} {'':>11} {'':>10} {'':>11}   p99 {np.log(100) / 200 * 1e3:8.3f} ms")
 
+    cap_a = 8 / (BASE + 8 * PER_ITEM)
     sa = peer_case("SimPy (a) B=8, D=1ms, c=1", peers.simpy_batching_node, peer_n,
-                   rate=LOAD * node_a.capacity, base=BASE, per_item=PER_ITEM,
+                   rate=LOAD * cap_a, base=BASE, per_item=PER_ITEM,
                    max_batch_size=8, max_queue_delay=1e-3, instances=1)
     sm = peer_case("SimPy M/M/1 rho 0.8", peers.simpy_mm1, peer_n, rate=800.0,
                    service_rate=1000.0)

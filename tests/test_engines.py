@@ -81,3 +81,10 @@ def test_cupy_backend_matches_numpy_statistically():
     lo_a, hi_a = a.ci(0.99)
     lo_b, hi_b = b.ci(0.99)
     assert lo_a <= hi_b and lo_b <= hi_a
+
+
+def test_progress_bar_renders_to_stderr(capsys):
+    qm.simulate(qm.Node(SVC, max_batch_size=8), rate=500.0, requests=20_000, seed=1,
+                progress=True)
+    err = capsys.readouterr().err
+    assert "simulating 20,000 requests" in err and "100%" in err

@@ -29,12 +29,12 @@ class Backend:
         return self.xp.asarray(a)
 
     def random_bits16(self, shape):
-        """Uniform random integers in [0, 65536) as int32 (cheap tie-breakers)."""
+        """Uniform random integers in [0, 65536) as int64 (cheap tie-breakers)."""
         if self.name == "numpy":
             count = int(np.prod(shape))
             bits = np.frombuffer(self.rng.bytes(2 * count), dtype=np.uint16)
-            return bits.reshape(shape).astype(np.int32)
-        return self.rng.integers(0, 1 << 16, shape, dtype=self.xp.int32)
+            return bits.reshape(shape).astype(np.int64)
+        return self.rng.integers(0, 1 << 16, shape, dtype=self.xp.int64)
 
 
 def gpu_available() -> bool:

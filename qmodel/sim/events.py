@@ -21,11 +21,13 @@ from __future__ import annotations
 import numpy as np
 
 from .batching import batch_size, dispatch_time
-from .routing import choose_node
+from .routing import choose_node, tie_bits
 
 __all__ = ["run_events"]
 
 PROGRESS_EVERY = 512
+# Routing decisions whose random tie-breakers are drawn in one call.
+TIE_BLOCK = 64
 
 
 class _Queues:
@@ -92,11 +94,11 @@ class _Queues:
     def advance(self, t, nodes):
         """Dispatch every batch due strictly before each replica's time ``t``, in rounds."""
         xp = self.xp
-        while True:
-            due = xp.flatnonzero(self.next_time.reshape(-1, nodes) < t[:, None])
-            if due.size == 0:
-                return
+        due = xp.flatnonzero(self.next_time.reshape(-1, nodes) < t[:, None])
+        while due.size:
             self.dispatch(due)
+            # Only the nodes that just dispatched have a new next batch; another may be due.
+            due = due[self.next_time[due] < t[due // nodes]]
 
     def outstanding(self, t, replicas, nodes):
         """Queued + in-service requests of every node at time t (per replica), (R, N)."""
@@ -168,7 +170,10 @@ def run_events(bk, types, router, times, assign=None, progress=None):
         if assign is not None:
             node = assign[i]
         else:
-            node = choose_node(bk, router, queues.outstanding(t, replicas, nodes))
+            if i % TIE_BLOCK == 0:
+                ties = tie_bits(bk, router, TIE_BLOCK, replicas, nodes)
+            node = choose_node(bk, router, queues.outstanding(t, replicas, nodes),
+                               ties[i % TIE_BLOCK])
         ps = replica_base + node
         accept = xp.isfinite(t)
         if finite_queues:

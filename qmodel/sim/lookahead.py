@@ -49,6 +49,7 @@ def run_lookahead(bk, types, times, counts, lane_type, progress=None):
     limit, delay, pmin, pref_base, instances, _ = types.lane_params(xp, lane_type)
     if len(types.kinds) == 1:      # one node kind: scalars spare an array op per use
         delay, pmin = float(types.delay[0]), int(types.pmin[0])
+    scalar_pmin = isinstance(pmin, int)
     preferred = types.preferred
     sampler = types.sampler
     free = types.initial_free(xp, instances)
@@ -81,15 +82,20 @@ def run_lookahead(bk, types, times, counts, lane_type, progress=None):
                 inst = xp.argmin(free, axis=1)
                 t_free = free[lane_ids, inst]
             base = row + head
-            a0 = flat[base]
-            when = dispatch_time(xp, t_free, a0, flat[base + pmin - 1], delay)
+            # Arrivals at fixed offsets from the head; an offset wanted twice (pmin - 1 and the
+            # first probe often coincide) is gathered once.
+            seen = {0: flat[base]}
+            a0 = seen[0]
+            a_pmin = _at(seen, flat, base, pmin - 1) if scalar_pmin else flat[base + pmin - 1]
+            when = dispatch_time(xp, t_free, a0, a_pmin, delay)
             # q = #{j < B : arrival[head + j] <= when}; arrivals are sorted, so binary search
             # for the flat index of the last one, starting just before the head.
             before = base - 1
             last = before
-            for step in probes:
+            for i, step in enumerate(probes):
                 cand = last + step
-                ok = flat[cand] <= when
+                value = _at(seen, flat, base, step - 1) if i == 0 else flat[cand]
+                ok = value <= when
                 if not uniform_limit:
                     ok &= cand - before <= limit
                 last = xp.where(ok, cand, last)
@@ -113,5 +119,13 @@ def run_lookahead(bk, types, times, counts, lane_type, progress=None):
     return {
         "start": bk.asnumpy(xp.stack(starts)),
         "service": bk.asnumpy(xp.stack(services)),
-        "size": bk.asnumpy(xp.stack(sizes)),
+        # Batch sizes fit 32 bits; half the bytes to move in the caller's transpose.
+        "size": bk.asnumpy(xp.stack(sizes).astype(np.int32)),
     }
+
+
+def _at(seen, flat, base, offset):
+    """flat[base + offset] for a scalar offset, gathered once per step."""
+    if offset not in seen:
+        seen[offset] = flat[base + offset]
+    return seen[offset]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["static_assignment", "split_by_node", "choose_node"]
+__all__ = ["static_assignment", "split_by_node", "choose_node", "tie_bits"]
 
 # Ties are broken by 16 random low bits under the outstanding count: tied nodes are chosen
 # uniformly, except that two tied nodes drawing the same 16 bits (probability 2**-16) fall to
@@ -72,13 +72,26 @@ def split_by_node(bk, times, assign, nodes: int, pad: int):
     return out[:groups], counts
 
 
-def choose_node(bk, router, outstanding):
-    """Node chosen in each lane by a dynamic router from outstanding counts (lanes, nodes)."""
+def tie_bits(bk, router, steps, lanes, nodes):
+    """Random tie-breakers for ``steps`` routing decisions, drawn in one call."""
+    width = nodes if router.policy == "least_outstanding" else router.choices
+    return bk.random_bits16((steps, lanes, width))
+
+
+def choose_node(bk, router, outstanding, ties):
+    """Node chosen in each lane by a dynamic router.
+
+    Parameters
+    ----------
+    outstanding : int array (lanes, nodes)
+        Queued + in-service requests per node.
+    ties : int array (lanes, nodes) for least_outstanding, (lanes, d) for power_of_d
+        Random 16-bit tie-breakers from :func:`tie_bits`.
+    """
     xp, rng = bk.xp, bk.rng
     lanes, nodes = outstanding.shape
     if router.policy == "least_outstanding":
-        key = (outstanding.astype(np.int32) << TIE_BITS) | bk.random_bits16((lanes, nodes))
-        return xp.argmin(key, axis=1)
+        return xp.argmin((outstanding << TIE_BITS) | ties, axis=1)
     if router.policy == "power_of_d":
         d = router.choices
         # Floyd's algorithm: a uniformly random d-subset of the nodes per lane in d draws.
@@ -88,7 +101,6 @@ def choose_node(bk, router, outstanding):
             if i:
                 t = xp.where((chosen[:, :i] == t[:, None]).any(axis=1), j, t)
             chosen[:, i] = t
-        seen = xp.take_along_axis(outstanding, chosen, axis=1).astype(np.int32)
-        key = (seen << TIE_BITS) | bk.random_bits16((lanes, d))
-        return chosen[xp.arange(lanes), xp.argmin(key, axis=1)]
+        seen = xp.take_along_axis(outstanding, chosen, axis=1)
+        return chosen[xp.arange(lanes), xp.argmin((seen << TIE_BITS) | ties, axis=1)]
     raise AssertionError(f"{router.policy} is not a dynamic router")
