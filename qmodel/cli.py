@@ -38,20 +38,18 @@ def _count(text: str) -> int:
     return int(value)
 
 
-def _int_list(text: str) -> tuple:
-    try:
-        return tuple(int(x) for x in text.split(",") if x.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of whole "
-                                         "numbers, e.g. 4,8") from None
+def _number_list(convert, what: str, example: str):
+    def parse(text: str) -> tuple:
+        try:
+            return tuple(convert(x) for x in text.split(",") if x.strip())
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of {what}, "
+                                             f"e.g. {example}") from None
+    return parse
 
 
-def _float_list(text: str) -> tuple:
-    try:
-        return tuple(float(x) for x in text.split(",") if x.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of numbers, "
-                                         "e.g. 9,1") from None
+_int_list = _number_list(int, "whole numbers", "4,8")
+_float_list = _number_list(float, "numbers", "9,1")
 
 
 def _jitter(text: str):

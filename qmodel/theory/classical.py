@@ -125,21 +125,19 @@ class _DeterministicService(_QueueLatency):
     service_time: float
 
     def _cdf(self, t):
-        t = np.asarray(t, dtype=float)
-        w = t - self.service_time
-        out = np.zeros(t.shape)
-        ok = w >= 0
-        if ok.any():
-            out[ok] = self._wait_cdf(w[ok])
-        return out
+        return self._shifted(self._wait_cdf, t, before=0.0)
 
     def _sf(self, t):
+        return self._shifted(self._wait_sf, t, before=1.0)
+
+    def _shifted(self, wait_fn, t, before: float):
+        """A waiting-time function evaluated at t - D; ``before`` where t < D."""
         t = np.asarray(t, dtype=float)
         w = t - self.service_time
-        out = np.ones(t.shape)
+        out = np.full(t.shape, before)
         ok = w >= 0
         if ok.any():
-            out[ok] = self._wait_sf(w[ok])
+            out[ok] = wait_fn(w[ok])
         return out
 
     def _quantile(self, p):
