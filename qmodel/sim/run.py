@@ -33,7 +33,7 @@ __all__ = ["simulate", "replay", "Replay"]
 
 # Replicas start empty, so each must be long against the start-up transient, which grows as the
 # load nears capacity. Measured on an 8-node least_outstanding cluster of batching nodes
-# (development notes of issue 2): at 84% load 1,000 arrivals per node per replica were
+# (validation/replica_bias.py): at 84% load 1,000 arrivals per node per replica were
 # unbiased and 244 biased p99 low by 0.7%; at 97% load 976 biased it by 2.7% and 3,906 were
 # unbiased. The default keeps max(2000, 400 / (1 - load)) arrivals per node per replica;
 # more requests buy more replicas, not longer ones.
