@@ -124,7 +124,7 @@ def main(argv=None):
     print(f"  qmodel (a) / SimPy (a)      {a / sa:10.0f}x")
     print(f"  qmodel M/M/1 / SimPy M/M/1  {m / sm:10.0f}x")
     print(f"  qmodel M/M/1 / Ciw M/M/1    {m / cm:10.0f}x")
-    print(f"targets on a 2-core CPU: (a) 20 M/s (10 M/s minimum), (c) 3 M/s, >= 100x SimPy")
+    print("targets on a 2-core CPU: (a) 20 M/s (10 M/s minimum), (c) 3 M/s, >= 100x SimPy")
     print(f"  (a) {a / 1e6:.1f} M/s  (b) {b / 1e6:.1f} M/s  (c) {c / 1e6:.2f} M/s")
 
 

@@ -6,7 +6,6 @@ for c>1). Each check asserts that the exact percentile lies inside the simulator
 confidence interval AND that the interval is narrow (so the check can fail). Seeds are fixed.
 """
 
-import numpy as np
 import pytest
 
 import qmodel as qm

@@ -113,7 +113,6 @@ class _Queues:
 
     def push(self, ps, t):
         """Append arrivals at times ``t`` to queues ``ps`` (distinct pairs)."""
-        xp = self.xp
         if ps.size and int(self.length[ps].max()) >= self.cap:
             self._grow()
         self.buf[ps, (self.head[ps] + self.length[ps]) & (self.cap - 1)] = t
