@@ -344,6 +344,21 @@ class Node:
         """The preferred sizes Triton uses: the configured ones, or (max_batch_size,)."""
         return self.preferred_batch_sizes or (self.max_batch_size,)
 
+    def preferred_table(self, upto: int | None = None) -> np.ndarray:
+        """Table t[q] = the largest effective preferred size <= q (0 if none), q = 0..upto.
+
+        ``upto`` defaults to max_batch_size. This is the one encoding of "the largest preferred
+        size that fits", used by the simulator's batching rule and by the analytic models.
+
+        Examples
+        --------
+        >>> Node(ServiceTime.affine(1e-3), max_batch_size=8,
+        ...      preferred_batch_sizes=(4, 8)).preferred_table().tolist()
+        [0, 0, 0, 0, 4, 4, 4, 4, 8]
+        """
+        return preferred_table(self.effective_preferred,
+                               self.max_batch_size if upto is None else upto)
+
     @property
     def saturated_batch_size(self) -> int:
         """Batch size dispatched under overload: B with a delay, else the largest preferred size.
@@ -374,6 +389,21 @@ class Node:
 # routing and clusters
 # --------------------------------------------------------------------------------------------
 _POLICIES = ("random", "round_robin", "least_outstanding", "power_of_d")
+
+
+def preferred_table(preferred, upto: int) -> np.ndarray:
+    """t[q] = largest size in ``preferred`` that is <= q (0 if none), for q = 0..upto.
+
+    Examples
+    --------
+    >>> preferred_table([4, 8], 8).tolist()
+    [0, 0, 0, 0, 4, 4, 4, 4, 8]
+    """
+    table = np.zeros(upto + 1, dtype=np.int64)
+    for p in sorted(preferred):
+        if p <= upto:
+            table[p:] = p
+    return table
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,8 @@ __all__ = ["dispatch_time", "batch_size", "preferred_lookup"]
 
 import numpy as np
 
+from ..system import preferred_table
+
 
 def dispatch_time(xp, free, a0, a_pmin, delay):
     """When the next batch leaves, given no arrivals other than those already known.
@@ -103,12 +105,11 @@ def batch_size(xp, when, q, a0, delay, pmin, pref_le):
 def preferred_lookup(preferred, max_batch_size: int) -> np.ndarray:
     """Table t[q] = largest preferred size <= q (0 if none), for q = 0..max_batch_size.
 
+    The table itself is :func:`qmodel.system.preferred_table`, shared with the analytic models.
+
     Examples
     --------
     >>> preferred_lookup([4, 8], 8).tolist()
     [0, 0, 0, 0, 4, 4, 4, 4, 8]
     """
-    table = np.zeros(max_batch_size + 1, dtype=np.int64)
-    for p in sorted(preferred):
-        table[p:] = p
-    return table
+    return preferred_table(preferred, max_batch_size)
