@@ -42,7 +42,7 @@ import math
 import warnings
 
 import numpy as np
-from scipy import fft, optimize, signal, stats
+from scipy import fft, optimize, signal, special
 
 from ..latency import Accuracy, Latency
 from ..system import Node, UnstableError
@@ -96,8 +96,15 @@ class BatchNodeLatency(Latency):
 
 # --------------------------------------------------------------------------------------------
 def _poisson_table(rate: float, times: np.ndarray, count: int) -> np.ndarray:
-    """P[t, j] = P(Poisson(rate * times[t]) = j), j < count."""
-    return stats.poisson.pmf(np.arange(count)[None, :], rate * np.asarray(times)[:, None])
+    """P[t, j] = P(Poisson(rate * times[t]) = j), j < count (log space: no overflow)."""
+    mu = rate * np.asarray(times, float)[:, None]
+    j = np.arange(count)[None, :]
+    with np.errstate(divide="ignore"):
+        log_mu = np.log(mu)
+    logp = np.where(j == 0, 0.0, j * np.where(mu > 0, log_mu, 0.0)) - mu - special.gammaln(j + 1)
+    out = np.exp(logp)
+    out[(mu[:, 0] == 0), 1:] = 0.0
+    return out
 
 
 def _decay_rate(increment_pmf: np.ndarray, step: int) -> float:
@@ -124,8 +131,8 @@ def batch_node(node: Node, rate: float, resolution: int = DEFAULT_RESOLUTION,
     Parameters
     ----------
     node : Node
-        One instance (``instances == 1``), ``max_queue_delay == 0`` (greedy batching), no
-        queue limit.
+        One instance (``instances == 1``), no queue limit; any max_batch_size,
+        max_queue_delay, preferred sizes and service law.
     rate : float
         Poisson arrival rate, requests per second; below the node's capacity.
     resolution : int
@@ -149,8 +156,6 @@ def batch_node(node: Node, rate: float, resolution: int = DEFAULT_RESOLUTION,
     if node.instances != 1:
         raise ValueError(f"batch_node models one instance; this node has instances="
                          f"{node.instances}")
-    if node.max_queue_delay != 0:
-        raise ValueError("batch_node handles max_queue_delay=0 (greedy batching)")
     if node.max_queue_size:
         raise ValueError("batch_node assumes an unlimited queue (max_queue_size=0)")
     rate = float(rate)
@@ -159,172 +164,462 @@ def batch_node(node: Node, rate: float, resolution: int = DEFAULT_RESOLUTION,
     if rate >= node.capacity:
         raise UnstableError(f"rate {rate:g}/s is at or above the node's capacity "
                             f"{node.capacity:g}/s; lower the rate or add instances")
-    return _GreedyNode(node, rate, resolution, tail).solve()
+    return _SingleInstance(node, rate, resolution, tail).solve()
 
 
-class _GreedyNode:
-    """The computation behind :func:`batch_node`, in steps named after the docstring."""
+class _SingleInstance:
+    """The computation behind :func:`batch_node`, in steps named after the module docstring."""
 
-    def __init__(self, node: Node, rate: float, resolution: int, tail: float):
+    def __init__(self, node: Node, rate: float, resolution: int, tail: float,
+                 max_points: int = 4096):
         self.node, self.rate, self.tail = node, rate, tail
+        self.max_points = max_points
         self.B = node.max_batch_size
-        table = node.preferred_table()
+        self.D = float(node.max_queue_delay)
+        self.table = node.preferred_table()
         self.pmin = min(node.effective_preferred)
-        sizes = np.arange(self.B + 1)
-        # k(n) for n = 0..B: the D = 0 rule; n = 0 means "the next arrival goes alone"
-        self.k_small = np.where(sizes >= self.pmin, table, sizes)
-        self.k_small[0] = 1
-        self.K = int(table[self.B])        # what a long queue dispatches
+        self.K = int(self.table[self.B])        # what a long queue dispatches
+        # sizes that can leave requests behind: a queue of n >= pmin dispatches table[min(n, B)]
+        self.leaving = sorted({int(self.table[n]) for n in range(self.pmin, self.B + 1)})
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             self.means = np.asarray(node.service.mean(np.arange(1, self.B + 1)), float)
-        self.h = float(self.means[0]) / resolution
-        upper = service_upper(node.service, range(1, self.B + 1), tail)
-        self.Ls = int(math.ceil(upper / self.h)) + 2
-        self.ps, self.service_overflow = service_lattice(node.service, range(1, self.B + 1),
-                                                         self.h, self.Ls)
-        self.times = np.arange(self.Ls) * self.h
+        self.set_lattice(float(self.means[0]) / resolution)
 
-    # --- embedded chain ----------------------------------------------------------------
+    def set_lattice(self, h: float):
+        """Service laws on a lattice of step h (seconds)."""
+        self.h = h
+        upper = service_upper(self.node.service, range(1, self.B + 1), self.tail)
+        self.Ls = int(math.ceil(upper / self.h)) + 2
+        self.ps, self.service_overflow = service_lattice(self.node.service,
+                                                         range(1, self.B + 1), self.h, self.Ls)
+        self.times = np.arange(self.Ls) * self.h
+        self.Da = int(round(self.D / self.h))   # the delay in lattice steps
+        self._pois_hat = None
+
+    # --- batch formation -----------------------------------------------------------------
+    def formation_sizes(self, n0: int, r: np.ndarray) -> np.ndarray:
+        """P(batch size = k) for k = 0..B after a formation that starts with n0 waiting.
+
+        The batch leaves at the (pmin - n0)-th further arrival or after ``r`` seconds,
+        whichever comes first (Triton's delay rule). Shape (len(r), B + 1).
+        """
+        r = np.atleast_1d(np.asarray(r, float))
+        out = np.zeros((r.size, self.B + 1))
+        need = self.pmin - n0
+        if need <= 0:
+            out[:, self.table[min(n0, self.B)]] = 1.0
+            return out
+        pois = _poisson_table(self.rate, r, need)
+        out[:, n0:self.pmin] = pois
+        out[:, self.pmin] = np.clip(1.0 - pois.sum(axis=1), 0.0, None)
+        return out
+
+    def formation_time(self, n0: int, r: np.ndarray) -> np.ndarray:
+        """E[min(time of the (pmin - n0)-th arrival, r)]: the mean formation wait."""
+        r = np.atleast_1d(np.asarray(r, float))
+        need = self.pmin - n0
+        if need <= 0:
+            return np.zeros_like(r)
+        # int_0^r P(Poisson(rate t) < need) dt = sum_{x < need} P(Poisson(rate r) > x) / rate
+        # E[min(Gamma(need, rate), r)] = sum_{x=0}^{need-1} P(Poisson(rate r) > x) / rate
+        cdf = np.cumsum(_poisson_table(self.rate, r, need), axis=1)
+        return (1.0 - cdf).clip(0.0, None).sum(axis=1) / self.rate
+
+    # --- embedded chain ------------------------------------------------------------------
     def arrivals_during_service(self):
-        """A[k-1, j] = P(j Poisson arrivals during S(k))."""
+        """A[k-1, j] = P(j Poisson arrivals during S(k)), and the oldest one's age.
+
+        G[k-1, n, a] = P(n arrivals during S(k), the first of them a*h before the end), for
+        n < pmin: the age of the oldest waiting request when the instance frees.
+        """
         mu = self.rate * float(self.times[-1])
         self.J = int(mu + 12 * math.sqrt(mu) + 30)
         self.pois_s = _poisson_table(self.rate, self.times, self.J)
         self.A = self.ps @ self.pois_s
+        # density of (n, a): Phi_k(a) (rate a)^(n-1) / (n-1)!, Phi_k(a) = E[rate e^{-rate S}; S >= a]
+        a = self.times
+        phi = np.cumsum((self.ps * self.rate * np.exp(-self.rate * a))[:, ::-1], axis=1)[:, ::-1]
+        n = np.arange(1, max(self.pmin, 2))
+        with np.errstate(divide="ignore"):
+            log_term = ((n[:, None] - 1) * np.log(np.where(a > 0, self.rate * a, 1.0))[None, :]
+                        - special.gammaln(n)[:, None])
+        term = np.exp(log_term)
+        term[:, 0] = (n == 1)
+        G = np.zeros((self.B, self.pmin, self.Ls))
+        G[:, 1:, :] = self.h * phi[:, None, :] * term[None, :self.pmin - 1, :]
+        # the lattice sum of the density misses A_k[n] by O(h); rescale so that the ages of
+        # n arrivals carry exactly the probability of n arrivals
+        total = G.sum(axis=2)
+        target = self.A[:, :self.pmin] if self.J >= self.pmin else total
+        scale = np.divide(target, total, out=np.zeros_like(total), where=total > 0)
+        self.G = G * scale[:, :, None]
+
+    def _record_index(self, k: int, m: int) -> int:
+        if m == 0:
+            return k - 1
+        return self.B + self.leaving.index(k) * self.N + (m - 1)
 
     def chain(self):
-        K, B = self.K, self.B
+        """Stationary law of dispatch records (batch size k, requests left behind m)."""
+        B, K, pmin, D = self.B, self.K, self.pmin, self.D
         theta = _decay_rate(self.A[K - 1], K)
         N = B + self.J + int(math.ceil(-math.log(self.tail) / theta)) + 1
         self.N = N
-        n = np.arange(N)
-        k = np.where(n <= B, self.k_small[np.minimum(n, B)], K)
-        m = np.where(n == 0, 0, n - k)
-        self.k_of, self.m_of = k, m
-        T = np.zeros((N, N))
-        cols = m[:, None] + np.arange(self.J)[None, :]
-        rows = np.broadcast_to(n[:, None], cols.shape)
-        np.add.at(T, (rows, np.minimum(cols, N - 1)), self.A[k - 1])
+        R = B + len(self.leaving) * N
+        T = np.zeros((R, R))
+        # where an immediate dispatch from n waiting leads: record (table[min(n, B)], rest)
+        n_all = np.arange(N + self.J)
+        k_imm = self.table[np.minimum(n_all, B)]
+        m_imm = n_all - k_imm
+        dest_imm = np.where(n_all >= pmin,
+                            B + np.searchsorted(self.leaving, k_imm) * N + (m_imm - 1), 0)
+        dest_imm = np.where((n_all >= pmin) & (m_imm == 0), k_imm - 1, dest_imm)
+        over = (n_all >= pmin) & (m_imm > N)
+        dest_imm = np.where(over, B + np.searchsorted(self.leaving, k_imm) * N + N - 1, dest_imm)
+        self.idle_sizes = self.formation_sizes(1, np.array([D]))[0] if pmin > 1 else None
+        self.idle_time = (1.0 / self.rate
+                          + (self.formation_time(1, np.array([D]))[0] if pmin > 1 else 0.0))
+        self.after = np.zeros(R)     # mean idle + formation time after each record's service
+        x = np.arange(self.J)
+        for k in range(1, B + 1):
+            row = T[k - 1]
+            a_k = self.A[k - 1]
+            self._small_queue(row, k, a_k)
+            big = x >= pmin
+            np.add.at(row, dest_imm[x[big]], a_k[big])
+        for k in self.leaving:
+            for m in range(1, N + 1):
+                r = self._record_index(k, m)
+                a_k = self.A[k - 1]
+                n_next = m + x
+                big = n_next >= pmin
+                np.add.at(T[r], dest_imm[n_next[big]], a_k[big])
+                if m < pmin:
+                    self._remainder_small_queue(T[r], r, k, m)
         # pi (T - I) = 0 with sum(pi) = 1: replace one balance equation by the normalisation
-        M = T.T - np.eye(N)
+        M = T.T - np.eye(R)
         M[-1, :] = 1.0
-        rhs = np.zeros(N)
+        rhs = np.zeros(R)
         rhs[-1] = 1.0
-        pi = np.linalg.solve(M, rhs)
-        self.pi = np.clip(pi, 0.0, None) / np.clip(pi, 0.0, None).sum()
-        self.chain_tail = float(self.pi[N - self.J:].sum())
+        pi = np.clip(np.linalg.solve(M, rhs), 0.0, None)
+        self.pi = pi / pi.sum()
+        self.R = R
+        self.chain_tail = float(sum(self.pi[B + i * N + N - self.J:B + (i + 1) * N].sum()
+                                    for i in range(len(self.leaving))))
 
-    # --- tagged request ----------------------------------------------------------------
+    def _small_queue(self, row, k, a_k):
+        """Transitions of record (k, 0) into free epochs with fewer than pmin waiting."""
+        pmin, D = self.pmin, self.D
+        if pmin > 1:
+            sizes = self.idle_sizes
+            row[:self.B] += a_k[0] * sizes[1:]
+            self.after[k - 1] += a_k[0] * self.idle_time
+        else:
+            row[0] += a_k[0]
+            self.after[k - 1] += a_k[0] / self.rate
+        for n0 in range(1, pmin):
+            g = self.G[k - 1, n0, :self.Da] if D > 0 else np.zeros(0)
+            young = float(g.sum())
+            row[n0 - 1] += max(float(a_k[n0]) - young, 0.0)     # delay already exceeded
+            if young > 0:
+                r = D - np.arange(g.size) * self.h
+                row[:self.B] += (g @ self.formation_sizes(n0, r))[1:]
+                self.after[k - 1] += float(g @ self.formation_time(n0, r))
+
+    def _remainder_small_queue(self, row, r_idx, k, m):
+        """Record (k, m >= 1) followed by fewer than pmin waiting: the oldest is a left-behind
+        request; its age is taken as the service time plus m / rate (approximation)."""
+        pmin, D = self.pmin, self.D
+        p = self.ps[k - 1]
+        on = np.flatnonzero(p > 0)
+        for x in range(0, pmin - m):
+            n0 = m + x
+            mass = p[on] * self.pois_s[on, x]
+            age = self.times[on] + m / self.rate
+            old = age >= D
+            row[n0 - 1] += float(mass[old].sum())
+            if (~old).any():
+                r = D - age[~old]
+                row[:self.B] += (mass[~old] @ self.formation_sizes(n0, r))[1:]
+                self.after[r_idx] += float(mass[~old] @ self.formation_time(n0, r))
+
+    # --- tagged request ------------------------------------------------------------------
     def arrival_view(self):
-        """Z[q, r]: probability a Poisson arrival finds q waiting and residual service r*h."""
-        pi, k, m = self.pi, self.k_of, self.m_of
-        mean_s = self.means[k - 1]
-        cycle = pi * (mean_s + np.where(np.arange(self.N) == 0, 1.0 / self.rate, 0.0))
-        self.cycle = float(cycle.sum())
-        self.p_idle = float(pi[0] / self.rate / self.cycle)
-        self.busy = float(np.dot(pi, mean_s) / self.cycle)
-        self.served_per_time = float(np.dot(pi, k) / self.cycle)
-        Z = np.zeros((self.N, self.Ls))
-        for size in np.unique(k):
-            mine = k == size
-            weights = np.bincount(m[mine], weights=pi[mine], minlength=self.N)[:self.N]
-            weights /= self.cycle
-            # Y[q, r] = h * sum_i p(i) Pois(q; rate (i - r) h): residual r with q arrivals so far
-            p = self.ps[size - 1]
-            Y = signal.fftconvolve(p[::-1, None], self.pois_s, axes=0)[self.Ls - 1::-1][:self.Ls]
-            Y = np.clip(Y, 0.0, None).T * self.h          # (J, Ls)
-            # trapezoid rule in the elapsed time u: the ends u = 0 and u = s count half
-            Y[0] -= 0.5 * self.h * p
-            Y[:, 0] -= 0.5 * self.h * self.A[size - 1]
-            nz = np.flatnonzero(weights)
-            if nz.size == 1:
-                q0 = nz[0]
-                top = min(self.N, q0 + self.J)
-                Z[q0:top] += weights[q0] * Y[:top - q0]
-            else:
-                Z += signal.fftconvolve(weights[:, None], Y, axes=0)[:self.N]
+        """Z[q, r]: probability a Poisson arrival finds a batch in service with residual r*h
+        and q requests waiting (PASTA)."""
+        B, N = self.B, self.N
+        sizes = np.concatenate([np.arange(1, B + 1), np.repeat(self.leaving, N)])
+        left = np.concatenate([np.zeros(B, int), np.tile(np.arange(1, N + 1),
+                                                          len(self.leaving))])
+        self.rec_k, self.rec_m = sizes, left
+        mean_s = self.means[sizes - 1]
+        self.cycle = float(np.dot(self.pi, mean_s + self.after))
+        self.busy = float(np.dot(self.pi, mean_s) / self.cycle)
+        weight = self.pi / self.cycle
+        self.weight = weight
+        mix = weight[:B]
+        Z = np.zeros((N, self.Ls))
+        Y = self._elapsed_residual(mix @ self.ps, mix @ self.A)
+        top = min(N, Y.shape[0])
+        Z[:top] += Y[:top]
+        for i, size in enumerate(self.leaving):
+            w = np.concatenate([[0.0], weight[B + i * N:B + (i + 1) * N]])[:N]
+            if not w.any():
+                continue
+            Y = self._elapsed_residual(self.ps[size - 1], self.A[size - 1])
+            Z += signal.fftconvolve(w[:, None], Y, axes=0)[:N]
         self.Z = np.clip(Z, 0.0, None)
 
+    def _elapsed_residual(self, p, a):
+        """Y[q, r] = h sum_u p(u + r) Pois(q; rate u): q arrivals so far, residual r*h.
+
+        ``p`` is a (possibly unnormalised) service law on the lattice and ``a`` its arrival-count
+        law; the trapezoid rule in u counts the ends u = 0 and u = s half.
+        """
+        if self._pois_hat is None:
+            self._fft_n = _fft_len(2 * self.Ls)
+            self._pois_hat = fft.rfft(self.pois_s, self._fft_n, axis=0)
+        corr = fft.irfft(self._pois_hat * fft.rfft(p[::-1], self._fft_n)[:, None], self._fft_n,
+                         axis=0)
+        Y = np.clip(corr[self.Ls - 1::-1], 0.0, None).T * self.h      # (J, Ls)
+        Y[0] -= 0.5 * self.h * p
+        Y[:, 0] -= 0.5 * self.h * a
+        return Y
+
+    def lattice_points_needed(self) -> float:
+        """Lattice points that the time before the tagged request's batch leaves spans."""
+        reach_q = np.flatnonzero(np.cumsum(self.pi[::-1])[::-1] > self.tail * 1e-3)
+        deepest = int(self.rec_m_max(reach_q[-1])) if reach_q.size else 0
+        F = deepest // self.K + 1
+        mean_K = self.means[self.K - 1] / self.h
+        spread_K = max(self.Ls - mean_K, 2.0)
+        return self.Ls + self.Da + (F - 1) * mean_K + math.sqrt(F - 1) * spread_K
+
+    def rec_m_max(self, index: int) -> int:
+        """Requests left behind by record ``index`` plus a service's worth of arrivals."""
+        m = 0 if index < self.B else (index - self.B) % self.N + 1
+        return m + self.J
+
     def before_own_batch(self):
-        """M[j-1, e]: the tagged request is j-th in the batch that takes it, after e*h."""
+        """M0/M1[j-1, e]: the tagged request is j-th in the batch that takes it, after e*h;
+        M0 when that batch is the next one, M1 when full batches go ahead of it."""
         K = self.K
         F = (self.N + K - 1) // K
         pK = self.ps[K - 1]
-        reach = self.Ls + (F - 1) * (self.Ls - 1)
-        self.Le = _fft_len(reach + self.Ls)
+        self.Le = _fft_len(self.lattice_points_needed() + self.Ls)
         Zp = np.zeros((F * K, self.Ls))
         Zp[:self.N] = self.Z
         blocks = Zp.reshape(F, K, self.Ls)
+        self.M0 = np.zeros((K, self.Le))
+        self.M0[:, :self.Ls] = blocks[0]
         phi = fft.rfft(pK, self.Le)
         acc = np.zeros((K, self.Le // 2 + 1), complex)
-        power = np.ones_like(phi)
-        for f in range(F):
-            if blocks[f].any():
-                acc += fft.rfft(blocks[f], self.Le, axis=1) * power
+        power = phi.copy()
+        mass = blocks.sum(axis=(1, 2))
+        alive = np.flatnonzero(np.cumsum(mass[::-1])[::-1] > self.tail * 1e-3)
+        last = int(alive[-1]) if alive.size else 0
+        for f in range(1, last + 1):
+            acc += fft.rfft(blocks[f], self.Le, axis=1) * power
             power = power * phi
-        Mje = fft.irfft(acc, self.Le, axis=1)
-        self.Mje = np.clip(Mje, 0.0, None)
+        self.M1 = np.clip(fft.irfft(acc, self.Le, axis=1), 0.0, None)
         self.E = np.arange(self.Le) * self.h
 
     def own_batch(self):
-        """H[k-1, e]: the tagged request's batch has k requests and leaves e*h after it came."""
-        B, K = self.B, self.K
-        pois = _poisson_table(self.rate, self.E, B)              # (Le, B): x arrivals behind
-        pois_T = pois.T
-        # n = j + x requests waiting at the dispatch that takes it, n capped at B
-        G = signal.fftconvolve(np.vstack([np.zeros((1, self.Le)), self.Mje]), pois_T,
-                               axes=0)[:B + 1]
-        G = np.clip(G, 0.0, None)
-        total = self.Mje.sum(axis=0)
-        G[B] = np.clip(total - G[:B].sum(axis=0), 0.0, None)    # everything at B or more
-        n_to_k = np.arange(B + 1)
-        table = self.node.preferred_table()
-        n_to_k = np.where(n_to_k >= self.pmin, table, n_to_k)
-        H = np.zeros((B, self.Le))
-        for n_ in range(1, B + 1):
-            H[n_to_k[n_] - 1] += G[n_]
-        self.H = H
+        """H[k, w]: probability that a request's batch has k requests and leaves w*h after it
+        arrived."""
+        B, pmin = self.B, self.pmin
+        self.Lh = max(self.Le, self.Ls + self.Da + 2)
+        self.H = _Spread(B, self.Lh)
+        pois = _poisson_table(self.rate, self.E, B).T               # x arrivals behind it
+        for M, next_batch in ((self.M0, True), (self.M1, False)):
+            padded = np.vstack([np.zeros((1, self.Le)), M])
+            G = np.clip(signal.fftconvolve(padded, pois, axes=0)[:B + 1], 0.0, None)
+            G[B] = np.clip(M.sum(axis=0) - G[:B].sum(axis=0), 0.0, None)  # B or more waiting
+            for n in range(pmin, B + 1):
+                self.H.dense[self.table[n], :self.Le] += G[n]
+            if not next_batch and pmin > 1:
+                self._late_small_batch(M, pois)
+        self._formation_members()
+
+    def _late_small_batch(self, M, pois):
+        """A request that waited through full batches and then finds fewer than pmin waiting.
+
+        The oldest request ahead of it is taken to be (j - 1) / rate older (approximation);
+        if its delay has not run out, the batch is taken to leave at the delay's end.
+        """
+        D = self.D
+        for j in range(1, min(self.K, self.pmin - 1) + 1):
+            age = self.E + (j - 1) / self.rate
+            for x in range(0, self.pmin - j):
+                n = j + x
+                mass = M[j - 1] * pois[x]
+                old = (age >= D) | (D == 0)
+                self.H.dense[n, :self.Le] += np.where(old, mass, 0.0)
+                young = np.flatnonzero(~old & (mass > 0))
+                if young.size:
+                    r = D - age[young]
+                    when = young + np.rint(r / self.h).astype(int)
+                    sizes = self.formation_sizes(n, r)
+                    for k in range(n, self.pmin + 1):
+                        self.H.points(k, when, mass[young] * sizes[:, k])
+
+    def _formation_members(self):
+        """Requests whose batch forms at an instance-free epoch with fewer than pmin waiting,
+        or while the instance idles: their waits follow from the ages at that epoch and the
+        formation (Triton's delay from the oldest request, or pmin reached)."""
+        B, pmin, D, Da, h = self.B, self.pmin, self.D, self.Da, self.h
+        per_request = self.weight / self.rate
+        idle = float(np.dot(per_request[:B], self.A[:, 0]))
+        if pmin == 1:
+            self.H.points(1, np.array([0]), np.array([idle]))
+            return
+        # ages at the free epoch after a batch that left nobody: oldest a, the rest U[0, a]
+        g = np.tensordot(per_request[:B], self.G, axes=1)            # (pmin, Ls)
+        g[1, 0] += idle                                                # an arrival to idle
+        a_idx = np.arange(self.Ls)
+        for n0 in range(1, pmin):
+            w = g[n0]
+            old = a_idx >= Da if D > 0 else np.ones(self.Ls, bool)
+            on = np.flatnonzero(old & (w > 0))
+            self.H.points(n0, on, w[on])
+            self.H.uniform(n0, 0, on, w[on] * (n0 - 1))
+            young = np.flatnonzero(~old & (w > 0))
+            if young.size:
+                self._formation(n0, young, w[young], (n0 - 1), young, oldest_counted=True)
+        for i, k in enumerate(self.leaving):
+            for m in range(1, pmin):
+                rec = self.B + i * self.N + (m - 1)
+                if per_request[rec] == 0:
+                    continue
+                p = self.ps[k - 1]
+                on = np.flatnonzero(p > 0)
+                s_idx = on
+                age = self.times[on] + m / self.rate
+                for x in range(1, pmin - m):
+                    n0 = m + x
+                    mass = per_request[rec] * p[on] * self.pois_s[on, x]
+                    old = age >= D
+                    self.H.uniform(n0, 0, s_idx[old], mass[old] * x)
+                    young = ~old
+                    if young.any():
+                        r_idx = np.rint((D - age[young]) / h).astype(int)
+                        self._formation(n0, Da - r_idx, mass[young], x, s_idx[young],
+                                        oldest_counted=False)
+
+    def _formation(self, n0, a_idx, mass, spread_count, spread_len, oldest_counted):
+        """Add the members of formations that start with n0 waiting, the oldest aged a_idx*h.
+
+        ``spread_count`` members (besides the oldest, if ``oldest_counted``) have ages uniform
+        on [0, spread_len*h] at the start; newcomers join until pmin or the delay.
+        """
+        pmin, Da, h = self.pmin, self.Da, self.h
+        need = pmin - n0
+        r_idx = Da - a_idx                                     # time left, in steps
+        r = r_idx * h
+        pois = _poisson_table(self.rate, r, need)
+        for x in range(need):                                  # the delay runs out first
+            w = mass * pois[:, x]
+            k = n0 + x
+            if oldest_counted:
+                self.H.points(k, np.full(a_idx.size, Da), w)
+            self.H.uniform(k, r_idx, r_idx + spread_len, w * spread_count)
+            self.H.uniform(k, np.zeros_like(r_idx), r_idx, w * x)
+        # pmin reached at tau (the need-th arrival) before the delay runs out
+        longest = int(r_idx.max()) if r_idx.size else 0
+        tau_idx = np.arange(longest)
+        dens = h * self.rate * _poisson_table(self.rate, tau_idx * h, need)[:, need - 1]
+        ok = tau_idx[None, :] < r_idx[:, None]                  # (cases, tau)
+        w = mass[:, None] * dens[None, :] * ok
+        case, t = np.nonzero(w)
+        w = w[case, t]
+        if oldest_counted:
+            self.H.points(pmin, a_idx[case] + t, w)
+        self.H.uniform(pmin, t, t + spread_len[case] if np.ndim(spread_len) else t + spread_len,
+                       w * spread_count)
+        self.H.uniform(pmin, np.zeros_like(t), t, w * (need - 1))
+        self.H.points(pmin, np.zeros_like(t), w)
 
     def sojourn(self):
-        L = _fft_len(self.Le + self.Ls)
-        spec = (fft.rfft(self.H, L, axis=1) * fft.rfft(self.ps, L, axis=1)).sum(axis=0)
-        pmf = fft.irfft(spec, L)
-        pmf[:self.Ls] += self.p_idle * self.ps[0]
-        self.pmf = np.clip(pmf, 0.0, None)
+        H = self.H.result()
+        self.H_total = float(H.sum())
+        L = _fft_len(self.Lh + self.Ls)
+        spec = (fft.rfft(H[1:], L, axis=1) * fft.rfft(self.ps, L, axis=1)).sum(axis=0)
+        self.pmf = np.clip(fft.irfft(spec, L), 0.0, None)
+        self.dispatch_mass = H.sum(axis=1)
 
-    def final_batch_exact(self) -> bool:
-        """Whether the dispatch that reaches the tagged request always takes it.
-
-        True for preferred sizes {B} or any single preferred size; with several preferred
-        sizes a queue of n may dispatch fewer than the tagged request's position j.
-        """
-        table = self.node.preferred_table()
+    def approximations(self) -> list[str]:
+        """What this node's result approximates (empty: exact up to lattice and truncation)."""
+        notes = []
+        table = self.table
         for j in range(1, self.K + 1):
-            for n in range(j, self.B + 1):
-                k = table[n] if n >= self.pmin else n
-                if k < j:
-                    return False
-        return True
+            if any((table[n] if n >= self.pmin else n) < j for n in range(j, self.B + 1)):
+                notes.append("several preferred sizes: a request leaves in the first batch "
+                             "that reaches it")
+                break
+        if self.D > 0 and self.pmin > 1:
+            notes.append("delay with a queue left behind: the age of the oldest left-behind "
+                         "request is approximated")
+        return notes
 
     def solve(self) -> BatchNodeLatency:
         self.arrivals_during_service()
         self.chain()
         self.arrival_view()
+        needed = self.lattice_points_needed()
+        if needed > self.max_points:
+            # Long queues: a coarser lattice keeps the work bounded; the step stays small
+            # against the quantiles, which grow in proportion.
+            self.set_lattice(self.h * needed / self.max_points)
+            self.arrivals_during_service()
+            self.chain()
+            self.arrival_view()
         self.before_own_batch()
         self.own_batch()
         self.sojourn()
-        lost = max(self.chain_tail, abs(1.0 - self.pmf.sum()), self.service_overflow)
-        exact = self.final_batch_exact()
+        lost = max(self.chain_tail, self.service_overflow, abs(1.0 - self.H_total))
+        notes = self.approximations()
         statement = (f"lattice step h = {self.h * 1e3:.4g} ms (quantiles within about h); "
-                     f"truncated mass {lost:.1e}")
-        if not exact:
-            statement += ("; several preferred sizes: the tagged request is taken to leave in the "
-                          "first batch that reaches it (approximation)")
-        batches = np.bincount(self.k_of, weights=self.pi, minlength=self.B + 1)
+                     f"truncated or discretised mass {lost:.1e}")
+        if notes:
+            statement += "; approximations: " + "; ".join(notes)
+        batches = np.bincount(self.rec_k, weights=self.pi, minlength=self.B + 1)
         return BatchNodeLatency(
             self.pmf, self.h,
-            method="batch node, embedded chain (greedy, 1 instance)",
-            accuracy=Accuracy("numerical" if exact else "approximation", statement),
+            method="batch node, embedded chain at instance-free epochs (1 instance)",
+            accuracy=Accuracy("approximation" if notes else "numerical", statement),
             throughput=self.rate, utilization=self.busy,
             batch_size_distribution={int(i): float(v) for i, v in enumerate(batches) if v > 0})
+
+
+class _Spread:
+    """Probability masses over (batch size, wait on the lattice): points and uniform blocks.
+
+    Uniform blocks go into a difference array, so adding one costs O(1) whatever its length.
+    """
+
+    def __init__(self, B: int, length: int):
+        self.B, self.length = B, length
+        self.dense = np.zeros((B + 1, length))
+        self._diff = np.zeros((B + 1) * (length + 1))
+
+    def points(self, k: int, idx, w):
+        idx = np.clip(np.asarray(idx, int), 0, self.length - 1)
+        np.add.at(self.dense[k], idx, w)
+
+    def uniform(self, k: int, lo, hi, w):
+        """Mass w spread evenly over lattice points lo..hi (inclusive)."""
+        lo = np.clip(np.asarray(lo, int), 0, self.length - 1)
+        hi = np.clip(np.asarray(hi, int), 0, self.length - 1)
+        lo, hi = np.broadcast_arrays(lo, hi)
+        w = np.broadcast_to(np.asarray(w, float), lo.shape)
+        keep = w > 0
+        lo, hi, w = lo[keep], hi[keep], w[keep]
+        per = w / (hi - lo + 1)
+        base = k * (self.length + 1)
+        self._diff += np.bincount(base + lo, per, self._diff.size)
+        self._diff -= np.bincount(base + hi + 1, per, self._diff.size)
+
+    def result(self) -> np.ndarray:
+        spread = np.cumsum(self._diff.reshape(self.B + 1, self.length + 1), axis=1)[:, :-1]
+        return self.dense + spread
