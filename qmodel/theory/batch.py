@@ -153,9 +153,6 @@ def batch_node(node: Node, rate: float, resolution: int = DEFAULT_RESOLUTION,
     >>> round(batch_node(node, rate=0.8).p99, 2)
     11.36
     """
-    if node.instances != 1:
-        raise ValueError(f"batch_node models one instance; this node has instances="
-                         f"{node.instances}")
     if node.max_queue_size:
         raise ValueError("batch_node assumes an unlimited queue (max_queue_size=0)")
     rate = float(rate)
@@ -183,48 +180,65 @@ class _SingleInstance:
         self.leaving = sorted({int(self.table[n]) for n in range(self.pmin, self.B + 1)})
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            self.means = np.asarray(node.service.mean(np.arange(1, self.B + 1)), float)
-        self.set_lattice(float(self.means[0]) / resolution)
+            own = np.asarray(node.service.mean(np.arange(1, self.B + 1)), float)
+        self.c = node.instances
+        # With c instances the queue is modelled as one pooled instance that a batch of k
+        # blocks for S(k)/c (the instance-free epochs of c staggered instances); each request
+        # still takes its own batch's full S(k). Exact for c = 1, an approximation for c > 1.
+        self.means = own / self.c
+        self.set_lattice(float(own[0]) / resolution)
 
     def set_lattice(self, h: float):
         """Service laws on a lattice of step h (seconds)."""
         self.h = h
         upper = service_upper(self.node.service, range(1, self.B + 1), self.tail)
         self.Ls = int(math.ceil(upper / self.h)) + 2
-        self.ps, self.service_overflow = service_lattice(self.node.service,
-                                                         range(1, self.B + 1), self.h, self.Ls)
+        sizes = range(1, self.B + 1)
+        self.ps_own, self.service_overflow = service_lattice(self.node.service, sizes, self.h,
+                                                             self.Ls)
+        self.ps = (self.ps_own if self.c == 1 else
+                   service_lattice(self.node.service, sizes, self.h * self.c, self.Ls)[0])
         self.times = np.arange(self.Ls) * self.h
         self.Da = int(round(self.D / self.h))   # the delay in lattice steps
         self._pois_hat = None
 
     # --- batch formation -----------------------------------------------------------------
-    def formation_sizes(self, n0: int, r: np.ndarray) -> np.ndarray:
-        """P(batch size = k) for k = 0..B after a formation that starts with n0 waiting.
+    def formation(self, n0: int, r, pois=None):
+        """Batch-size law and mean wait of a formation that starts with n0 waiting.
 
         The batch leaves at the (pmin - n0)-th further arrival or after ``r`` seconds,
-        whichever comes first (Triton's delay rule). Shape (len(r), B + 1).
+        whichever comes first (Triton's delay rule, timed from the oldest request).
+
+        Parameters
+        ----------
+        n0 : int
+        r : array
+            Time left until the oldest request's delay runs out.
+        pois : array, optional
+            ``_poisson_table(rate, r, pmin)``, when the caller reuses it for several n0.
+
+        Returns
+        -------
+        sizes : array, shape (len(r), B + 1)
+            P(batch size = k).
+        wait : array, shape (len(r),)
+            E[min(time of the (pmin - n0)-th arrival, r)].
         """
         r = np.atleast_1d(np.asarray(r, float))
-        out = np.zeros((r.size, self.B + 1))
+        sizes = np.zeros((r.size, self.B + 1))
         need = self.pmin - n0
         if need <= 0:
-            out[:, self.table[min(n0, self.B)]] = 1.0
-            return out
-        pois = _poisson_table(self.rate, r, need)
-        out[:, n0:self.pmin] = pois
-        out[:, self.pmin] = np.clip(1.0 - pois.sum(axis=1), 0.0, None)
-        return out
-
-    def formation_time(self, n0: int, r: np.ndarray) -> np.ndarray:
-        """E[min(time of the (pmin - n0)-th arrival, r)]: the mean formation wait."""
-        r = np.atleast_1d(np.asarray(r, float))
-        need = self.pmin - n0
-        if need <= 0:
-            return np.zeros_like(r)
-        # int_0^r P(Poisson(rate t) < need) dt = sum_{x < need} P(Poisson(rate r) > x) / rate
-        # E[min(Gamma(need, rate), r)] = sum_{x=0}^{need-1} P(Poisson(rate r) > x) / rate
-        cdf = np.cumsum(_poisson_table(self.rate, r, need), axis=1)
-        return (1.0 - cdf).clip(0.0, None).sum(axis=1) / self.rate
+            sizes[:, self.table[min(n0, self.B)]] = 1.0
+            return sizes, np.zeros(r.size)
+        if pois is None:
+            pois = _poisson_table(self.rate, r, need)
+        pois = pois[:, :need]
+        sizes[:, n0:self.pmin] = pois
+        cdf = np.cumsum(pois, axis=1)
+        sizes[:, self.pmin] = np.clip(1.0 - cdf[:, -1], 0.0, None)
+        # E[min(Gamma(need, rate), r)] = sum_{x < need} P(Poisson(rate r) > x) / rate
+        wait = (1.0 - cdf).clip(0.0, None).sum(axis=1) / self.rate
+        return sizes, wait
 
     # --- embedded chain ------------------------------------------------------------------
     def arrivals_during_service(self):
@@ -277,9 +291,13 @@ class _SingleInstance:
         dest_imm = np.where((n_all >= pmin) & (m_imm == 0), k_imm - 1, dest_imm)
         over = (n_all >= pmin) & (m_imm > N)
         dest_imm = np.where(over, B + np.searchsorted(self.leaving, k_imm) * N + N - 1, dest_imm)
-        self.idle_sizes = self.formation_sizes(1, np.array([D]))[0] if pmin > 1 else None
-        self.idle_time = (1.0 / self.rate
-                          + (self.formation_time(1, np.array([D]))[0] if pmin > 1 else 0.0))
+        idle_sizes, idle_wait = self.formation(1, np.array([D]))
+        self.idle_sizes = idle_sizes[0]
+        self.idle_time = 1.0 / self.rate + float(idle_wait[0])
+        # formations after a batch that left nobody: the oldest is a*h old, a < Da
+        r_grid = D - np.arange(self.Da) * self.h
+        pois = _poisson_table(self.rate, r_grid, pmin)
+        self.young_formation = {n0: self.formation(n0, r_grid, pois) for n0 in range(1, pmin)}
         self.after = np.zeros(R)     # mean idle + formation time after each record's service
         x = np.arange(self.J)
         for k in range(1, B + 1):
@@ -289,14 +307,15 @@ class _SingleInstance:
             big = x >= pmin
             np.add.at(row, dest_imm[x[big]], a_k[big])
         for k in self.leaving:
-            for m in range(1, N + 1):
-                r = self._record_index(k, m)
-                a_k = self.A[k - 1]
-                n_next = m + x
-                big = n_next >= pmin
-                np.add.at(T[r], dest_imm[n_next[big]], a_k[big])
-                if m < pmin:
-                    self._remainder_small_queue(T[r], r, k, m)
+            first = self._record_index(k, 1)
+            m = np.arange(1, N + 1)[:, None]
+            n_next = m + x[None, :]                                   # (m, x)
+            big = n_next >= pmin
+            rows = np.broadcast_to(first + m - 1, n_next.shape)
+            np.add.at(T, (rows[big], dest_imm[n_next[big]]),
+                      np.broadcast_to(self.A[k - 1], n_next.shape)[big])
+            for mm in range(1, min(pmin, N + 1)):
+                self._remainder_small_queue(T[first + mm - 1], first + mm - 1, k, mm)
         # pi (T - I) = 0 with sum(pi) = 1: replace one balance equation by the normalisation
         M = T.T - np.eye(R)
         M[-1, :] = 1.0
@@ -312,8 +331,7 @@ class _SingleInstance:
         """Transitions of record (k, 0) into free epochs with fewer than pmin waiting."""
         pmin, D = self.pmin, self.D
         if pmin > 1:
-            sizes = self.idle_sizes
-            row[:self.B] += a_k[0] * sizes[1:]
+            row[:self.B] += a_k[0] * self.idle_sizes[1:]
             self.after[k - 1] += a_k[0] * self.idle_time
         else:
             row[0] += a_k[0]
@@ -323,9 +341,9 @@ class _SingleInstance:
             young = float(g.sum())
             row[n0 - 1] += max(float(a_k[n0]) - young, 0.0)     # delay already exceeded
             if young > 0:
-                r = D - np.arange(g.size) * self.h
-                row[:self.B] += (g @ self.formation_sizes(n0, r))[1:]
-                self.after[k - 1] += float(g @ self.formation_time(n0, r))
+                sizes, wait = self.young_formation[n0]
+                row[:self.B] += (g @ sizes[:g.size])[1:]
+                self.after[k - 1] += float(g @ wait[:g.size])
 
     def _remainder_small_queue(self, row, r_idx, k, m):
         """Record (k, m >= 1) followed by fewer than pmin waiting: the oldest is a left-behind
@@ -333,16 +351,18 @@ class _SingleInstance:
         pmin, D = self.pmin, self.D
         p = self.ps[k - 1]
         on = np.flatnonzero(p > 0)
+        age = self.times[on] + m / self.rate
+        old = age >= D
+        young = ~old
+        pois = _poisson_table(self.rate, D - age[young], pmin) if young.any() else None
         for x in range(0, pmin - m):
             n0 = m + x
             mass = p[on] * self.pois_s[on, x]
-            age = self.times[on] + m / self.rate
-            old = age >= D
             row[n0 - 1] += float(mass[old].sum())
-            if (~old).any():
-                r = D - age[~old]
-                row[:self.B] += (mass[~old] @ self.formation_sizes(n0, r))[1:]
-                self.after[r_idx] += float(mass[~old] @ self.formation_time(n0, r))
+            if young.any():
+                sizes, wait = self.formation(n0, D - age[young], pois)
+                row[:self.B] += (mass[young] @ sizes)[1:]
+                self.after[r_idx] += float(mass[young] @ wait)
 
     # --- tagged request ------------------------------------------------------------------
     def arrival_view(self):
@@ -448,21 +468,24 @@ class _SingleInstance:
         The oldest request ahead of it is taken to be (j - 1) / rate older (approximation);
         if its delay has not run out, the batch is taken to leave at the delay's end.
         """
-        D = self.D
-        for j in range(1, min(self.K, self.pmin - 1) + 1):
+        D, pmin = self.D, self.pmin
+        for j in range(1, min(self.K, pmin - 1) + 1):
             age = self.E + (j - 1) / self.rate
-            for x in range(0, self.pmin - j):
-                n = j + x
-                mass = M[j - 1] * pois[x]
-                old = (age >= D) | (D == 0)
-                self.H.dense[n, :self.Le] += np.where(old, mass, 0.0)
-                young = np.flatnonzero(~old & (mass > 0))
-                if young.size:
-                    r = D - age[young]
-                    when = young + np.rint(r / self.h).astype(int)
-                    sizes = self.formation_sizes(n, r)
-                    for k in range(n, self.pmin + 1):
-                        self.H.points(k, when, mass[young] * sizes[:, k])
+            mass = M[j - 1][None, :] * pois[:pmin - j]          # (x, e): n = j + x waiting
+            old = (age >= D) | (D == 0)
+            self.H.dense[j:pmin, :self.Le] += mass * old
+            young = np.flatnonzero(~old & (M[j - 1] > 0))
+            if not young.size:
+                continue
+            r = D - age[young]
+            when = young + np.rint(r / self.h).astype(int)
+            # sizes n + x' with x' ~ Poisson(rate r) arrivals, capped at pmin: a convolution
+            grow = _poisson_table(self.rate, r, pmin).T             # (x', case)
+            by_size = signal.fftconvolve(mass[:, young], grow, axes=0)[:pmin - j]
+            by_size = np.clip(by_size, 0.0, None)
+            self.H.points(j + np.arange(pmin - j)[:, None], when[None, :], by_size)
+            self.H.points(pmin, when, np.clip(mass[:, young].sum(axis=0)
+                                              - by_size.sum(axis=0), 0.0, None))
 
     def _formation_members(self):
         """Requests whose batch forms at an instance-free epoch with fewer than pmin waiting,
@@ -518,33 +541,39 @@ class _SingleInstance:
         r_idx = Da - a_idx                                     # time left, in steps
         r = r_idx * h
         pois = _poisson_table(self.rate, r, need)
-        for x in range(need):                                  # the delay runs out first
-            w = mass * pois[:, x]
-            k = n0 + x
-            if oldest_counted:
-                self.H.points(k, np.full(a_idx.size, Da), w)
-            self.H.uniform(k, r_idx, r_idx + spread_len, w * spread_count)
-            self.H.uniform(k, np.zeros_like(r_idx), r_idx, w * x)
+        # the delay runs out first, x newcomers joined: (cases, x) arrays
+        x = np.arange(need)[None, :]
+        w = mass[:, None] * pois
+        k = n0 + x
+        if oldest_counted:
+            self.H.points(n0 + np.arange(need), Da, w.sum(axis=0))
+        if spread_count:
+            lo = np.broadcast_to(r_idx[:, None], w.shape)
+            hi = lo + np.broadcast_to(np.reshape(spread_len, (-1, 1)), w.shape)
+            self.H.uniform(k, lo, hi, w * spread_count)
+        self.H.uniform(k, 0, r_idx[:, None], w * x)
         # pmin reached at tau (the need-th arrival) before the delay runs out
         longest = int(r_idx.max()) if r_idx.size else 0
         tau_idx = np.arange(longest)
         dens = h * self.rate * _poisson_table(self.rate, tau_idx * h, need)[:, need - 1]
         ok = tau_idx[None, :] < r_idx[:, None]                  # (cases, tau)
         w = mass[:, None] * dens[None, :] * ok
+        by_tau = w.sum(axis=0)
+        self.H.uniform(pmin, 0, tau_idx, by_tau * (need - 1))    # newcomers before the last
+        self.H.points(pmin, np.zeros(1, int), np.array([by_tau.sum()]))   # the last one
         case, t = np.nonzero(w)
         w = w[case, t]
         if oldest_counted:
             self.H.points(pmin, a_idx[case] + t, w)
-        self.H.uniform(pmin, t, t + spread_len[case] if np.ndim(spread_len) else t + spread_len,
-                       w * spread_count)
-        self.H.uniform(pmin, np.zeros_like(t), t, w * (need - 1))
-        self.H.points(pmin, np.zeros_like(t), w)
+        if spread_count:
+            self.H.uniform(pmin, t, t + np.broadcast_to(spread_len, a_idx.shape)[case],
+                           w * spread_count)
 
     def sojourn(self):
         H = self.H.result()
         self.H_total = float(H.sum())
         L = _fft_len(self.Lh + self.Ls)
-        spec = (fft.rfft(H[1:], L, axis=1) * fft.rfft(self.ps, L, axis=1)).sum(axis=0)
+        spec = (fft.rfft(H[1:], L, axis=1) * fft.rfft(self.ps_own, L, axis=1)).sum(axis=0)
         self.pmf = np.clip(fft.irfft(spec, L), 0.0, None)
         self.dispatch_mass = H.sum(axis=1)
 
@@ -557,6 +586,8 @@ class _SingleInstance:
                 notes.append("several preferred sizes: a request leaves in the first batch "
                              "that reaches it")
                 break
+        if self.c > 1:
+            notes.append(f"{self.c} instances pooled into one that a batch blocks for S(k)/c")
         if self.D > 0 and self.pmin > 1:
             notes.append("delay with a queue left behind: the age of the oldest left-behind "
                          "request is approximated")
@@ -595,31 +626,45 @@ class _SingleInstance:
 class _Spread:
     """Probability masses over (batch size, wait on the lattice): points and uniform blocks.
 
-    Uniform blocks go into a difference array, so adding one costs O(1) whatever its length.
+    Uniform blocks go into a difference array, so one costs O(1) whatever its length; all adds
+    are collected and summed once in :meth:`result`.
     """
 
     def __init__(self, B: int, length: int):
         self.B, self.length = B, length
         self.dense = np.zeros((B + 1, length))
-        self._diff = np.zeros((B + 1) * (length + 1))
+        self._idx, self._w = [], []           # point masses, flat (k, wait) index
+        self._lo, self._hi, self._per = [], [], []
 
-    def points(self, k: int, idx, w):
-        idx = np.clip(np.asarray(idx, int), 0, self.length - 1)
-        np.add.at(self.dense[k], idx, w)
+    def points(self, k, idx, w):
+        """Mass w at lattice point idx for batch size k (arrays broadcast together)."""
+        k, idx, w = np.broadcast_arrays(np.asarray(k, int), np.asarray(idx, int),
+                                        np.asarray(w, float))
+        idx = np.clip(idx, 0, self.length - 1)
+        self._idx.append((k * self.length + idx).ravel())
+        self._w.append(w.ravel())
 
-    def uniform(self, k: int, lo, hi, w):
+    def uniform(self, k, lo, hi, w):
         """Mass w spread evenly over lattice points lo..hi (inclusive)."""
-        lo = np.clip(np.asarray(lo, int), 0, self.length - 1)
-        hi = np.clip(np.asarray(hi, int), 0, self.length - 1)
-        lo, hi = np.broadcast_arrays(lo, hi)
-        w = np.broadcast_to(np.asarray(w, float), lo.shape)
-        keep = w > 0
-        lo, hi, w = lo[keep], hi[keep], w[keep]
-        per = w / (hi - lo + 1)
+        k, lo, hi, w = np.broadcast_arrays(np.asarray(k, int), np.asarray(lo, int),
+                                           np.asarray(hi, int), np.asarray(w, float))
+        lo = np.clip(lo, 0, self.length - 1)
+        hi = np.clip(hi, 0, self.length - 1)
         base = k * (self.length + 1)
-        self._diff += np.bincount(base + lo, per, self._diff.size)
-        self._diff -= np.bincount(base + hi + 1, per, self._diff.size)
+        self._lo.append((base + lo).ravel())
+        self._hi.append((base + hi + 1).ravel())
+        self._per.append((w / (hi - lo + 1)).ravel())
 
     def result(self) -> np.ndarray:
-        spread = np.cumsum(self._diff.reshape(self.B + 1, self.length + 1), axis=1)[:, :-1]
-        return self.dense + spread
+        size = (self.B + 1) * self.length
+        out = self.dense.copy()
+        if self._idx:
+            out += np.bincount(np.concatenate(self._idx), np.concatenate(self._w),
+                               size).reshape(self.B + 1, self.length)
+        if self._lo:
+            per = np.concatenate(self._per)
+            n = (self.B + 1) * (self.length + 1)
+            diff = (np.bincount(np.concatenate(self._lo), per, n)
+                    - np.bincount(np.concatenate(self._hi), per, n))
+            out += np.cumsum(diff.reshape(self.B + 1, self.length + 1), axis=1)[:, :-1]
+        return out
