@@ -9,6 +9,7 @@ True
 """
 
 from .latency import Accuracy, Latency, SampledLatency
+from .predict import predict
 from .sim import Replay, replay, simulate
 from .system import (Cluster, Node, Poisson, Renewal, Router, ServiceTime, Trace, UnstableError,
                      check_stable, parse_duration)
@@ -17,7 +18,7 @@ __all__ = [
     "ServiceTime", "Node", "Cluster", "Router", "Poisson", "Renewal", "Trace",
     "UnstableError", "check_stable", "parse_duration",
     "Latency", "SampledLatency", "Accuracy",
-    "simulate", "replay", "Replay",
+    "simulate", "replay", "Replay", "predict",
 ]
 
 __version__ = "0.1.0"

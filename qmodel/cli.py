@@ -74,6 +74,44 @@ def _table(text: str) -> dict:
     return out
 
 
+def _add_system_args(parser) -> None:
+    """The flags that describe a node, a cluster and the load (shared by the subcommands)."""
+    g = parser.add_argument_group("service time of a batch of k: S(k) = base + per_item * k")
+    g.add_argument("--service-base", type=_duration, default=None, metavar="TIME",
+                   help="fixed part of S(k) (default 2.4ms unless --service-table)")
+    g.add_argument("--per-item", type=_duration, default=0.0, metavar="TIME",
+                   help="added per request in the batch (default 0)")
+    g.add_argument("--service-table", type=_table, default=None, metavar="K:TIME,...",
+                   help="measured mean S(k) per batch size instead, e.g. 1:3.1ms,8:6.7ms")
+    g.add_argument("--jitter", type=_jitter, default="deterministic", metavar="NAME[:CV]",
+                   help="deterministic, exponential, lognormal:CV or gamma:CV")
+    g = parser.add_argument_group("node (Triton model config)")
+    g.add_argument("--max-batch-size", type=_count, default=1, metavar="B")
+    g.add_argument("--max-queue-delay", type=_duration, default=0.0, metavar="TIME")
+    g.add_argument("--preferred", type=_int_list, default=(), metavar="K,K",
+                   help="preferred_batch_size list, e.g. 4,8")
+    g.add_argument("--instances", type=_count, default=1, metavar="C")
+    g.add_argument("--max-queue-size", type=_count, default=0, metavar="Q",
+                   help="reject arrivals beyond Q pending requests (0 = unlimited)")
+    g = parser.add_argument_group("cluster")
+    g.add_argument("--nodes", type=_count, default=1, metavar="N")
+    g.add_argument("--router", default="random",
+                   choices=["random", "round_robin", "least_outstanding", "power_of_two",
+                            "power_of_d"])
+    g.add_argument("--weights", type=_float_list, default=None, metavar="W,W",
+                   help="with --router random: each node's share, e.g. 9,1")
+    g.add_argument("--choices", type=_count, default=None, metavar="D",
+                   help="with --router power_of_d: nodes sampled per request")
+    g = parser.add_argument_group("load")
+    g.add_argument("--rate", type=float, default=None, metavar="REQ/S",
+                   help="arrival rate in requests per second")
+    g.add_argument("--arrival-scv", type=float, default=1.0, metavar="SCV",
+                   help="squared coefficient of variation of interarrival times "
+                        "(1 Poisson, 0 deterministic, >1 bursty)")
+    g.add_argument("--trace", default=None, metavar="FILE",
+                   help="replay arrival times (seconds, one per line) instead of --rate")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="qmodel",
@@ -83,40 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
         "simulate", help="Monte Carlo latency distribution of a node or cluster",
         description="Simulate Triton's dynamic batcher and print p50/p95/p99 with confidence "
                     "intervals. Durations take units: 2ms, 500us, 0.002 (seconds).")
-    g = sim.add_argument_group("service time of a batch of k: S(k) = base + per_item * k")
-    g.add_argument("--service-base", type=_duration, default=None, metavar="TIME",
-                   help="fixed part of S(k) (default 2.4ms unless --service-table)")
-    g.add_argument("--per-item", type=_duration, default=0.0, metavar="TIME",
-                   help="added per request in the batch (default 0)")
-    g.add_argument("--service-table", type=_table, default=None, metavar="K:TIME,...",
-                   help="measured mean S(k) per batch size instead, e.g. 1:3.1ms,8:6.7ms")
-    g.add_argument("--jitter", type=_jitter, default="deterministic", metavar="NAME[:CV]",
-                   help="deterministic, exponential, lognormal:CV or gamma:CV")
-    g = sim.add_argument_group("node (Triton model config)")
-    g.add_argument("--max-batch-size", type=_count, default=1, metavar="B")
-    g.add_argument("--max-queue-delay", type=_duration, default=0.0, metavar="TIME")
-    g.add_argument("--preferred", type=_int_list, default=(), metavar="K,K",
-                   help="preferred_batch_size list, e.g. 4,8")
-    g.add_argument("--instances", type=_count, default=1, metavar="C")
-    g.add_argument("--max-queue-size", type=_count, default=0, metavar="Q",
-                   help="reject arrivals beyond Q pending requests (0 = unlimited)")
-    g = sim.add_argument_group("cluster")
-    g.add_argument("--nodes", type=_count, default=1, metavar="N")
-    g.add_argument("--router", default="random",
-                   choices=["random", "round_robin", "least_outstanding", "power_of_two",
-                            "power_of_d"])
-    g.add_argument("--weights", type=_float_list, default=None, metavar="W,W",
-                   help="with --router random: each node's share, e.g. 9,1")
-    g.add_argument("--choices", type=_count, default=None, metavar="D",
-                   help="with --router power_of_d: nodes sampled per request")
-    g = sim.add_argument_group("load")
-    g.add_argument("--rate", type=float, default=None, metavar="REQ/S",
-                   help="arrival rate in requests per second")
-    g.add_argument("--arrival-scv", type=float, default=1.0, metavar="SCV",
-                   help="squared coefficient of variation of interarrival times "
-                        "(1 Poisson, 0 deterministic, >1 bursty)")
-    g.add_argument("--trace", default=None, metavar="FILE",
-                   help="replay arrival times (seconds, one per line) instead of --rate")
+    _add_system_args(sim)
     g = sim.add_argument_group("run")
     g.add_argument("--requests", type=_count, default=None, metavar="N",
                    help="requests to simulate (default 2e6, or the whole trace)")
@@ -128,6 +133,20 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--json", action="store_true", help="print JSON instead of a table")
     g.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help=f"progress bar (default: on from {PROGRESS_FROM:.0e} requests)")
+    pred = sub.add_parser(
+        "predict", help="queueing-theory latency distribution of a node or cluster",
+        description="Predict p50/p95/p99 from the queueing models (milliseconds of compute) "
+                    "and say which model answered and how exact it is. Durations take units: "
+                    "2ms, 500us, 0.002 (seconds).")
+    _add_system_args(pred)
+    g = pred.add_argument_group("output")
+    g.add_argument("--resolution", type=_count, default=None, metavar="STEPS",
+                   help="lattice steps per batch-of-one service time (default 100)")
+    g.add_argument("--check", type=_count, nargs="?", const=2_000_000, default=None,
+                   metavar="REQUESTS",
+                   help="also simulate (default 2e6 requests) and print both side by side")
+    g.add_argument("--seed", type=_count, default=1, help="seed of the --check simulation")
+    g.add_argument("--json", action="store_true", help="print JSON instead of a table")
     return parser
 
 
@@ -199,6 +218,8 @@ def _table_text(rep: dict) -> str:
 def main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.command == "predict":
+        return _predict_command(args)
     try:
         system = _system_from(args)
         arrivals = _arrivals_from(args)
@@ -214,6 +235,68 @@ def main(argv=None) -> int:
         return 2
     rep = _report(result, system, arrivals)
     print(json.dumps(rep, indent=2) if args.json else _table_text(rep))
+    return 0
+
+
+def _predict_report(result, system, rate) -> dict:
+    out = {"system": system.describe(), "arrival_rate": rate}
+    out.update(result.summary())
+    out["p999"] = result.quantile(0.999)
+    return out
+
+
+def _predict_text(rep: dict, check: dict | None) -> str:
+    def ms(x):
+        return f"{x * 1e3:9.3f} ms"
+
+    lines = [rep["system"], f"load {rep['arrival_rate']:,.1f} req/s   method: {rep['method']}", ""]
+    if check is None:
+        lines.append(f"{'':8}{'predicted':>12}")
+        for name in ("p50", "p95", "p99", "p999", "mean"):
+            lines.append(f"{name:8}{ms(rep[name])}")
+    else:
+        lines.append(f"{'':8}{'predicted':>12}{'simulated':>13}   95% CI of simulated   error")
+        for name in ("p50", "p95", "p99"):
+            lo, hi = check[f"{name}_ci95"]
+            err = rep[name] / check[name] - 1
+            lines.append(f"{name:8}{ms(rep[name])}{ms(check[name])}   "
+                         f"[{lo * 1e3:.3f}, {hi * 1e3:.3f}] ms   {err:+.1%}")
+        lines.append(f"{'mean':8}{ms(rep['mean'])}{ms(check['mean'])}")
+    lines += ["", f"throughput        {rep['throughput']:,.1f} req/s",
+              f"utilization       {rep['utilization']:.3f}",
+              f"mean batch size   {rep['mean_batch_size']:.3f}",
+              f"accuracy          {rep['exactness']}: {rep['error']}"]
+    return "\n".join(lines)
+
+
+def _predict_command(args) -> int:
+    from .predict import predict
+
+    try:
+        system = _system_from(args)
+        arrivals = _arrivals_from(args)
+        if isinstance(arrivals, qs.Trace):
+            raise ValueError("predict takes --rate (Poisson arrivals); replay a trace with "
+                             "'qmodel simulate --trace'")
+        kwargs = {} if args.resolution is None else {"resolution": args.resolution}
+        result = predict(system, arrivals=arrivals, **kwargs)
+        check = None
+        if args.check is not None:
+            sim = simulate(system, arrivals=arrivals, requests=args.check, seed=args.seed)
+            check = _report(sim, system, arrivals)
+    except NotImplementedError as err:
+        print(f"qmodel: not modelled yet: {err}", file=sys.stderr)
+        return 3
+    except ValueError as err:   # includes UnstableError: say what to change, no traceback
+        print(f"qmodel: error: {err}", file=sys.stderr)
+        return 2
+    rep = _predict_report(result, system, arrivals.rate)
+    if args.json:
+        if check is not None:
+            rep["simulated"] = check
+        print(json.dumps(rep, indent=2))
+    else:
+        print(_predict_text(rep, check))
     return 0
 
 

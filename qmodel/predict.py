@@ -1,0 +1,159 @@
+"""The front door: ``qmodel.predict(system, rate)`` picks the best solver for the system.
+
+Which solver answers (and what it claims about itself, in ``result.method`` and
+``result.accuracy``):
+
+============================================  ==================================================
+node                                          solver
+============================================  ==================================================
+max_batch_size 1, deterministic service       M/D/c (exact up to a stated truncation)
+max_batch_size 1, exponential service         M/M/c (exact)
+one instance, any batching knobs and service  batch-node chain (numerical: lattice step and
+                                              truncation stated; "approximation" where the
+                                              result says which rule it simplifies)
+several instances with batching, or B = 1     batch-node chain with the instances pooled
+with other service laws                       (approximation; error measured in
+                                              validation/predict_accuracy.py)
+============================================  ==================================================
+
+A cluster behind a random (weighted) router splits Poisson traffic into independent Poisson
+streams, so its latency is the request-weighted mixture of its nodes' latencies: exact
+decomposition. Other routers and finite queues are reported as not yet modelled, by name.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .latency import Accuracy, Latency
+from .system import Cluster, Node, Renewal, Trace, arrivals_from, check_stable
+from .theory.batch import DEFAULT_RESOLUTION, batch_node
+from .theory.classical import mdc, mmc
+
+__all__ = ["predict", "MixtureLatency"]
+
+
+def predict(system, rate=None, *, arrivals=None, resolution: int = DEFAULT_RESOLUTION) -> Latency:
+    """Predicted sojourn-time distribution of a node or cluster under an arrival process.
+
+    Parameters
+    ----------
+    system : Node or Cluster
+    rate : float, optional
+        Poisson arrival rate in requests per second (or give ``arrivals``).
+    arrivals : Poisson, optional
+        The arrival process. Renewal and trace arrivals are not modelled yet.
+    resolution : int
+        Lattice steps per batch-of-one service time for the numeric batch models.
+
+    Returns
+    -------
+    Latency
+        With ``method`` (which solver) and ``accuracy`` (exact, numerical or approximation,
+        and the error statement).
+
+    Raises
+    ------
+    UnstableError
+        If the offered load reaches the system's capacity.
+
+    Examples
+    --------
+    >>> import qmodel as qm
+    >>> node = qm.Node(qm.ServiceTime.affine(base=2e-3, per_item=0.25e-3), max_batch_size=8,
+    ...                max_queue_delay=1e-3)
+    >>> r = qm.predict(node, rate=1500.0)
+    >>> r.accuracy.exactness, round(r.p99 * 1e3, 1)
+    ('approximation', 9.4)
+    """
+    process = arrivals_from(rate, arrivals)
+    if isinstance(process, (Renewal, Trace)) and not (
+            isinstance(process, Renewal) and process.scv == 1.0):
+        raise NotImplementedError(
+            f"predict() models Poisson arrivals so far; {type(process).__name__} arrivals are "
+            f"not modelled yet. Use qmodel.simulate for them, or pass rate= for a Poisson model")
+    rate = float(process.rate)
+    if isinstance(system, Node):
+        check_stable(system, rate)
+        return _node(system, rate, resolution)
+    if isinstance(system, Cluster):
+        check_stable(system, rate)
+        return _cluster(system, rate, resolution)
+    raise ValueError(f"predict() takes a qmodel.Node or qmodel.Cluster, got "
+                     f"{type(system).__name__}")
+
+
+def _node(node: Node, rate: float, resolution: int) -> Latency:
+    if node.max_queue_size:
+        raise NotImplementedError(
+            f"predict() does not model a finite queue yet (max_queue_size="
+            f"{node.max_queue_size}); use qmodel.simulate, or set max_queue_size=0")
+    service = node.service
+    if node.max_batch_size == 1 and service.kind == "affine":
+        mean = float(service.mean(1))
+        if service.jitter == "deterministic":
+            return mdc(rate, mean, node.instances)
+        if service.jitter == "exponential":
+            return mmc(rate, 1.0 / mean, node.instances)
+    return batch_node(node, rate, resolution=resolution)
+
+
+def _cluster(cluster: Cluster, rate: float, resolution: int) -> Latency:
+    nodes = cluster.nodes
+    if len(nodes) == 1:
+        return _node(nodes[0], rate, resolution)
+    if cluster.router.policy != "random":
+        raise NotImplementedError(
+            f"predict() models clusters behind a random (weighted) router so far; router "
+            f"{cluster.router.name!r} is not modelled yet. Use qmodel.simulate for it")
+    shares = cluster.shares
+    parts = [_node(node, rate * share, resolution) for node, share in zip(nodes, shares)]
+    return MixtureLatency(parts, shares, [node.instances for node in nodes])
+
+
+class MixtureLatency(Latency):
+    """Request-weighted mixture of independent parts (a Poisson stream split at random).
+
+    Parameters
+    ----------
+    parts : list of Latency
+        One per node.
+    weights : sequence of float
+        Fraction of requests each part serves; they sum to 1.
+    instances : sequence of int, optional
+        Instances per part, to pool the parts' utilisations.
+    """
+
+    def __init__(self, parts, weights, instances=None):
+        weights = np.asarray(weights, float)
+        instances = np.ones(len(parts)) if instances is None else np.asarray(instances, float)
+        self.parts, self.weights = list(parts), weights / weights.sum()
+        batches: dict[int, float] = {}
+        for part, w in zip(self.parts, self.weights):
+            # per-batch law: weight each node by its batch rate (requests / mean batch size)
+            rate = w / part.mean_batch_size
+            for k, p in part.batch_size_distribution.items():
+                batches[k] = batches.get(k, 0.0) + rate * p
+        worst = max(self.parts, key=lambda p: ("exact", "numerical", "approximation",
+                                               "simulation").index(p.accuracy.exactness))
+        exact_split = "random split of Poisson traffic: exact decomposition into independent nodes"
+        statements = sorted({p.accuracy.statement for p in self.parts})
+        super().__init__(
+            method="mixture over nodes (" + ", ".join(sorted({p.method for p in self.parts}))
+                   + ")",
+            accuracy=Accuracy(worst.accuracy.exactness,
+                              exact_split + "; nodes: " + " | ".join(statements)),
+            throughput=sum(p.throughput for p in self.parts),
+            utilization=float(np.dot([p.utilization for p in self.parts], instances)
+                              / np.sum(instances)),
+            batch_size_distribution=batches)
+
+    def _cdf(self, t):
+        return sum(w * p.cdf(t) for p, w in zip(self.parts, self.weights))
+
+    def _sf(self, t):
+        return sum(w * p.sf(t) for p, w in zip(self.parts, self.weights))
+
+    @property
+    def mean(self) -> float:
+        return float(sum(w * p.mean for p, w in zip(self.parts, self.weights)))
