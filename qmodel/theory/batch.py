@@ -120,6 +120,14 @@ def _decay_rate(increment_pmf: np.ndarray, step: int) -> float:
     return optimize.brentq(log_mgf, 1e-9, hi) if log_mgf(1e-9) < 0 else 1e-9
 
 
+def _erlang_b(servers: int, load: float) -> float:
+    """Erlang's loss probability B(servers, load), by the stable recursion."""
+    b = 1.0
+    for n in range(1, servers + 1):
+        b = load * b / (n + load * b)
+    return b
+
+
 def _fft_len(n: int) -> int:
     return fft.next_fast_len(int(n), real=True)
 
@@ -167,6 +175,8 @@ def batch_node(node: Node, rate: float, resolution: int = DEFAULT_RESOLUTION,
 class _SingleInstance:
     """The computation behind :func:`batch_node`, in steps named after the module docstring."""
 
+    ITERATIONS = 3      # passes of the c > 1 fixed point (batch sizes and load -> blocking)
+
     def __init__(self, node: Node, rate: float, resolution: int, tail: float,
                  max_points: int = 4096):
         self.node, self.rate, self.tail = node, rate, tail
@@ -182,10 +192,15 @@ class _SingleInstance:
             warnings.simplefilter("ignore")
             own = np.asarray(node.service.mean(np.arange(1, self.B + 1)), float)
         self.c = node.instances
-        # With c instances the queue is modelled as one pooled instance that a batch of k
-        # blocks for S(k)/c (the instance-free epochs of c staggered instances); each request
-        # still takes its own batch's full S(k). Exact for c = 1, an approximation for c > 1.
-        self.means = own / self.c
+        self.own_means = own
+        # After a dispatch the queue waits until an instance is free ("blocking"): S(k) for one
+        # instance (exact). With c > 1 (approximation, see _blocking_laws) dispatch records
+        # come in two groups: group 1 when the dispatch went to an instance that had just
+        # freed with all others busy, group 0 otherwise. Each request still takes its own
+        # batch's full S(k).
+        self.groups = 1 if self.c == 1 else 2
+        self.all_busy = None          # P(the other c - 1 instances busy at a group-0 dispatch)
+        self.batch_law = None
         self.set_lattice(float(own[0]) / resolution)
 
     def set_lattice(self, h: float):
@@ -196,11 +211,43 @@ class _SingleInstance:
         sizes = range(1, self.B + 1)
         self.ps_own, self.service_overflow = service_lattice(self.node.service, sizes, self.h,
                                                              self.Ls)
-        self.ps = (self.ps_own if self.c == 1 else
-                   service_lattice(self.node.service, sizes, self.h * self.c, self.Ls)[0])
         self.times = np.arange(self.Ls) * self.h
+        self._blocking_laws()
         self.Da = int(round(self.D / self.h))   # the delay in lattice steps
         self._pois_hat = None
+
+    def _blocking_laws(self):
+        """Blocking laws ps[g * B + k - 1] of each record group g and batch size k.
+
+        One instance: S(k). Several (approximation): group 1 (the others all busy, instances
+        freeing in turn as in heavy traffic) blocks for S(k)/c, the spacing of c staggered
+        instances, which is exact for deterministic service in heavy traffic; group 0 finds a
+        free instance at once unless the other c - 1 are all busy, with probability
+        ``all_busy`` (Erlang's loss formula at the instances' load, as in M/G/c/c), and then
+        waits for the first of their residual times, taken independent with the equilibrium
+        law of the batch service time (the M/G/infinity property).
+        """
+        if self.c == 1:
+            self.ps, self.means = self.ps_own, self.own_means
+            return
+        sizes = range(1, self.B + 1)
+        full = service_lattice(self.node.service, sizes, self.h * self.c, self.Ls)[0]
+        if self.all_busy is None:
+            free = full
+        else:
+            w = self.batch_law / self.batch_law.sum()
+            mix = w @ self.ps_own
+            surv_pt = np.clip(1.0 - np.cumsum(mix) + 0.5 * mix, 0.0, 1.0)
+            fe_edge = np.minimum(self.h * np.cumsum(surv_pt) / float(w @ self.own_means), 1.0)
+            others = self.all_busy * (1.0 - fe_edge) ** (self.c - 1)
+            surv = np.clip(1.0 - np.cumsum(self.ps_own, axis=1), 0.0, 1.0) * others[None, :]
+            free = np.empty_like(self.ps_own)
+            free[:, 0] = 1.0 - surv[:, 0]
+            free[:, 1:] = surv[:, :-1] - surv[:, 1:]
+            free = np.clip(free, 0.0, None)
+            free /= free.sum(axis=1, keepdims=True)
+        self.ps = np.vstack([free, full])
+        self.means = self.ps @ self.times
 
     # --- batch formation -----------------------------------------------------------------
     def formation(self, n0: int, r, pois=None):
@@ -260,7 +307,7 @@ class _SingleInstance:
                         - special.gammaln(n)[:, None])
         term = np.exp(log_term)
         term[:, 0] = (n == 1)
-        G = np.zeros((self.B, self.pmin, self.Ls))
+        G = np.zeros((self.ps.shape[0], self.pmin, self.Ls))
         G[:, 1:, :] = self.h * phi[:, None, :] * term[None, :self.pmin - 1, :]
         # the lattice sum of the density misses A_k[n] by O(h); rescale so that the ages of
         # n arrivals carry exactly the probability of n arrivals
@@ -269,28 +316,24 @@ class _SingleInstance:
         scale = np.divide(target, total, out=np.zeros_like(total), where=total > 0)
         self.G = G * scale[:, :, None]
 
-    def _record_index(self, k: int, m: int) -> int:
-        if m == 0:
-            return k - 1
-        return self.B + self.leaving.index(k) * self.N + (m - 1)
-
     def chain(self):
-        """Stationary law of dispatch records (batch size k, requests left behind m)."""
+        """Stationary law of dispatch records (batch size k, requests left behind m, group)."""
         B, K, pmin, D = self.B, self.K, self.pmin, self.D
-        theta = _decay_rate(self.A[K - 1], K)
+        full = self.groups - 1                       # the group of "all others busy" records
+        theta = _decay_rate(self.A[full * B + K - 1], K)
         N = B + self.J + int(math.ceil(-math.log(self.tail) / theta)) + 1
         self.N = N
-        R = B + len(self.leaving) * N
+        R1 = B + len(self.leaving) * N               # records per group
+        self.R1 = R1
+        R = self.groups * R1
         T = np.zeros((R, R))
         # where an immediate dispatch from n waiting leads: record (table[min(n, B)], rest)
         n_all = np.arange(N + self.J)
         k_imm = self.table[np.minimum(n_all, B)]
-        m_imm = n_all - k_imm
-        dest_imm = np.where(n_all >= pmin,
-                            B + np.searchsorted(self.leaving, k_imm) * N + (m_imm - 1), 0)
-        dest_imm = np.where((n_all >= pmin) & (m_imm == 0), k_imm - 1, dest_imm)
-        over = (n_all >= pmin) & (m_imm > N)
-        dest_imm = np.where(over, B + np.searchsorted(self.leaving, k_imm) * N + N - 1, dest_imm)
+        m_imm = np.minimum(n_all - k_imm, N)
+        dest_imm = np.where(m_imm > 0,
+                            B + np.searchsorted(self.leaving, k_imm) * N + (m_imm - 1),
+                            k_imm - 1)
         idle_sizes, idle_wait = self.formation(1, np.array([D]))
         self.idle_sizes = idle_sizes[0]
         self.idle_time = 1.0 / self.rate + float(idle_wait[0])
@@ -298,24 +341,33 @@ class _SingleInstance:
         r_grid = D - np.arange(self.Da) * self.h
         pois = _poisson_table(self.rate, r_grid, pmin)
         self.young_formation = {n0: self.formation(n0, r_grid, pois) for n0 in range(1, pmin)}
-        self.after = np.zeros(R)     # mean idle + formation time after each record's service
+        self.after = np.zeros(R)     # mean idle + formation time after each record's blocking
         x = np.arange(self.J)
-        for k in range(1, B + 1):
-            row = T[k - 1]
-            a_k = self.A[k - 1]
-            self._small_queue(row, k, a_k)
-            big = x >= pmin
-            np.add.at(row, dest_imm[x[big]], a_k[big])
-        for k in self.leaving:
-            first = self._record_index(k, 1)
-            m = np.arange(1, N + 1)[:, None]
-            n_next = m + x[None, :]                                   # (m, x)
-            big = n_next >= pmin
-            rows = np.broadcast_to(first + m - 1, n_next.shape)
-            np.add.at(T, (rows[big], dest_imm[n_next[big]]),
-                      np.broadcast_to(self.A[k - 1], n_next.shape)[big])
-            for mm in range(1, min(pmin, N + 1)):
-                self._remainder_small_queue(T[first + mm - 1], first + mm - 1, k, mm)
+        # arrivals while blocked for a positive time: the next dispatch finds all others busy
+        positive = self.ps.copy()
+        positive[:, 0] = 0.0
+        A_pos = positive @ self.pois_s
+        for g in range(self.groups):
+            for k in range(1, B + 1):
+                rec, law = g * R1 + k - 1, g * B + k - 1
+                self._small_queue(T[rec], rec, law)
+                big = x >= pmin
+                np.add.at(T[rec], full * R1 + dest_imm[x[big]], self.A[law][big])
+            for k in self.leaving:
+                first = g * R1 + B + self.leaving.index(k) * N
+                law = g * B + k - 1
+                m = np.arange(1, N + 1)[:, None]
+                n_next = m + x[None, :]                                   # (m, x)
+                big = n_next >= pmin
+                rows = np.broadcast_to(first + m - 1, n_next.shape)
+                np.add.at(T, (rows[big], full * R1 + dest_imm[n_next[big]]),
+                          np.broadcast_to(A_pos[law], n_next.shape)[big])
+                # blocked for no time (a free instance at once): the next one goes at once too
+                atom = self.A[law][0] - A_pos[law][0]
+                ready = np.arange(max(pmin, 1), N + 1)
+                np.add.at(T, (first + ready - 1, dest_imm[ready]), atom)
+                for mm in range(1, min(pmin, N + 1)):
+                    self._remainder_small_queue(T[first + mm - 1], first + mm - 1, law, mm)
         # pi (T - I) = 0 with sum(pi) = 1: replace one balance equation by the normalisation
         M = T.T - np.eye(R)
         M[-1, :] = 1.0
@@ -324,32 +376,35 @@ class _SingleInstance:
         pi = np.clip(np.linalg.solve(M, rhs), 0.0, None)
         self.pi = pi / pi.sum()
         self.R = R
-        self.chain_tail = float(sum(self.pi[B + i * N + N - self.J:B + (i + 1) * N].sum()
-                                    for i in range(len(self.leaving))))
+        self.chain_tail = float(sum(
+            self.pi[g * R1 + B + i * N + N - self.J:g * R1 + B + (i + 1) * N].sum()
+            for g in range(self.groups) for i in range(len(self.leaving))))
 
-    def _small_queue(self, row, k, a_k):
-        """Transitions of record (k, 0) into free epochs with fewer than pmin waiting."""
+    def _small_queue(self, row, rec, law):
+        """Transitions of a record with m = 0 into free epochs with fewer than pmin waiting
+        (those dispatches go to group 0)."""
         pmin, D = self.pmin, self.D
+        a_k = self.A[law]
         if pmin > 1:
             row[:self.B] += a_k[0] * self.idle_sizes[1:]
-            self.after[k - 1] += a_k[0] * self.idle_time
+            self.after[rec] += a_k[0] * self.idle_time
         else:
             row[0] += a_k[0]
-            self.after[k - 1] += a_k[0] / self.rate
+            self.after[rec] += a_k[0] / self.rate
         for n0 in range(1, pmin):
-            g = self.G[k - 1, n0, :self.Da] if D > 0 else np.zeros(0)
+            g = self.G[law, n0, :self.Da] if D > 0 else np.zeros(0)
             young = float(g.sum())
             row[n0 - 1] += max(float(a_k[n0]) - young, 0.0)     # delay already exceeded
             if young > 0:
                 sizes, wait = self.young_formation[n0]
                 row[:self.B] += (g @ sizes[:g.size])[1:]
-                self.after[k - 1] += float(g @ wait[:g.size])
+                self.after[rec] += float(g @ wait[:g.size])
 
-    def _remainder_small_queue(self, row, r_idx, k, m):
+    def _remainder_small_queue(self, row, r_idx, law, m):
         """Record (k, m >= 1) followed by fewer than pmin waiting: the oldest is a left-behind
         request; its age is taken as the service time plus m / rate (approximation)."""
         pmin, D = self.pmin, self.D
-        p = self.ps[k - 1]
+        p = self.ps[law]
         on = np.flatnonzero(p > 0)
         age = self.times[on] + m / self.rate
         old = age >= D
@@ -368,27 +423,33 @@ class _SingleInstance:
     def arrival_view(self):
         """Z[q, r]: probability a Poisson arrival finds a batch in service with residual r*h
         and q requests waiting (PASTA)."""
-        B, N = self.B, self.N
+        B, N, R1 = self.B, self.N, self.R1
         sizes = np.concatenate([np.arange(1, B + 1), np.repeat(self.leaving, N)])
         left = np.concatenate([np.zeros(B, int), np.tile(np.arange(1, N + 1),
                                                           len(self.leaving))])
-        self.rec_k, self.rec_m = sizes, left
-        mean_s = self.means[sizes - 1]
-        self.cycle = float(np.dot(self.pi, mean_s + self.after))
-        self.busy = float(np.dot(self.pi, mean_s) / self.cycle)
+        self.rec_k = np.tile(sizes, self.groups)
+        self.rec_m = np.tile(left, self.groups)
+        self.rec_law = np.repeat(np.arange(self.groups), R1) * B + self.rec_k - 1
+        self.cycle = float(np.dot(self.pi, self.means[self.rec_law] + self.after))
+        self.busy = float(np.dot(self.pi, self.own_means[self.rec_k - 1])
+                          / (self.c * self.cycle))
         weight = self.pi / self.cycle
         self.weight = weight
-        mix = weight[:B]
         Z = np.zeros((N, self.Ls))
-        Y = self._elapsed_residual(mix @ self.ps, mix @ self.A)
-        top = min(N, Y.shape[0])
-        Z[:top] += Y[:top]
-        for i, size in enumerate(self.leaving):
-            w = np.concatenate([[0.0], weight[B + i * N:B + (i + 1) * N]])[:N]
-            if not w.any():
-                continue
-            Y = self._elapsed_residual(self.ps[size - 1], self.A[size - 1])
-            Z += signal.fftconvolve(w[:, None], Y, axes=0)[:N]
+        for g in range(self.groups):
+            laws = slice(g * B, (g + 1) * B)
+            mix = weight[g * R1:g * R1 + B]
+            Y = self._elapsed_residual(mix @ self.ps[laws], mix @ self.A[laws])
+            top = min(N, Y.shape[0])
+            Z[:top] += Y[:top]
+            for i, size in enumerate(self.leaving):
+                first = g * R1 + B + i * N
+                w = np.concatenate([[0.0], weight[first:first + N]])[:N]
+                if not w.any():
+                    continue
+                law = g * B + size - 1
+                Y = self._elapsed_residual(self.ps[law], self.A[law])
+                Z += signal.fftconvolve(w[:, None], Y, axes=0)[:N]
         self.Z = np.clip(Z, 0.0, None)
 
     def _elapsed_residual(self, p, a):
@@ -412,12 +473,13 @@ class _SingleInstance:
         reach_q = np.flatnonzero(np.cumsum(self.pi[::-1])[::-1] > self.tail * 1e-3)
         deepest = int(self.rec_m_max(reach_q[-1])) if reach_q.size else 0
         F = deepest // self.K + 1
-        mean_K = self.means[self.K - 1] / self.h
+        mean_K = self.means[(self.groups - 1) * self.B + self.K - 1] / self.h
         spread_K = max(self.Ls - mean_K, 2.0)
         return self.Ls + self.Da + (F - 1) * mean_K + math.sqrt(F - 1) * spread_K
 
     def rec_m_max(self, index: int) -> int:
         """Requests left behind by record ``index`` plus a service's worth of arrivals."""
+        index = index % self.R1
         m = 0 if index < self.B else (index - self.B) % self.N + 1
         return m + self.J
 
@@ -426,7 +488,7 @@ class _SingleInstance:
         M0 when that batch is the next one, M1 when full batches go ahead of it."""
         K = self.K
         F = (self.N + K - 1) // K
-        pK = self.ps[K - 1]
+        pK = self.ps[(self.groups - 1) * self.B + K - 1]       # batches ahead: group 1
         self.Le = _fft_len(self.lattice_points_needed() + self.Ls)
         Zp = np.zeros((F * K, self.Ls))
         Zp[:self.N] = self.Z
@@ -493,12 +555,16 @@ class _SingleInstance:
         formation (Triton's delay from the oldest request, or pmin reached)."""
         B, pmin, D, Da, h = self.B, self.pmin, self.D, self.Da, self.h
         per_request = self.weight / self.rate
-        idle = float(np.dot(per_request[:B], self.A[:, 0]))
+        R1 = self.R1
+        m0 = [slice(g * R1, g * R1 + B) for g in range(self.groups)]
+        laws = [slice(g * B, (g + 1) * B) for g in range(self.groups)]
+        idle = float(sum(np.dot(per_request[r], self.A[lw, 0]) for r, lw in zip(m0, laws)))
         if pmin == 1:
             self.H.points(1, np.array([0]), np.array([idle]))
             return
         # ages at the free epoch after a batch that left nobody: oldest a, the rest U[0, a]
-        g = np.tensordot(per_request[:B], self.G, axes=1)            # (pmin, Ls)
+        g = sum(np.tensordot(per_request[r], self.G[lw], axes=1)      # (pmin, Ls)
+                for r, lw in zip(m0, laws))
         g[1, 0] += idle                                                # an arrival to idle
         a_idx = np.arange(self.Ls)
         for n0 in range(1, pmin):
@@ -510,12 +576,11 @@ class _SingleInstance:
             young = np.flatnonzero(~old & (w > 0))
             if young.size:
                 self._formation(n0, young, w[young], (n0 - 1), young, oldest_counted=True)
-        for i, k in enumerate(self.leaving):
-            for m in range(1, pmin):
-                rec = self.B + i * self.N + (m - 1)
-                if per_request[rec] == 0:
-                    continue
-                p = self.ps[k - 1]
+        for g_, i, m in ((g_, i, m) for g_ in range(self.groups)
+                         for i in range(len(self.leaving)) for m in range(1, pmin)):
+            rec = g_ * R1 + self.B + i * self.N + (m - 1)
+            if per_request[rec] > 0:
+                p = self.ps[g_ * B + self.leaving[i] - 1]
                 on = np.flatnonzero(p > 0)
                 s_idx = on
                 age = self.times[on] + m / self.rate
@@ -587,7 +652,8 @@ class _SingleInstance:
                              "that reaches it")
                 break
         if self.c > 1:
-            notes.append(f"{self.c} instances pooled into one that a batch blocks for S(k)/c")
+            notes.append(f"{self.c} instances: the wait for a free instance is modelled "
+                         f"(staggered instances after a busy period, Erlang loss otherwise)")
         if self.D > 0 and self.pmin > 1:
             notes.append("delay with a queue left behind: the age of the oldest left-behind "
                          "request is approximated")
@@ -597,6 +663,15 @@ class _SingleInstance:
         self.arrivals_during_service()
         self.chain()
         self.arrival_view()
+        for _ in range(self.ITERATIONS if self.c > 1 else 0):
+            # c > 1: group 0's free-instance law from this pass's batch sizes and load
+            self.batch_law = np.bincount(self.rec_k, weights=self.pi, minlength=self.B + 1)[1:]
+            self.all_busy = _erlang_b(self.c - 1, self.c * self.busy)
+            self._blocking_laws()
+            self._pois_hat = None
+            self.arrivals_during_service()
+            self.chain()
+            self.arrival_view()
         needed = self.lattice_points_needed()
         if needed > self.max_points:
             # Long queues: a coarser lattice keeps the work bounded; the step stays small
