@@ -527,8 +527,9 @@ class _SingleInstance:
     def _late_small_batch(self, M, pois):
         """A request that waited through full batches and then finds fewer than pmin waiting.
 
-        The oldest request ahead of it is taken to be (j - 1) / rate older (approximation);
-        if its delay has not run out, the batch is taken to leave at the delay's end.
+        The oldest request ahead of it is taken to be (j - 1) / rate older, and a formation
+        that still has to wait is taken to last its mean time (approximations of a case that
+        needs a long queue followed by a lull).
         """
         D, pmin = self.D, self.pmin
         for j in range(1, min(self.K, pmin - 1) + 1):
@@ -540,14 +541,14 @@ class _SingleInstance:
             if not young.size:
                 continue
             r = D - age[young]
-            when = young + np.rint(r / self.h).astype(int)
-            # sizes n + x' with x' ~ Poisson(rate r) arrivals, capped at pmin: a convolution
-            grow = _poisson_table(self.rate, r, pmin).T             # (x', case)
-            by_size = signal.fftconvolve(mass[:, young], grow, axes=0)[:pmin - j]
-            by_size = np.clip(by_size, 0.0, None)
-            self.H.points(j + np.arange(pmin - j)[:, None], when[None, :], by_size)
-            self.H.points(pmin, when, np.clip(mass[:, young].sum(axis=0)
-                                              - by_size.sum(axis=0), 0.0, None))
+            # the batch leaves when pmin is reached or the delay runs out: its size law is
+            # exact given r; its leaving time is taken at the mean of that wait
+            pois_r = _poisson_table(self.rate, r, pmin)
+            for x in range(pmin - j):
+                sizes, wait = self.formation(j + x, r, pois_r)
+                when = young + np.rint(wait / self.h).astype(int)
+                self.H.points(np.arange(self.B + 1)[:, None], when[None, :],
+                              mass[x, young][None, :] * sizes.T)
 
     def _formation_members(self):
         """Requests whose batch forms at an instance-free epoch with fewer than pmin waiting,
