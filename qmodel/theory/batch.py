@@ -287,6 +287,28 @@ class _SingleInstance:
         wait = (1.0 - cdf).clip(0.0, None).sum(axis=1) / self.rate
         return sizes, wait
 
+    def formation_all(self, r, pois=None):
+        """:meth:`formation` for every n0 = 1..pmin-1 at once.
+
+        Returns sizes of shape (pmin, len(r), B + 1) and waits of shape (pmin, len(r)),
+        indexed by n0 (row 0 unused).
+        """
+        r = np.atleast_1d(np.asarray(r, float))
+        P = self.pmin
+        if pois is None:
+            pois = _poisson_table(self.rate, r, P)
+        pois = pois[:, :P]
+        cdf = np.cumsum(pois, axis=1)
+        above = np.cumsum(np.clip(1.0 - cdf, 0.0, None), axis=1) / self.rate
+        sizes = np.zeros((P, r.size, self.B + 1))
+        wait = np.zeros((P, r.size))
+        for n0 in range(1, P):
+            need = P - n0
+            sizes[n0, :, n0:P] = pois[:, :need]
+            sizes[n0, :, P] = np.clip(1.0 - cdf[:, need - 1], 0.0, None)
+            wait[n0] = above[:, need - 1]
+        return sizes, wait
+
     # --- embedded chain ------------------------------------------------------------------
     def arrivals_during_service(self):
         """A[k-1, j] = P(j Poisson arrivals during S(k)), and the oldest one's age.
@@ -339,8 +361,7 @@ class _SingleInstance:
         self.idle_time = 1.0 / self.rate + float(idle_wait[0])
         # formations after a batch that left nobody: the oldest is a*h old, a < Da
         r_grid = D - np.arange(self.Da) * self.h
-        pois = _poisson_table(self.rate, r_grid, pmin)
-        self.young_formation = {n0: self.formation(n0, r_grid, pois) for n0 in range(1, pmin)}
+        self.young_sizes, self.young_wait = self.formation_all(r_grid)
         self.after = np.zeros(R)     # mean idle + formation time after each record's blocking
         x = np.arange(self.J)
         # arrivals while blocked for a positive time: the next dispatch finds all others busy
@@ -348,10 +369,10 @@ class _SingleInstance:
         positive[:, 0] = 0.0
         A_pos = positive @ self.pois_s
         for g in range(self.groups):
+            self._small_queue(T, g)
+            big = x >= pmin
             for k in range(1, B + 1):
                 rec, law = g * R1 + k - 1, g * B + k - 1
-                self._small_queue(T[rec], rec, law)
-                big = x >= pmin
                 np.add.at(T[rec], full * R1 + dest_imm[x[big]], self.A[law][big])
             for k in self.leaving:
                 first = g * R1 + B + self.leaving.index(k) * N
@@ -380,44 +401,45 @@ class _SingleInstance:
             self.pi[g * R1 + B + i * N + N - self.J:g * R1 + B + (i + 1) * N].sum()
             for g in range(self.groups) for i in range(len(self.leaving))))
 
-    def _small_queue(self, row, rec, law):
-        """Transitions of a record with m = 0 into free epochs with fewer than pmin waiting
-        (those dispatches go to group 0)."""
-        pmin, D = self.pmin, self.D
-        a_k = self.A[law]
+    def _small_queue(self, T, g):
+        """Transitions of group g's records with m = 0 into free epochs with fewer than pmin
+        waiting (those dispatches go to group 0)."""
+        pmin, D, B = self.pmin, self.D, self.B
+        recs = g * self.R1 + np.arange(B)
+        A = self.A[g * B:(g + 1) * B]
         if pmin > 1:
-            row[:self.B] += a_k[0] * self.idle_sizes[1:]
-            self.after[rec] += a_k[0] * self.idle_time
+            T[recs, :B] += A[:, :1] * self.idle_sizes[None, 1:]
+            self.after[recs] += A[:, 0] * self.idle_time
         else:
-            row[0] += a_k[0]
-            self.after[rec] += a_k[0] / self.rate
+            T[recs, 0] += A[:, 0]
+            self.after[recs] += A[:, 0] / self.rate
         for n0 in range(1, pmin):
-            g = self.G[law, n0, :self.Da] if D > 0 else np.zeros(0)
-            young = float(g.sum())
-            row[n0 - 1] += max(float(a_k[n0]) - young, 0.0)     # delay already exceeded
-            if young > 0:
-                sizes, wait = self.young_formation[n0]
-                row[:self.B] += (g @ sizes[:g.size])[1:]
-                self.after[rec] += float(g @ wait[:g.size])
+            G = self.G[g * B:(g + 1) * B, n0, :self.Da] if D > 0 else np.zeros((B, 0))
+            young = G.sum(axis=1)
+            T[recs, n0 - 1] += np.clip(A[:, n0] - young, 0.0, None)   # delay already exceeded
+            if G.shape[1]:
+                T[recs, :B] += (G @ self.young_sizes[n0, :G.shape[1]])[:, 1:]
+                self.after[recs] += G @ self.young_wait[n0, :G.shape[1]]
 
     def _remainder_small_queue(self, row, r_idx, law, m):
         """Record (k, m >= 1) followed by fewer than pmin waiting: the oldest is a left-behind
-        request; its age is taken as the service time plus m / rate (approximation)."""
-        pmin, D = self.pmin, self.D
+        request; its age is taken as the blocking time plus m / rate (approximation)."""
+        pmin, D, B = self.pmin, self.D, self.B
         p = self.ps[law]
         on = np.flatnonzero(p > 0)
         age = self.times[on] + m / self.rate
         old = age >= D
         young = ~old
-        pois = _poisson_table(self.rate, D - age[young], pmin) if young.any() else None
-        for x in range(0, pmin - m):
-            n0 = m + x
-            mass = p[on] * self.pois_s[on, x]
-            row[n0 - 1] += float(mass[old].sum())
-            if young.any():
-                sizes, wait = self.formation(n0, D - age[young], pois)
-                row[:self.B] += (mass[young] @ sizes)[1:]
-                self.after[r_idx] += float(mass[young] @ wait)
+        X = pmin - m                                           # x = 0..X-1 new arrivals
+        mass = p[on][None, :] * self.pois_s[on, :X].T          # (x, s)
+        row[m - 1:m - 1 + X] += mass[:, old].sum(axis=1)
+        if young.any():
+            # the formation tables on the lattice of ages (time left D - a*h)
+            a_idx = np.minimum(np.rint(age[young] / self.h).astype(int), self.Da - 1)
+            sizes = self.young_sizes[m:m + X][:, a_idx]
+            wait = self.young_wait[m:m + X][:, a_idx]
+            row[:B] += np.einsum("xs,xsk->k", mass[:, young], sizes)[1:]
+            self.after[r_idx] += float(np.einsum("xs,xs->", mass[:, young], wait))
 
     # --- tagged request ------------------------------------------------------------------
     def arrival_view(self):
@@ -577,24 +599,29 @@ class _SingleInstance:
             young = np.flatnonzero(~old & (w > 0))
             if young.size:
                 self._formation(n0, young, w[young], (n0 - 1), young, oldest_counted=True)
+        # after a batch that left m behind: the m left-behind requests were counted when they
+        # missed their first batch; here the x newcomers (ages U[0, s]) and the formation
+        cases = {n0: [] for n0 in range(2, pmin)}
         for g_, i, m in ((g_, i, m) for g_ in range(self.groups)
-                         for i in range(len(self.leaving)) for m in range(1, pmin)):
+                         for i in range(len(self.leaving)) for m in range(1, pmin - 1)):
             rec = g_ * R1 + self.B + i * self.N + (m - 1)
-            if per_request[rec] > 0:
-                p = self.ps[g_ * B + self.leaving[i] - 1]
-                on = np.flatnonzero(p > 0)
-                s_idx = on
-                age = self.times[on] + m / self.rate
-                for x in range(1, pmin - m):
-                    n0 = m + x
-                    mass = per_request[rec] * p[on] * self.pois_s[on, x]
-                    old = age >= D
-                    self.H.uniform(n0, 0, s_idx[old], mass[old] * x)
-                    young = ~old
-                    if young.any():
-                        r_idx = np.rint((D - age[young]) / h).astype(int)
-                        self._formation(n0, Da - r_idx, mass[young], x, s_idx[young],
-                                        oldest_counted=False)
+            if per_request[rec] == 0:
+                continue
+            p = self.ps[g_ * B + self.leaving[i] - 1]
+            on = np.flatnonzero(p > 0)
+            age = self.times[on] + m / self.rate
+            old = age >= D
+            for x in range(1, pmin - m):
+                mass = per_request[rec] * p[on] * self.pois_s[on, x]
+                self.H.uniform(m + x, 0, on[old], mass[old] * x)
+                if (~old).any():
+                    cases[m + x].append((np.rint(age[~old] / h).astype(int), mass[~old],
+                                         np.full((~old).sum(), x), on[~old]))
+        for n0, parts in cases.items():
+            if parts:
+                a_idx, mass, count, span = (np.concatenate(z) for z in zip(*parts))
+                self._formation(n0, np.minimum(a_idx, Da - 1), mass, count, span,
+                                oldest_counted=False)
 
     def _formation(self, n0, a_idx, mass, spread_count, spread_len, oldest_counted):
         """Add the members of formations that start with n0 waiting, the oldest aged a_idx*h.
@@ -613,10 +640,11 @@ class _SingleInstance:
         k = n0 + x
         if oldest_counted:
             self.H.points(n0 + np.arange(need), Da, w.sum(axis=0))
-        if spread_count:
+        count = np.broadcast_to(np.asarray(spread_count, float), a_idx.shape)
+        if count.any():
             lo = np.broadcast_to(r_idx[:, None], w.shape)
             hi = lo + np.broadcast_to(np.reshape(spread_len, (-1, 1)), w.shape)
-            self.H.uniform(k, lo, hi, w * spread_count)
+            self.H.uniform(k, lo, hi, w * count[:, None])
         self.H.uniform(k, 0, r_idx[:, None], w * x)
         # pmin reached at tau (the need-th arrival) before the delay runs out
         longest = int(r_idx.max()) if r_idx.size else 0
@@ -631,9 +659,9 @@ class _SingleInstance:
         w = w[case, t]
         if oldest_counted:
             self.H.points(pmin, a_idx[case] + t, w)
-        if spread_count:
+        if count.any():
             self.H.uniform(pmin, t, t + np.broadcast_to(spread_len, a_idx.shape)[case],
-                           w * spread_count)
+                           w * count[case])
 
     def sojourn(self):
         H = self.H.result()
