@@ -42,7 +42,7 @@ import math
 import warnings
 
 import numpy as np
-from scipy import fft, optimize, signal, special
+from scipy import fft, optimize, signal, special, stats
 
 from ..latency import Accuracy, Latency
 from ..system import Node, UnstableError
@@ -120,14 +120,6 @@ def _decay_rate(increment_pmf: np.ndarray, step: int) -> float:
     return optimize.brentq(log_mgf, 1e-9, hi) if log_mgf(1e-9) < 0 else 1e-9
 
 
-def _erlang_b(servers: int, load: float) -> float:
-    """Erlang's loss probability B(servers, load), by the stable recursion."""
-    b = 1.0
-    for n in range(1, servers + 1):
-        b = load * b / (n + load * b)
-    return b
-
-
 def _fft_len(n: int) -> int:
     return fft.next_fast_len(int(n), real=True)
 
@@ -199,8 +191,8 @@ class _SingleInstance:
         # freed with all others busy, group 0 otherwise. Each request still takes its own
         # batch's full S(k).
         self.groups = 1 if self.c == 1 else 2
-        self.all_busy = None          # P(the other c - 1 instances busy at a group-0 dispatch)
-        self.batch_law = None
+        self.batch_law = None         # c > 1: batch sizes and gaps of the previous pass
+        self.gap = self.gap_scv = None
         self.set_lattice(float(own[0]) / resolution)
 
     def set_lattice(self, h: float):
@@ -219,35 +211,58 @@ class _SingleInstance:
     def _blocking_laws(self):
         """Blocking laws ps[g * B + k - 1] of each record group g and batch size k.
 
-        One instance: S(k). Several (approximation): group 1 (the others all busy, instances
-        freeing in turn as in heavy traffic) blocks for S(k)/c, the spacing of c staggered
-        instances, which is exact for deterministic service in heavy traffic; group 0 finds a
-        free instance at once unless the other c - 1 are all busy, with probability
-        ``all_busy`` (Erlang's loss formula at the instances' load, as in M/G/c/c), and then
-        waits for the first of their residual times, taken independent with the equilibrium
-        law of the batch service time (the M/G/infinity property).
+        One instance: S(k), exact. Several instances (approximation, error measured in
+        validation/predict_accuracy.py):
+
+        - group 1, a dispatch to an instance that has just freed while the others were all
+          busy (a queue was waiting): the next instance frees S(k)/c later, the spacing of c
+          instances that take batches in turn. Exact for deterministic service in heavy
+          traffic, where the instances are staggered.
+        - group 0, any other dispatch: see :meth:`_staggered_law`.
+
+        The first pass uses S(k)/c for both; later passes use the batch sizes and the time
+        between dispatches of the previous pass.
         """
         if self.c == 1:
             self.ps, self.means = self.ps_own, self.own_means
             return
         sizes = range(1, self.B + 1)
         full = service_lattice(self.node.service, sizes, self.h * self.c, self.Ls)[0]
-        if self.all_busy is None:
-            free = full
-        else:
-            w = self.batch_law / self.batch_law.sum()
-            mix = w @ self.ps_own
-            surv_pt = np.clip(1.0 - np.cumsum(mix) + 0.5 * mix, 0.0, 1.0)
-            fe_edge = np.minimum(self.h * np.cumsum(surv_pt) / float(w @ self.own_means), 1.0)
-            others = self.all_busy * (1.0 - fe_edge) ** (self.c - 1)
-            surv = np.clip(1.0 - np.cumsum(self.ps_own, axis=1), 0.0, 1.0) * others[None, :]
-            free = np.empty_like(self.ps_own)
-            free[:, 0] = 1.0 - surv[:, 0]
-            free[:, 1:] = surv[:, :-1] - surv[:, 1:]
-            free = np.clip(free, 0.0, None)
-            free /= free.sum(axis=1, keepdims=True)
+        free = full if self.batch_law is None else self._staggered_law()
         self.ps = np.vstack([free, full])
         self.means = self.ps @ self.times
+
+    def _staggered_law(self):
+        """Time V from a dispatch until some instance is free, for group-0 dispatches.
+
+        Instances take batches in turn, so the instance taken j dispatches ago started G_j
+        earlier, G_j the sum of j gaps between dispatches, and is still busy at v if its
+        batch time S' exceeds v + G_j. Taking S' from the batch-size mix, the G_j gamma with
+        the mean and spread of the gaps of the previous pass, and the instances independent:
+        P(V > v) = P(S(k) > v) prod_{j=1}^{c-1} P(S' > v + G_j). V = 0 means a free instance
+        was waiting.
+        """
+        w = self.batch_law / self.batch_law.sum()
+        mix = w @ self.ps_own
+        surv_mix = np.clip(1.0 - np.cumsum(mix), 0.0, 1.0)          # at edges (i + 1/2) h
+        others = np.ones(self.Ls)
+        for j in range(1, self.c):
+            # P(S' > v + G_j), G_j ~ gamma with mean j * gap and variance j * scv * gap^2
+            shape = j / max(self.gap_scv, 1e-6)
+            grid = np.arange(int(math.ceil(stats.gamma.isf(1e-9, shape, scale=j * self.gap / shape)
+                                           / self.h)) + 2) * self.h
+            g_cdf = stats.gamma.cdf(np.concatenate([[0.0], grid + 0.5 * self.h]), shape,
+                                    scale=j * self.gap / shape)
+            g_pmf = np.diff(g_cdf)
+            padded = np.concatenate([surv_mix, np.zeros(grid.size)])
+            others *= np.clip(signal.fftconvolve(padded[::-1], g_pmf)[::-1][grid.size - 1:]
+                              [:self.Ls], 0.0, 1.0)
+        surv = np.clip(1.0 - np.cumsum(self.ps_own, axis=1), 0.0, 1.0) * others[None, :]
+        law = np.empty_like(self.ps_own)
+        law[:, 0] = 1.0 - surv[:, 0]
+        law[:, 1:] = surv[:, :-1] - surv[:, 1:]
+        law = np.clip(law, 0.0, None)
+        return law / law.sum(axis=1, keepdims=True)
 
     # --- batch formation -----------------------------------------------------------------
     def formation(self, n0: int, r, pois=None):
@@ -457,6 +472,16 @@ class _SingleInstance:
                           / (self.c * self.cycle))
         weight = self.pi / self.cycle
         self.weight = weight
+        # spread of the time between dispatches: blocking variance, exponential idle times and
+        # the spread of the records' means (formation times counted at their means)
+        block_var = self.ps @ self.times ** 2 - self.means ** 2
+        idle_var = np.zeros(self.R)
+        for g in range(self.groups):
+            idle_var[g * R1:g * R1 + B] = self.A[g * B:(g + 1) * B, 0] / self.rate ** 2
+        rec_mean = self.means[self.rec_law] + self.after
+        var = np.dot(self.pi, block_var[self.rec_law] + idle_var
+                     + (rec_mean - np.dot(self.pi, rec_mean)) ** 2)
+        self.cycle_scv = float(var / np.dot(self.pi, rec_mean) ** 2)
         Z = np.zeros((N, self.Ls))
         for g in range(self.groups):
             laws = slice(g * B, (g + 1) * B)
@@ -681,8 +706,8 @@ class _SingleInstance:
                              "that reaches it")
                 break
         if self.c > 1:
-            notes.append(f"{self.c} instances: the wait for a free instance is modelled "
-                         f"(staggered instances after a busy period, Erlang loss otherwise)")
+            notes.append(f"{self.c} instances: the wait for a free instance assumes instances "
+                         f"taken in turn (staggered)")
         if self.D > 0 and self.pmin > 1:
             notes.append("delay with a queue left behind: the age of the oldest left-behind "
                          "request is approximated")
@@ -693,9 +718,9 @@ class _SingleInstance:
         self.chain()
         self.arrival_view()
         for _ in range(self.ITERATIONS if self.c > 1 else 0):
-            # c > 1: group 0's free-instance law from this pass's batch sizes and load
+            # c > 1: group 0's blocking law from this pass's batch sizes and gaps
             self.batch_law = np.bincount(self.rec_k, weights=self.pi, minlength=self.B + 1)[1:]
-            self.all_busy = _erlang_b(self.c - 1, self.c * self.busy)
+            self.gap, self.gap_scv = self.cycle, self.cycle_scv
             self._blocking_laws()
             self._pois_hat = None
             self.arrivals_during_service()

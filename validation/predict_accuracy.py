@@ -1,0 +1,157 @@
+"""How accurate is qmodel.predict? Every solver against the simulator over the issue-3 grid.
+
+Grid: max_batch_size B in {1, 4, 8, 32}; max_queue_delay D in {0, 0.5, 2} x S(1) (B = 1 takes
+D = 0 only: with one request per batch the delay never binds); instances c in {1, 2, 4};
+load 0.1 to 0.95 of capacity; deterministic and lognormal (cv 0.3) jitter. The service time is
+the V100 fit of Inoue (2021), S(k) = 1.8874 ms + 0.1438 ms x k.
+
+For each configuration the script prints the predicted and simulated p50/p95/p99, the relative
+errors, whether the prediction lies in the simulator's 99% confidence interval, the time the
+prediction took, and the errors of two textbook baselines on the same configuration. The
+summary gives median and worst |error| of p95 and p99 per solver family.
+
+Baselines (qmodel.theory.baselines), the back-of-envelope a capacity planner would write: full
+batches (b = the node's saturated batch size, the one its capacity assumes) are the customers
+of a GI/G/c queue (batch interarrival scv 1/b), with the Kingman (c = 1) or Allen-Cunneen mean
+wait and the exponential tail, plus the mean time a request waits for its batch to fill,
+(b - 1) / (2 rate), capped at the delay (0 without a delay).
+
+Run: ``.venv/bin/python validation/predict_accuracy.py [--quick] [--requests N] [--json FILE]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+from pathlib import Path
+
+import numpy as np
+
+import qmodel as qm
+from qmodel.theory.baselines import baseline_latency
+
+BASE, PER_ITEM = 1.8874e-3, 0.1438e-3       # Inoue (2021), V100 fit
+S1 = BASE + PER_ITEM
+LOADS = (0.1, 0.3, 0.5, 0.7, 0.8, 0.9, 0.95)
+QUICK_LOADS = (0.3, 0.7, 0.9)
+
+
+def grid(quick: bool = False):
+    """(jitter, B, D/S1, c, load) tuples of the grid."""
+    out = []
+    for jitter in ("deterministic", "lognormal"):
+        for B in (1, 4, 8, 32):
+            for d in ((0.0,) if B == 1 else (0.0, 0.5, 2.0)):
+                for c in (1, 2, 4):
+                    for load in (QUICK_LOADS if quick else LOADS):
+                        out.append((jitter, B, d, c, load))
+    return out
+
+
+def node_of(jitter, B, d, c) -> qm.Node:
+    j = "deterministic" if jitter == "deterministic" else ("lognormal", 0.3)
+    return qm.Node(qm.ServiceTime.affine(BASE, PER_ITEM, jitter=j), max_batch_size=B,
+                   max_queue_delay=d * S1, instances=c)
+
+
+def family(result) -> str:
+    return result.accuracy.exactness
+
+
+def baseline(node: qm.Node, rate: float, method: str):
+    """Quantile function of the textbook baseline for this node (see module docstring)."""
+    b = float(node.saturated_batch_size)
+    mean_s = float(node.service.mean(b))
+    scv_s = 0.0 if node.service.jitter == "deterministic" else node.service.cv ** 2
+    lat = baseline_latency(rate / b, mean_s, scv_s, servers=node.instances, arrival_scv=1.0 / b,
+                           method=method)
+    fill = min((b - 1) / (2 * rate), node.max_queue_delay) if node.max_queue_delay > 0 else 0.0
+    return lambda p: lat.quantile(p) + fill
+
+
+def run_case(case, requests: int, seed: int) -> dict:
+    jitter, B, d, c, load = case
+    node = node_of(jitter, B, d, c)
+    rate = load * node.capacity
+    t0 = time.perf_counter()
+    pred = qm.predict(node, rate=rate)
+    seconds = time.perf_counter() - t0
+    sim = qm.simulate(node, rate=rate, requests=requests, seed=seed)
+    row = {"jitter": jitter, "B": B, "D_over_S1": d, "c": c, "load": load, "rate": rate,
+           "family": family(pred), "method": pred.method, "predict_seconds": seconds}
+    for name, p in (("p50", 0.5), ("p95", 0.95), ("p99", 0.99)):
+        lo, hi = sim.ci(p, level=0.99)
+        q, s = float(pred.quantile(p)), float(sim.quantile(p))
+        row[name] = {"predicted": q, "simulated": s, "ci99": [lo, hi], "error": q / s - 1,
+                     "in_ci": bool(lo <= q <= hi)}
+    c_method = "kingman" if c == 1 else "allen_cunneen"
+    try:
+        base = baseline(node, rate, c_method)
+        row["baseline"] = {name: float(base(p)) / row[name]["simulated"] - 1
+                           for name, p in (("p95", 0.95), ("p99", 0.99))}
+    except ValueError as err:        # e.g. the baseline's own stability check
+        row["baseline"] = {"error": str(err)}
+    return row
+
+
+def summarise(rows) -> str:
+    lines = ["", "family          configs  |p95 err| median  worst   |p99 err| median  worst  "
+                 "in 99% CI (p95, p99)"]
+    fams = sorted({r["family"] for r in rows})
+    for fam in fams + ["baseline"]:
+        if fam == "baseline":
+            sel = [r for r in rows if "p95" in r.get("baseline", {})]
+            e95 = np.abs([r["baseline"]["p95"] for r in sel])
+            e99 = np.abs([r["baseline"]["p99"] for r in sel])
+            inci = ""
+        else:
+            sel = [r for r in rows if r["family"] == fam]
+            e95 = np.abs([r["p95"]["error"] for r in sel])
+            e99 = np.abs([r["p99"]["error"] for r in sel])
+            inci = (f"{np.mean([r['p95']['in_ci'] for r in sel]):.0%}, "
+                    f"{np.mean([r['p99']['in_ci'] for r in sel]):.0%}")
+        if not sel:
+            continue
+        lines.append(f"{fam:15} {len(sel):7}  {np.median(e95):15.1%} {e95.max():6.1%}  "
+                     f"{np.median(e99):15.1%} {e99.max():6.1%}  {inci}")
+    times = np.array([r["predict_seconds"] for r in rows]) * 1e3
+    lines.append(f"\npredict() time per configuration: median {np.median(times):.1f} ms, "
+                 f"worst {times.max():.1f} ms (this includes first-call warm-up; see "
+                 f"benchmarks/predict_speed.py)")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="three loads instead of seven")
+    ap.add_argument("--requests", type=float, default=2e6, help="simulated requests per config")
+    ap.add_argument("--seed", type=int, default=11)
+    ap.add_argument("--json", type=Path, default=None, help="write all rows to this file")
+    args = ap.parse_args(argv)
+    rows = []
+    print(f"{'jitter':6} {'B':>3} {'D/S1':>4} {'c':>2} {'load':>5}  {'family':13} "
+          f"{'p95 pred/sim (ms)':>19} {'err':>6}  {'p99 pred/sim (ms)':>19} {'err':>6}  "
+          f"{'base p99':>8}  {'ms':>6}")
+    for case in grid(args.quick):
+        row = run_case(case, int(args.requests), args.seed)
+        rows.append(row)
+        p95, p99 = row["p95"], row["p99"]
+        flag = lambda x: " " if x["in_ci"] else "*"  # noqa: E731
+        base = row["baseline"].get("p99")
+        print(f"{case[0][:6]:6} {case[1]:3} {case[2]:4.1f} {case[3]:2} {case[4]:5.2f}  "
+              f"{row['family']:13} {p95['predicted'] * 1e3:8.3f}/{p95['simulated'] * 1e3:8.3f}"
+              f"{flag(p95)} {p95['error']:+6.1%}  {p99['predicted'] * 1e3:8.3f}/"
+              f"{p99['simulated'] * 1e3:8.3f}{flag(p99)} {p99['error']:+6.1%}  "
+              f"{'' if base is None else f'{base:+8.1%}'}  "
+              f"{row['predict_seconds'] * 1e3:6.1f}", flush=True)
+    print(summarise(rows))
+    print("(* = outside the simulator's 99% confidence interval)")
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main()
