@@ -1,6 +1,8 @@
-"""Exact sojourn-time distributions of the classical FIFO queues M/M/c, M/D/1 and M/D/c.
+"""Sojourn-time distributions of the classical FIFO queues M/M/c, M/D/1, M/D/c and M/G/1.
 
-These are the ground truth the simulator is tested against. Each solver returns a
+These are the ground truth the simulator is tested against: M/M/c and M/D/1 in closed form,
+M/D/c exact up to a stated truncation, M/G/1 by numerical transform inversion with a stated,
+measured error. Each solver returns a
 :class:`~qmodel.latency.Latency` of the sojourn time (waiting time in queue plus the request's own
 service); the waiting time alone is available through ``waiting_cdf``, ``waiting_sf``,
 ``waiting_quantile`` and ``waiting_mean``, and the probability of waiting at all through
@@ -20,6 +22,12 @@ References
   ch. XII (ladder variables, Wiener-Hopf factorisation, duality lemma).
 - A. J. E. M. Janssen and J. S. H. van Leeuwaarden (2005), "Analytic computation schemes for the
   discrete-time bulk service queue", Queueing Systems 50: the roots of z^c = exp(a(z - 1)).
+- F. Pollaczek (1930), A. Y. Khinchine (1932): the M/G/1 waiting-time transform; e.g. Kleinrock,
+  "Queueing Systems" vol. I (1975), ch. 5.
+- J. Abate and W. Whitt (1995), "Numerical inversion of Laplace transforms of probability
+  distributions", ORSA J. on Computing 7(1), 36-43: the Euler summation algorithm.
+- L. N. Trefethen and J. A. C. Weideman (2014), "The exponentially convergent trapezoidal rule",
+  SIAM Review 56(3), 385-458: the quadrature behind the lognormal transform.
 """
 
 from __future__ import annotations
@@ -32,9 +40,10 @@ import numpy as np
 from scipy import optimize, signal, special, stats
 
 from ..latency import Accuracy, Latency, checked_levels, evaluate
-from ..system import UnstableError, parse_duration
+from ..system import ServiceTime, UnstableError, parse_duration
 
-__all__ = ["mmc", "md1", "mdc", "MMcLatency", "MD1Latency", "MDcLatency"]
+__all__ = ["mmc", "md1", "mdc", "mg1", "MMcLatency", "MD1Latency", "MDcLatency",
+           "MG1Latency"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -712,3 +721,590 @@ def mdc(rate, service_time, servers=1) -> MDcLatency:
                   f"an M/D/{servers} queue (servers={servers}, service_time={service_time:g} s)",
                   servers, "shorten service_time")
     return MDcLatency(rate, service_time, servers)
+
+
+# --------------------------------------------------------------------------------------------
+# the law of one service time, shared by the M/G/1, tail and baseline solvers
+# --------------------------------------------------------------------------------------------
+def _complex_log1p(z: np.ndarray) -> np.ndarray:
+    """log(1 + z) for complex z with Re(z) >= 0, accurate for small |z|.
+
+    numpy's complex log1p computes log(1 + z) naively: for |z| = 1e-9 its real part is off by
+    1e-7 relative, which wrecks the Pollaczek-Khinchine transform at large t (small s).
+    Here log|1 + z| = log1p(x (2 + x) + y^2) / 2, a sum of non-negative terms.
+    """
+    z = np.asarray(z, dtype=complex)
+    out = np.log1p(z)                       # fine (and overflow-free) for |z| >= 1
+    small = np.abs(z) < 1.0
+    x, y = z.real[small], z.imag[small]
+    out[small] = 0.5 * np.log1p(x * (2.0 + x) + y * y) + 1j * np.arctan2(y, 1.0 + x)
+    return out
+
+
+_FAMILIES = ("deterministic", "exponential", "gamma", "lognormal", "empirical")
+
+
+class _ServiceLaw:
+    """The law of one service time S, with the transforms the solvers need (internal).
+
+    Build it with :func:`_service_law` (from a ServiceTime and a batch size) or
+    :meth:`from_moments` (a mean and a squared coefficient of variation).
+
+    Attributes
+    ----------
+    family : str
+        One of ``_FAMILIES``.
+    mean, scv, second_moment : float
+        E[S], Var[S] / E[S]^2 and E[S^2].
+    theta_max : float
+        Supremum of the domain of the moment generating function E[exp(theta S)]: inf for
+        bounded laws, 1/m (exponential), shape/m (gamma), 0 for the heavy-tailed lognormal.
+    label : str
+        A description for messages.
+    """
+
+    # Lognormal transform by the trapezoidal rule in the standard normal variable z: the
+    # Gaussian mass beyond +-NORMAL_CUT is 4e-21, below anything float64 resolves.
+    NORMAL_CUT = 9.5
+    # Step such that the phase of exp(-s x(z)) turns by at most this many radians per step
+    # where the integrand matters: about half the Nyquist limit of 2 pi. The rule converges
+    # exponentially for this analytic integrand (Trefethen & Weideman 2014); 2 to 6 radians all
+    # gave |error| < 3e-13 (roundoff of the large phases) against 30-digit mpmath quadrature,
+    # for cv 0.05 to 6, t from 0.01 to 100 mean service times and the s that Euler uses there.
+    RADIANS_PER_STEP = 3.0
+
+    def __init__(self, family: str, mean: float, cv: float = 0.0, values=None, probs=None,
+                 label: str = ""):
+        self.family = family
+        self.label = label or family
+        if family == "empirical":
+            self.values = np.asarray(values, dtype=float)
+            self.probs = np.asarray(probs, dtype=float)
+            self.mean = float(np.dot(self.probs, self.values))
+            second = float(np.dot(self.probs, self.values ** 2))
+            self.scv = max(second / self.mean ** 2 - 1.0, 0.0)
+            self.cv = math.sqrt(self.scv)
+            self._below = np.cumsum(self.probs)              # P(S <= values[i])
+            self.maximum = float(self.values[-1])
+        else:
+            self.mean, self.cv = float(mean), float(cv)
+            self.scv = self.cv ** 2
+            self.maximum = self.mean if family == "deterministic" else math.inf
+        self.second_moment = self.mean ** 2 * (1.0 + self.scv)
+        if family == "gamma":
+            self.shape = 1.0 / self.scv
+        if family == "lognormal":
+            sigma2 = math.log1p(self.scv)
+            self.sigma, self.mu = math.sqrt(sigma2), -sigma2 / 2.0
+        self.theta_max = {"deterministic": math.inf, "empirical": math.inf,
+                          "exponential": 1.0 / self.mean,
+                          "gamma": getattr(self, "shape", 0.0) / self.mean,
+                          "lognormal": 0.0}[family]
+
+    @classmethod
+    def from_moments(cls, mean: float, scv: float) -> "_ServiceLaw":
+        """Deterministic (scv 0), exponential (scv 1) or gamma with this mean and SCV."""
+        if scv == 0:
+            return cls("deterministic", mean, label=f"deterministic {mean:g} s")
+        if scv == 1:
+            return cls("exponential", mean, 1.0, label=f"exponential, mean {mean:g} s")
+        return cls("gamma", mean, math.sqrt(scv), label=f"gamma, mean {mean:g} s, scv {scv:g}")
+
+    # --- the Laplace-Stieltjes transform --------------------------------------------------
+    def lst_complement(self, s, refine: float = 1.0):
+        """1 - E[exp(-s S)] for complex s with Re(s) > 0.
+
+        Computed directly (as E[-expm1(-s S)], not as 1 minus the transform), so it keeps its
+        relative precision for small |s|, where the Pollaczek-Khinchine transform needs it.
+        """
+        s = np.asarray(s, dtype=complex)
+        m = self.mean
+        if self.family == "deterministic":
+            return -np.expm1(-s * m)
+        if self.family == "exponential":
+            return s * m / (1.0 + s * m)
+        if self.family == "gamma":
+            log_inv = self.shape * _complex_log1p(s * (m / self.shape))   # -log E[exp(-sS)]
+            return -np.expm1(-log_inv)
+        if self.family == "empirical":
+            flat = s.reshape(-1)
+            om = np.empty(flat.size, complex)
+            step = max(1, 2_000_000 // self.values.size)        # bounded memory
+            for i in range(0, flat.size, step):
+                om[i:i + step] = -np.expm1(-flat[i:i + step, None] * self.values[None, :]) \
+                    @ self.probs
+            return om.reshape(s.shape)
+        return self._lognormal_complement(s, refine)
+
+    def _lognormal_complement(self, s, refine):
+        """1 - E[exp(-s m J)], J = exp(mu + sigma Z), by the trapezoidal rule in z, row by row.
+
+        Each row of s (one Euler inversion point) gets its own grid: it ends where
+        exp(-Re(s) x) < e^-45 and its step follows the fastest phase rotation of exp(-s x(z))
+        on it (``RADIANS_PER_STEP / refine`` radians per step).
+        """
+        cut, m, mu, sigma = self.NORMAL_CUT, self.mean, self.mu, self.sigma
+        rows = s.reshape(-1, s.shape[-1]) if s.ndim else s.reshape(1, 1)
+        om = np.empty(rows.shape, complex)
+        for i, row in enumerate(rows):
+            re, im = float(row.real.min()), float(np.abs(row.imag).max())
+            z_hi = cut
+            if re * m * math.exp(mu + sigma * cut) > 45.0:
+                z_hi = (math.log(45.0 / (re * m)) - mu) / sigma
+            if z_hi <= -cut:                  # the whole law sits where exp(-s x) < e^-45
+                om[i] = 1.0
+                continue
+            x_hi = m * math.exp(mu + sigma * z_hi)
+            speed = im * sigma * x_hi                     # |d phase / dz| at most
+            h = min(0.05, self.RADIANS_PER_STEP / (refine * speed)) if speed > 0 else 0.05
+            n = int(math.ceil((z_hi + cut) / h)) + 1
+            z = np.linspace(-cut, z_hi, n)
+            w = np.exp(-0.5 * z * z) * ((z[1] - z[0]) / math.sqrt(2.0 * math.pi))
+            w[0] *= 0.5
+            w[-1] *= 0.5
+            sx = row[:, None] * (m * np.exp(mu + sigma * z))[None, :]
+            if z_hi < cut:
+                # Cut where exp(-s x) is negligible but 1 - exp(-s x) is not, so integrate the
+                # transform and subtract it from 1: here Re(s) m > 45 exp(-mu - sigma cut)
+                # (> 0.5 for cv <= 1), so the transform is well below 1 in modulus and the
+                # subtraction loses no digits that matter.
+                om[i] = 1.0 - np.exp(-sx) @ w
+            else:
+                om[i] = -np.expm1(-sx) @ w
+        return om.reshape(s.shape)
+
+    # --- the distribution function ------------------------------------------------------------
+    def sf(self, x) -> np.ndarray:
+        """P(S > x) for real arrays x."""
+        x = np.asarray(x, dtype=float)
+        m = self.mean
+        if self.family == "deterministic":
+            return np.where(x < m, 1.0, 0.0)
+        if self.family == "exponential":
+            return np.exp(-np.maximum(x, 0.0) / m)
+        if self.family == "gamma":
+            return stats.gamma.sf(x, self.shape, scale=m / self.shape)
+        if self.family == "lognormal":
+            return stats.lognorm.sf(x, self.sigma, scale=m * math.exp(self.mu))
+        idx = np.searchsorted(self.values, x, side="right")       # values <= x
+        below = np.where(idx > 0, self._below[np.maximum(idx - 1, 0)], 0.0)
+        return np.clip(1.0 - below, 0.0, 1.0)
+
+    def cdf(self, x) -> np.ndarray:
+        """P(S <= x) for real arrays x."""
+        x = np.asarray(x, dtype=float)
+        if self.family == "empirical":
+            idx = np.searchsorted(self.values, x, side="right")
+            return np.where(idx > 0, self._below[np.maximum(idx - 1, 0)], 0.0)
+        if self.family == "deterministic":
+            return np.where(x < self.mean, 0.0, 1.0)
+        return 1.0 - self.sf(x)
+
+    def pdf(self, x) -> np.ndarray:
+        """Density of the continuous families (exponential, gamma, lognormal)."""
+        m = self.mean
+        if self.family == "exponential":
+            return stats.expon.pdf(x, scale=m)
+        if self.family == "gamma":
+            return stats.gamma.pdf(x, self.shape, scale=m / self.shape)
+        if self.family == "lognormal":
+            return stats.lognorm.pdf(x, self.sigma, scale=m * math.exp(self.mu))
+        raise AssertionError(self.family)
+
+    # --- the moment generating function (light-tailed laws) -------------------------------------
+    def log_mgf(self, theta: float) -> float:
+        """log E[exp(theta S)] for 0 <= theta < theta_max, accurate for small theta too."""
+        m = self.mean
+        if self.family == "deterministic":
+            return theta * m
+        if self.family == "exponential":
+            return -math.log1p(-theta * m)
+        if self.family == "gamma":
+            return -self.shape * math.log1p(-theta * m / self.shape)
+        if self.family == "empirical":
+            top = theta * self.maximum
+            if top < 1.0:     # log(1 + E[expm1]) keeps the digits of a value close to 0
+                return math.log1p(float(np.dot(self.probs, np.expm1(theta * self.values))))
+            return top + math.log(float(np.dot(self.probs,
+                                                np.exp(theta * (self.values - self.maximum)))))
+        raise ValueError(f"the {self.label} service law has no moment generating function")
+
+    def dlog_mgf(self, theta: float) -> float:
+        """d/dtheta log E[exp(theta S)] = E[S exp(theta S)] / E[exp(theta S)]."""
+        m = self.mean
+        if self.family == "deterministic":
+            return m
+        if self.family == "exponential":
+            return m / (1.0 - theta * m)
+        if self.family == "gamma":
+            return m / (1.0 - theta * m / self.shape)
+        if self.family == "empirical":
+            w = self.probs * np.exp(theta * (self.values - self.maximum))
+            return float(np.dot(w, self.values) / w.sum())
+        raise ValueError(f"the {self.label} service law has no moment generating function")
+
+    def exp_weighted_cdf(self, theta: float, u) -> np.ndarray:
+        """K(u) = E[exp(-theta (u - S)); S <= u] in [0, 1] for real arrays u (0 for u < 0).
+
+        The convolution of an exponential tail with this service law: P(W + S > t) for
+        P(W > w) = c exp(-theta w) is P(S > t) + c K(t), see ExponentialWaitLatency.
+        """
+        u = np.asarray(u, dtype=float)
+        out = np.zeros(u.shape)
+        ok = u >= 0
+        if not ok.any():
+            return out
+        v = u[ok]
+        m = self.mean
+        if self.family == "deterministic":
+            out[ok] = np.where(v >= m, np.exp(-theta * np.maximum(v - m, 0.0)), 0.0)
+        elif self.family == "empirical":
+            res = np.empty(v.size)
+            step = max(1, 2_000_000 // self.values.size)
+            for i in range(0, v.size, step):
+                d = v[i:i + step, None] - self.values[None, :]
+                res[i:i + step] = np.where(d >= 0, np.exp(-theta * np.maximum(d, 0.0)),
+                                           0.0) @ self.probs
+            out[ok] = res
+        elif self.family == "exponential":
+            # mu int_0^u e^{-theta (u-x)} e^{-mu x} dx = mu u e^{-min u} phi(|theta - mu| u)
+            mu = 1.0 / m
+            out[ok] = mu * v * np.exp(-min(theta, mu) * v) * _phi(abs(theta - mu) * v)
+        elif self.family == "gamma" and theta < self.theta_max:
+            # Exponential tilting: e^{theta x} f(x) = M(theta) f_tilted(x), the tilted law a
+            # gamma with the same shape and rate shape/m - theta.
+            rate = self.shape / m - theta
+            log_k = (-theta * v + self.log_mgf(theta)
+                     + stats.gamma.logcdf(v, self.shape, scale=1.0 / rate))
+            out[ok] = np.exp(log_k)
+        else:
+            out[ok] = [self._weighted_quad(theta, float(x)) for x in v]
+        return np.clip(out, 0.0, 1.0)
+
+    def _weighted_quad(self, theta: float, u: float) -> float:
+        """K(u) by adaptive quadrature (heavier tails than the tilt allows)."""
+        from scipy import integrate
+
+        if u <= 0:
+            return 0.0
+        # e^{-theta (u - x)} < e^{-45} below u - 45/theta: that part is dropped.
+        lo = max(0.0, u - 45.0 / theta)
+        value, _ = integrate.quad(lambda x: math.exp(-theta * (u - x)) * float(self.pdf(x)),
+                                  lo, u, limit=200, epsabs=1e-14, epsrel=1e-11)
+        return value
+
+
+def _service_law(service, batch_size=1, name: str = "service") -> _ServiceLaw:
+    """The law of S(batch_size) from a ServiceTime, or a constant from seconds ("2ms")."""
+    k = _check_servers(batch_size, "batch_size")
+    if isinstance(service, ServiceTime):
+        label = f"S({k}) of ServiceTime({service.describe()})"
+        if service.kind == "empirical":
+            # As the simulator draws (qmodel.sim.service): the samples of the nearest measured
+            # size (the smaller one on a tie), scaled by the ratio of interpolated means.
+            keys = np.array([size for size, _ in service.samples])
+            nearest = int(np.argmin(np.abs(keys - k)))
+            values = np.asarray(service.samples[nearest][1], dtype=float)
+            values = values * (float(service.mean(k)) / float(np.mean(values)))
+            uniq, counts = np.unique(values, return_counts=True)
+            return _ServiceLaw("empirical", 0.0, values=uniq, probs=counts / counts.sum(),
+                               label=label)
+        mean = float(service.mean(k))
+        return _ServiceLaw(service.jitter, mean, service.cv, label=label)
+    if isinstance(service, (numbers.Real, str)) and not isinstance(service, bool):
+        seconds = _check_duration(service, name)
+        return _ServiceLaw("deterministic", seconds, label=f"deterministic {seconds:g} s")
+    raise ValueError(f"{name} must be a qmodel.ServiceTime (e.g. ServiceTime.affine(1e-3, "
+                     f"jitter=('gamma', 0.5))) or a constant service time in seconds such as "
+                     f"0.002 or '2ms', got {service!r}")
+
+
+# --------------------------------------------------------------------------------------------
+# M/G/1
+# --------------------------------------------------------------------------------------------
+# Euler summation parameters (A, n, m) of Abate & Whitt (1995): discretisation error
+# e^-A P(X > 3t) for an sf, and n + m + 1 transform values per point. A = 22 rather than their
+# 18.4 buys 40x less discretisation error (3e-10) for ~10x more roundoff (still ~1e-12);
+# n = 38 makes the Euler-accelerated tail of the series converge for the far tail.
+_EULER = (22.0, 38, 11)
+# Second inversions whose difference from the first estimates its error: a 5x longer series
+# (the error next to kinks of the density, e.g. empirical service, decays like 1/n), or, for
+# lognormal service, where each term costs a quadrature, another A and halved quadrature steps.
+_EULER_CHECK = (22.0, 200, 40)
+_EULER_CHECK_LOGNORMAL = (24.0, 60, 20)
+
+
+def _euler_sf(transforms, t: np.ndarray, params=_EULER, refine: float = 1.0):
+    """Invert Laplace transforms of functions bounded by 1 at t > 0 (Abate & Whitt 1995).
+
+    ``transforms(s, refine)`` returns a tuple of arrays of transform values at s; the result is
+    the tuple of inverted functions at t.
+    """
+    big_a, n, m = params
+    k = np.arange(n + m + 1)
+    s = (big_a + 2j * math.pi * k[None, :]) / (2.0 * t[:, None])
+    sign = np.where(k % 2 == 0, 1.0, -1.0)
+    sign[0] = 0.5                                       # the k = 0 term counts half
+    binomial = special.comb(m, np.arange(m + 1)) / 2.0 ** m
+    scale = math.exp(big_a / 2.0) / t
+    out = []
+    for values in transforms(s, refine):
+        partial = np.cumsum(values.real * sign, axis=1)[:, n:]
+        out.append(scale * (partial @ binomial))
+    return tuple(out)
+
+
+class MG1Latency(_QueueLatency):
+    """Sojourn time of the FIFO M/G/1 queue (built by :func:`mg1`).
+
+    Attributes
+    ----------
+    rate : float
+        lambda, the Poisson arrival rate of jobs.
+    batch_size : int
+        k: each job is served in one service of length S(k).
+    servers : int
+        1.
+    service_mean, service_scv : float
+        E[S(k)] and its squared coefficient of variation.
+    load : float
+        rho = lambda E[S(k)].
+    waiting_probability : float
+        P(Wq > 0) = rho.
+    estimated_error : float
+        Estimated absolute error of the sojourn and waiting-time cdf: the largest difference
+        from a second Euler inversion with a 5x longer series (lognormal service: other
+        parameters and halved quadrature steps) at points from half the mean service time to
+        beyond the p99.9, and at least the discretisation error e^-22 = 3e-10.
+    """
+
+    def __init__(self, rate: float, law: _ServiceLaw, batch_size: int):
+        self.rate, self.batch_size, self.servers = rate, batch_size, 1
+        self._law = law
+        self.service_mean, self.service_scv = law.mean, law.scv
+        self.load = rho = rate * law.mean
+        self.waiting_probability = rho
+        self._time_scale = law.mean
+        self.estimated_error = self._estimate_error()
+        how = {"exponential": "closed-form service transform",
+               "gamma": "closed-form service transform",
+               "empirical": "service transform averaged over the samples",
+               "lognormal": "lognormal service transform by the trapezoidal rule in log space "
+                            "(|error| < 3e-13 against 30-digit quadrature)"}[law.family]
+        super().__init__(
+            method="M/G/1 numerical (Pollaczek-Khinchine, Euler inversion)",
+            accuracy=Accuracy("numerical",
+                              f"Pollaczek-Khinchine transform inverted by Euler summation "
+                              f"(Abate & Whitt 1995, A={_EULER[0]:g}, {_EULER[1]}+{_EULER[2]} "
+                              f"terms, discretisation error <= 3e-10); {how}; estimated "
+                              f"absolute cdf error {self.estimated_error:.0e} (difference "
+                              f"from a second inversion, up to the p99.9)"),
+            throughput=rate * batch_size, utilization=rho,
+            batch_size_distribution={batch_size: 1.0})
+
+    # --- transforms ---------------------------------------------------------------------------
+    def _transforms(self, s, refine):
+        """Laplace transforms of P(Wq > t) and of P(T > t) - (1 - rho) P(S > t).
+
+        With om = 1 - S*(s) and D = s - lambda om, Pollaczek-Khinchine gives
+        W*(s) = (1 - rho) s / D and 1 - W*(s) = (rho s - lambda om) / D. The sojourn
+        T = Wq + S has 1 - W* S* = (1 - W*) + om W*; subtracting the part (1 - rho) P(S > t)
+        (no wait) removes the service law's own jumps (empirical service), which the
+        inversion would smear, and leaves a continuous function.
+        """
+        lam, rho = self.rate, self.load
+        om = self._law.lst_complement(s, refine)
+        d = s - lam * om
+        one_minus_w = (rho * s - lam * om) / d
+        wait_extra = (1.0 - rho) * lam * om / d                  # W*(s) - (1 - rho)
+        return one_minus_w / s, (one_minus_w + om * wait_extra) / s
+
+    def _invert(self, t, params=_EULER, refine=1.0):
+        """(P(Wq > t), P(T > t)) for an array of t > 0."""
+        t = np.asarray(t, dtype=float)
+        wait, soj = np.empty(t.size), np.empty(t.size)
+        for i in range(0, t.size, 256):
+            w, g = _euler_sf(self._transforms, t[i:i + 256], params, refine)
+            wait[i:i + 256] = w
+            soj[i:i + 256] = (1.0 - self.load) * self._law.sf(t[i:i + 256]) + g
+        if not (np.isfinite(wait).all() and np.isfinite(soj).all()):
+            raise ArithmeticError(f"the M/G/1 transform inversion produced non-finite values "
+                                  f"for service {self._law.label} at rate {self.rate:g}")
+        return wait, soj
+
+    def _both(self, t):
+        """(P(Wq > t), P(T > t)) for t >= 0, clipped to their ranges."""
+        t = np.asarray(t, dtype=float).ravel()
+        wait = np.full(t.size, self.load)
+        soj = np.ones(t.size)
+        # Below 1e-250 s the Bromwich abscissa A / 2t overflows; the limits are exact there.
+        # Far out, A / 2t underflows; there P(T > t) <= E[T] / t < 1e-30 (Markov), so 0.
+        far = t > 1e30 * self.mean
+        wait[far], soj[far] = 0.0, 0.0
+        inside = (t > 1e-250) & ~far
+        if inside.any():
+            wait[inside], soj[inside] = self._invert(t[inside])
+        return np.clip(wait, 0.0, self.load), np.clip(soj, 0.0, 1.0)
+
+    def _estimate_error(self) -> float:
+        """Largest |difference| from a second inversion, and at least the discretisation error.
+
+        Points: half and one mean service time, the exponential-tail guesses of the sojourn
+        p50 to p99.9, and, for empirical service, the likeliest sample values and their
+        doubles (when there are few), where the waiting-time density has its kinks and the
+        inversion its largest error.
+        """
+        law, m, rho = self._law, self._law.mean, self.load
+        scale = self.waiting_mean / rho
+        t = [0.5 * m, m] + [m + scale * math.log(rho / q) for q in (0.5, 0.1, 1e-2, 1e-3)
+                            if q < rho]
+        if law.family == "empirical" and law.values.size <= 64:
+            # (With many distinct samples each kink is small and the points would cost much.)
+            likeliest = law.values[np.argsort(law.probs)[::-1][:8]]
+            t += [x for x in np.concatenate([likeliest, 2.0 * likeliest]) if x <= t[-1]]
+        t = np.array(t)
+        w1, s1 = self._invert(t)
+        if law.family == "lognormal":
+            w2, s2 = self._invert(t, _EULER_CHECK_LOGNORMAL, refine=2.0)
+        else:
+            w2, s2 = self._invert(t, _EULER_CHECK)
+        return float(max(np.abs(w1 - w2).max(), np.abs(s1 - s2).max(), math.exp(-_EULER[0])))
+
+    # --- distribution functions ---------------------------------------------------------------
+    def _wait_sf(self, w):
+        w = np.asarray(w, dtype=float)
+        return self._both(w)[0].reshape(w.shape)
+
+    def _sf(self, t):
+        t = np.asarray(t, dtype=float)
+        return self._both(t)[1].reshape(t.shape)
+
+    def _cdf(self, t):
+        return 1.0 - self._sf(t)
+
+    def _solve(self, which: int, q: float, guess: float) -> float:
+        """The t with sf(t) = q (which = 0: waiting time, 1: sojourn), bracketing from guess."""
+        f = lambda x: float(self._both(np.array([x]))[which][0]) - q
+        lo, hi = 0.0, guess
+        while f(hi) > 0:
+            lo, hi = hi, 2.0 * hi
+            if hi > 1e12 * self._law.mean:
+                raise ArithmeticError(f"survival function of {self.method!r} never falls to {q}")
+        # Brent keeps a sign change, so it also finds the jump point of a discontinuous sf.
+        return optimize.brentq(f, lo, hi, xtol=1e-13 * hi, rtol=1e-13, maxiter=200)
+
+    def _tail_guess(self, q: float) -> float:
+        """Exponential-tail guess of the waiting time with P(Wq > t) = q."""
+        rho = self.load
+        return self.waiting_mean / rho * math.log(rho / q) if q < rho else 0.0
+
+    def _wait_quantile(self, p: float) -> float:
+        q = 1.0 - p
+        if q >= self.waiting_probability:
+            return 0.0
+        return self._solve(0, q, max(self._tail_guess(q), 1e-3 * self._law.mean))
+
+    def _quantile(self, p):
+        return np.array([self._solve(1, 1.0 - float(pi),
+                                     self._law.mean + self._tail_guess(1.0 - float(pi)))
+                         for pi in p.ravel()]).reshape(p.shape)
+
+    @property
+    def waiting_mean(self) -> float:
+        """E[Wq] = lambda E[S^2] / (2 (1 - rho)) (Pollaczek-Khinchine)."""
+        return self.rate * self._law.second_moment / (2.0 * (1.0 - self.load))
+
+    @property
+    def mean(self) -> float:
+        """Mean sojourn time, E[S] + E[Wq]."""
+        return self._law.mean + self.waiting_mean
+
+
+def mg1(rate, service, batch_size=1):
+    """Sojourn-time distribution of the FIFO M/G/1 queue, by numerical transform inversion.
+
+    Jobs arrive as a Poisson process of rate lambda and are served one at a time, first come
+    first served, each for an independent time distributed as S(batch_size) of ``service``
+    (so ``batch_size=1`` is a server without batching; ``batch_size=k`` models batches of k
+    requests that arrive and are served together, e.g. client-side batching).
+
+    The waiting time has the Pollaczek-Khinchine transform (Pollaczek 1930, Khinchine 1932)
+    W*(s) = (1 - rho) s / (s - lambda + lambda S*(s)), and the sojourn time T = Wq + S the
+    transform W*(s) S*(s). Both survival functions are inverted numerically by the Euler
+    summation algorithm of Abate & Whitt (1995) (A = 22, 38 + 11 terms; discretisation error
+    at most e^-22 = 3e-10). The sojourn's no-wait part (1 - rho) P(S > t) is added in closed form
+    and only the continuous remainder is inverted. The service transform S*(s) is:
+
+    - exponential, gamma: closed form, (1 + s m / a)^(-a) with shape a = 1/cv^2;
+    - lognormal (no closed form): the trapezoidal rule in the standard normal variable, with a
+      step that follows the oscillation of exp(-s x), exponentially convergent (Trefethen &
+      Weideman 2014); |error| < 3e-13 against 30-digit mpmath quadrature;
+    - empirical: the average of exp(-s x) over the samples (scaled to the batch size as the
+      simulator does); its jumps stay out of the inversion (see above).
+
+    Deterministic service is delegated to the exact :func:`md1` (Erlang's formula): the
+    inversion would ring at the jumps of the waiting-time density at multiples of D.
+
+    Measured accuracy: against the exact M/M/1 (:func:`mmc`) the sojourn and waiting-time sf
+    agree to 3e-10 for rho from 0.1 to 0.99 and t up to 30 / (1 - rho) mean service times;
+    quantiles from p50 to p99.9 to 2e-9 relative. Far in the tail the absolute error is
+    roundoff, about 1e-12. Gamma service with cv -> 0 approaches the exact M/D/1
+    (rho = 0.8: p99 4e-6 relative apart at cv 0.003, about the true effect cv^2 of the
+    jitter). Empirical laws with few distinct samples (and near-deterministic ones) put kinks
+    into the waiting-time density, where the inversion converges slowly: an empirical law with
+    the single sample D is M/D/1, and there the cdf is off by up to 7e-4 next to multiples of D
+    (p99 by 5e-6 relative). Each result states its own error estimate in ``accuracy`` (6e-4 in
+    that case): the largest difference from a second inversion with a 5x longer series
+    (lognormal service: A = 24, 60 + 20 terms and halved quadrature steps), at points from
+    half the mean service time to beyond the p99.9 (and at the likeliest samples and their
+    doubles), and at least the discretisation error 3e-10.
+
+    Parameters
+    ----------
+    rate : float
+        Poisson arrival rate lambda of jobs (per second).
+    service : ServiceTime or float or str
+        The service-time law (any jitter kind, table or empirical). A number or a string such as
+        ``"2ms"`` is a constant service time.
+    batch_size : int
+        k >= 1: the service time of a job is S(k).
+
+    Returns
+    -------
+    MG1Latency
+        ``method="M/G/1 numerical (Pollaczek-Khinchine, Euler inversion)"``, accuracy
+        ``numerical``; ``throughput`` counts requests (k lambda). For deterministic service an
+        :class:`MD1Latency` (``method="M/D/1 exact (Erlang)"``) with the same interface.
+
+    Raises
+    ------
+    ValueError
+        For a non-positive rate, an invalid service or batch_size.
+    UnstableError
+        If rho = lambda E[S(k)] >= 1.
+
+    Examples
+    --------
+    >>> from qmodel import ServiceTime
+    >>> r = mg1(rate=0.8, service=ServiceTime.affine(1.0, jitter="exponential"))   # M/M/1
+    >>> round(r.p99, 6), round(r.mean, 9)                # ln(100) / 0.2 and 1 / 0.2
+    (23.025851, 5.0)
+    >>> r = mg1(700.0, ServiceTime.affine(1e-3, jitter=("lognormal", 0.5)))
+    >>> r.accuracy.exactness, round(r.waiting_probability, 3), round(r.p99 * 1e3, 3)
+    ('numerical', 0.7, 9.565)
+    >>> type(mg1(0.8, 1.0)).__name__                     # constant service: exact M/D/1
+    'MD1Latency'
+    """
+    rate = _check_rate(rate, "rate")
+    law = _service_law(service, batch_size)
+    k = _check_servers(batch_size, "batch_size")
+    capacity = 1.0 / law.mean
+    if rate >= capacity:
+        raise UnstableError(
+            f"rate={rate:g} jobs/s reaches the capacity {capacity:.6g} jobs/s of an M/G/1 "
+            f"server with mean service time {law.mean:g} s ({law.label}): load "
+            f"{rate / capacity:.3g}, queues grow without bound. Lower rate below "
+            f"{capacity:.6g} or shorten the service time.")
+    if law.family == "deterministic":
+        return md1(rate, law.mean)
+    return MG1Latency(rate, law, k)
