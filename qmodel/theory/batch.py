@@ -42,7 +42,8 @@ import math
 import warnings
 
 import numpy as np
-from scipy import fft, optimize, signal, special, stats
+from scipy import fft, optimize, signal, sparse, special, stats
+from scipy.sparse import linalg as sparse_linalg
 
 from ..latency import Accuracy, Latency
 from ..system import Node, UnstableError
@@ -109,11 +110,14 @@ def _poisson_table(rate: float, times: np.ndarray, count: int) -> np.ndarray:
 
 def _decay_rate(increment_pmf: np.ndarray, step: int) -> float:
     """theta > 0 with E[exp(theta (A - step))] = 1 (Cramer-Lundberg rate of the queue tail)."""
-    j = np.arange(increment_pmf.size)
+    j = np.flatnonzero(increment_pmf > 0)
+    logp = np.log(increment_pmf[j])
 
     def log_mgf(theta):
-        return float(np.log(np.dot(increment_pmf, np.exp(theta * (j - step)))))
+        return float(special.logsumexp(logp + theta * (j - step)))
 
+    if j.max() <= step:           # the queue can never grow past a full batch
+        return 50.0
     hi = 1.0
     while log_mgf(hi) < 0:
         hi *= 2
@@ -167,6 +171,8 @@ def batch_node(node: Node, rate: float, resolution: int = DEFAULT_RESOLUTION,
 class _SingleInstance:
     """The computation behind :func:`batch_node`, in steps named after the module docstring."""
 
+    MAX_SERVICE_POINTS = 400   # lattice points across the longest service time
+    MAX_DELAY_POINTS = 100     # lattice points across max_queue_delay
     ITERATIONS = 3      # passes of the c > 1 fixed point (batch sizes and load -> blocking)
 
     def __init__(self, node: Node, rate: float, resolution: int, tail: float,
@@ -193,7 +199,11 @@ class _SingleInstance:
         self.groups = 1 if self.c == 1 else 2
         self.batch_law = None         # c > 1: batch sizes and gaps of the previous pass
         self.gap = self.gap_scv = None
-        self.set_lattice(float(own[0]) / resolution)
+        # the lattice: ``resolution`` steps per S(1), coarser where the service law's support
+        # or the delay would need more points than the work budget allows
+        upper = service_upper(node.service, range(1, self.B + 1), tail)
+        self.set_lattice(max(float(own[0]) / resolution, upper / self.MAX_SERVICE_POINTS,
+                             self.D / self.MAX_DELAY_POINTS))
 
     def set_lattice(self, h: float):
         """Service laws on a lattice of step h (seconds)."""
@@ -332,9 +342,15 @@ class _SingleInstance:
         n < pmin: the age of the oldest waiting request when the instance frees.
         """
         mu = self.rate * float(self.times[-1])
-        self.J = int(mu + 12 * math.sqrt(mu) + 30)
-        self.pois_s = _poisson_table(self.rate, self.times, self.J)
-        self.A = self.ps @ self.pois_s
+        J = max(int(mu + 12 * math.sqrt(mu) + 30), self.B + 2)
+        pois = _poisson_table(self.rate, self.times, J)
+        A = self.ps @ pois
+        # keep the counts any blocking law reaches with probability above 1e-14: the bound
+        # above is for the longest service time on the lattice, far beyond the typical one
+        alive = np.flatnonzero(A.max(axis=0) > 1e-14)
+        self.J = max(int(alive[-1]) + 2 if alive.size else 2, self.B + 2)
+        self.pois_s = pois[:, :self.J]
+        self.A = A[:, :self.J]
         # density of (n, a): Phi_k(a) (rate a)^(n-1) / (n-1)!, Phi_k(a) = E[rate e^{-rate S}; S >= a]
         a = self.times
         phi = np.cumsum((self.ps * self.rate * np.exp(-self.rate * a))[:, ::-1], axis=1)[:, ::-1]
@@ -363,7 +379,16 @@ class _SingleInstance:
         R1 = B + len(self.leaving) * N               # records per group
         self.R1 = R1
         R = self.groups * R1
-        T = np.zeros((R, R))
+        # Transitions into group 0's records with m = 0 (formations, idle starts, small
+        # queues) fill a dense R x B block; immediate dispatches are sparse triplets.
+        small = np.zeros((R, B))
+        trip_rows, trip_cols, trip_vals = [], [], []
+
+        def add(rows, cols, vals):
+            rows, cols, vals = np.broadcast_arrays(rows, cols, vals)
+            trip_rows.append(rows.ravel())
+            trip_cols.append(cols.ravel())
+            trip_vals.append(vals.ravel())
         # where an immediate dispatch from n waiting leads: record (table[min(n, B)], rest)
         n_all = np.arange(N + self.J)
         k_imm = self.table[np.minimum(n_all, B)]
@@ -384,11 +409,10 @@ class _SingleInstance:
         positive[:, 0] = 0.0
         A_pos = positive @ self.pois_s
         for g in range(self.groups):
-            self._small_queue(T, g)
+            self._small_queue(small, g)
             big = x >= pmin
-            for k in range(1, B + 1):
-                rec, law = g * R1 + k - 1, g * B + k - 1
-                np.add.at(T[rec], full * R1 + dest_imm[x[big]], self.A[law][big])
+            add(g * R1 + np.arange(B)[:, None], full * R1 + dest_imm[x[big]][None, :],
+                self.A[g * B:(g + 1) * B][:, big])
             for k in self.leaving:
                 first = g * R1 + B + self.leaving.index(k) * N
                 law = g * B + k - 1
@@ -396,20 +420,26 @@ class _SingleInstance:
                 n_next = m + x[None, :]                                   # (m, x)
                 big = n_next >= pmin
                 rows = np.broadcast_to(first + m - 1, n_next.shape)
-                np.add.at(T, (rows[big], full * R1 + dest_imm[n_next[big]]),
-                          np.broadcast_to(A_pos[law], n_next.shape)[big])
+                add(rows[big], full * R1 + dest_imm[n_next[big]],
+                    np.broadcast_to(A_pos[law], n_next.shape)[big])
                 # blocked for no time (a free instance at once): the next one goes at once too
                 atom = self.A[law][0] - A_pos[law][0]
-                ready = np.arange(max(pmin, 1), N + 1)
-                np.add.at(T, (first + ready - 1, dest_imm[ready]), atom)
+                if atom > 0:
+                    ready = np.arange(max(pmin, 1), N + 1)
+                    add(first + ready - 1, dest_imm[ready], atom)
                 for mm in range(1, min(pmin, N + 1)):
-                    self._remainder_small_queue(T[first + mm - 1], first + mm - 1, law, mm)
+                    self._remainder_small_queue(small[first + mm - 1], first + mm - 1, law, mm)
+        rows_small, cols_small = np.nonzero(small)
+        T = sparse.csr_matrix(
+            (np.concatenate(trip_vals + [small[rows_small, cols_small]]),
+             (np.concatenate(trip_rows + [rows_small]), np.concatenate(trip_cols + [cols_small]))),
+            shape=(R, R))
         # pi (T - I) = 0 with sum(pi) = 1: replace one balance equation by the normalisation
-        M = T.T - np.eye(R)
-        M[-1, :] = 1.0
+        M = (T - sparse.identity(R, format="csr")).T.tolil()
+        M[R - 1, :] = np.ones(R)
         rhs = np.zeros(R)
         rhs[-1] = 1.0
-        pi = np.clip(np.linalg.solve(M, rhs), 0.0, None)
+        pi = np.clip(sparse_linalg.spsolve(M.tocsc(), rhs), 0.0, None)
         self.pi = pi / pi.sum()
         self.R = R
         self.chain_tail = float(sum(
