@@ -1,0 +1,79 @@
+"""The batch-node model against exact results: M/D/1, M/M/1, Inoue's mean, its own bookkeeping."""
+
+import numpy as np
+import pytest
+
+import qmodel as qm
+from qmodel.theory import batch_node, md1, mmc
+
+TAU0, ALPHA = 1.8874e-3, 0.1438e-3          # Inoue (2021), V100 fit
+
+
+@pytest.mark.parametrize("rho", [0.5, 0.8])
+def test_one_request_per_batch_is_md1(rho):
+    # B = 1 with deterministic service is M/D/1: quantiles agree within the lattice step h
+    node = qm.Node(qm.ServiceTime.affine(base=1.0), max_batch_size=1)
+    r, exact = batch_node(node, rho), md1(rho, 1.0)
+    for p in (0.5, 0.95, 0.99, 0.999):
+        assert abs(r.quantile(p) - exact.quantile(p)) <= r.h
+    assert abs(r.mean - exact.mean) <= r.h
+
+
+def test_exponential_service_is_mm1():
+    node = qm.Node(qm.ServiceTime.affine(base=1.0, jitter="exponential"), max_batch_size=1)
+    r, exact = batch_node(node, 0.7), mmc(0.7, 1.0, 1)
+    for p in (0.5, 0.95, 0.99):
+        assert abs(r.quantile(p) - exact.quantile(p)) <= r.h
+
+
+@pytest.mark.parametrize("rate", [500.0, 3000.0])
+def test_mean_agrees_with_inoue_for_unbounded_batches(rate):
+    # Inoue (2021): greedy batching, unlimited B, S(b) = tau0 + alpha b:
+    # E[T] = alpha + tau0 + (1 + 2 lambda alpha)(E[b^2] - E[b]) / (2 lambda E[b]),
+    # with b the batch size of the embedded chain. B = 128 is never reached here.
+    node = qm.Node(qm.ServiceTime.affine(TAU0, ALPHA), max_batch_size=128)
+    r = batch_node(node, rate)
+    k = np.array(list(r.batch_size_distribution), float)
+    p = np.array(list(r.batch_size_distribution.values()))
+    eb, eb2 = k @ p, (k * k) @ p
+    inoue = ALPHA + TAU0 + (1 + 2 * rate * ALPHA) * (eb2 - eb) / (2 * rate * eb)
+    assert abs(r.mean - inoue) <= r.h
+
+
+def test_bookkeeping_is_consistent():
+    node = qm.Node(qm.ServiceTime.affine(TAU0, ALPHA, jitter=("lognormal", 0.3)),
+                   max_batch_size=8, max_queue_delay=1e-3, instances=2)
+    rate = 0.6 * node.capacity
+    r = batch_node(node, rate)
+    sizes = np.array(list(r.batch_size_distribution))
+    probs = np.array(list(r.batch_size_distribution.values()))
+    assert probs.sum() == pytest.approx(1.0)
+    # utilisation = rate * E[S(b)] / (c E[b]) with b per batch
+    busy = rate * (probs @ node.service.mean(sizes)) / (2 * (probs @ sizes))
+    assert r.utilization == pytest.approx(busy, rel=1e-9)
+    t = np.linspace(0, 0.05, 200)
+    assert np.all(np.diff(r.cdf(t)) >= 0)
+    for p in (0.5, 0.9, 0.99):
+        assert r.cdf(r.quantile(p)) == pytest.approx(p, abs=1e-9)
+
+
+def test_what_the_result_claims():
+    svc = qm.ServiceTime.affine(TAU0, ALPHA)
+    greedy = batch_node(qm.Node(svc, max_batch_size=8), 2000.0)
+    assert greedy.accuracy.exactness == "numerical"
+    assert "lattice step" in greedy.accuracy.statement
+    delayed = batch_node(qm.Node(svc, max_batch_size=8, max_queue_delay=2e-3), 2000.0)
+    assert delayed.accuracy.exactness == "approximation"
+    assert "left-behind" in delayed.accuracy.statement
+    pooled = batch_node(qm.Node(svc, max_batch_size=8, instances=2), 2000.0)
+    assert "instances" in pooled.accuracy.statement
+
+
+def test_bad_input_is_named():
+    node = qm.Node(qm.ServiceTime.affine(TAU0, ALPHA), max_batch_size=8)
+    with pytest.raises(qm.UnstableError, match="capacity"):
+        batch_node(node, 2 * node.capacity)
+    with pytest.raises(ValueError, match="rate"):
+        batch_node(node, -5.0)
+    with pytest.raises(ValueError, match="max_queue_size"):
+        batch_node(qm.Node(node.service, max_batch_size=8, max_queue_size=10), 100.0)

@@ -1,0 +1,118 @@
+"""qmodel.predict: which solver answers, and the conformance suite against the simulator.
+
+The full grid (420 configurations) is validation/predict_accuracy.py; here a fixed subset keeps
+CI fast. Tolerances:
+
+- exact and numerical solvers: inside the simulator's 99% confidence interval, widened by the
+  lattice step h the result states (its discretisation error);
+- approximations with one instance: within 8% (the issue's worst-case bound) plus the CI's
+  relative half-width, and a subset median within 3%;
+- approximations with several instances: within 12% plus the CI half-width. The full grid
+  measured a worst case of 25% there (see the issue-3 note): the 8% target is not met yet, and
+  this test guards what is claimed rather than what is wanted.
+"""
+
+import numpy as np
+import pytest
+
+import qmodel as qm
+from qmodel.predict import MixtureLatency
+
+TAU0, ALPHA = 1.8874e-3, 0.1438e-3          # Inoue (2021), V100 fit
+S1 = TAU0 + ALPHA
+REQUESTS = 1_000_000
+
+
+def _node(B, d, c, jitter="deterministic"):
+    j = jitter if jitter == "deterministic" else ("lognormal", 0.3)
+    return qm.Node(qm.ServiceTime.affine(TAU0, ALPHA, jitter=j), max_batch_size=B,
+                   max_queue_delay=d * S1, instances=c)
+
+
+# (B, D/S1, c, jitter, load)
+NUMERICAL = [(8, 0, 1, "deterministic", 0.7), (32, 0, 1, "deterministic", 0.5),
+             (4, 0, 1, "lognormal", 0.5), (1, 0, 2, "deterministic", 0.8)]
+ONE_INSTANCE = [(8, 2, 1, "deterministic", 0.7), (4, 0.5, 1, "deterministic", 0.9),
+                (8, 0.5, 1, "lognormal", 0.3), (32, 2, 1, "deterministic", 0.5)]
+SEVERAL = [(8, 0, 2, "deterministic", 0.7), (8, 2, 2, "deterministic", 0.5),
+           (8, 0, 4, "lognormal", 0.7), (4, 0.5, 4, "deterministic", 0.7)]
+
+
+def _compare(case, seed=21):
+    B, d, c, jitter, load = case
+    node = _node(B, d, c, jitter)
+    rate = load * node.capacity
+    pred = qm.predict(node, rate=rate)
+    sim = qm.simulate(node, rate=rate, requests=REQUESTS, seed=seed)
+    out = []
+    for p in (0.95, 0.99):
+        lo, hi = sim.ci(p, level=0.99)
+        out.append((float(pred.quantile(p)), float(sim.quantile(p)), lo, hi))
+    return pred, out
+
+
+@pytest.mark.parametrize("case", NUMERICAL)
+def test_exact_and_numerical_solvers_inside_the_simulators_ci(case):
+    pred, rows = _compare(case)
+    assert pred.accuracy.exactness in ("exact", "numerical")
+    slack = getattr(pred, "h", 0.0)
+    for q, _, lo, hi in rows:
+        assert lo - slack <= q <= hi + slack
+
+
+def test_one_instance_approximations_within_the_target():
+    errors = []
+    for case in ONE_INSTANCE:
+        pred, rows = _compare(case)
+        assert pred.accuracy.exactness == "approximation"
+        for q, s, lo, hi in rows:
+            half = (hi - lo) / 2 / s
+            assert abs(q / s - 1) <= 0.08 + half, case
+            errors.append(abs(q / s - 1))
+    assert np.median(errors) <= 0.03
+
+
+@pytest.mark.parametrize("case", SEVERAL)
+def test_several_instances_within_the_measured_bound(case):
+    pred, rows = _compare(case)
+    for q, s, lo, hi in rows:
+        assert abs(q / s - 1) <= 0.12 + (hi - lo) / 2 / s
+
+
+def test_front_door_picks_the_exact_solver_when_there_is_one():
+    det = qm.Node(qm.ServiceTime.affine(2e-3), max_batch_size=1, instances=3)
+    exp = qm.Node(qm.ServiceTime.affine(2e-3, jitter="exponential"), max_batch_size=1)
+    assert qm.predict(det, rate=1000.0).method.startswith("M/D/c")
+    assert qm.predict(exp, rate=300.0).method.startswith("M/M/c")
+    assert "batch node" in qm.predict(_node(8, 0, 1), rate=1000.0).method
+
+
+def test_random_router_is_an_exact_mixture_of_its_nodes():
+    a, b = _node(8, 0, 1), _node(4, 0, 1)
+    cluster = qm.Cluster([a, b], router="random", weights=[3, 1])
+    mix = qm.predict(cluster, rate=2000.0)
+    assert isinstance(mix, MixtureLatency)
+    pa, pb = qm.predict(a, rate=1500.0), qm.predict(b, rate=500.0)
+    t = np.array([3e-3, 5e-3, 8e-3])
+    assert np.allclose(mix.cdf(t), 0.75 * pa.cdf(t) + 0.25 * pb.cdf(t))
+    assert mix.mean == pytest.approx(0.75 * pa.mean + 0.25 * pb.mean)
+
+
+def test_what_is_not_modelled_yet_says_so():
+    node = _node(8, 0, 1)
+    with pytest.raises(NotImplementedError, match="round_robin"):
+        qm.predict(qm.Cluster(node, count=4, router="round_robin"), rate=1000.0)
+    with pytest.raises(NotImplementedError, match="Renewal"):
+        qm.predict(node, arrivals=qm.Renewal(1000.0, scv=0.5))
+    with pytest.raises(NotImplementedError, match="max_queue_size"):
+        qm.predict(qm.Node(node.service, max_batch_size=8, max_queue_size=20), rate=100.0)
+
+
+def test_unstable_load_and_bad_input():
+    node = _node(8, 0, 1)
+    with pytest.raises(qm.UnstableError, match="capacity"):
+        qm.predict(node, rate=2 * node.capacity)
+    with pytest.raises(ValueError, match="rate"):
+        qm.predict(node, rate=-1.0)
+    with pytest.raises(ValueError, match="Node or"):
+        qm.predict("not a node", rate=10.0)
