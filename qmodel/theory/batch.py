@@ -776,7 +776,8 @@ class _SingleInstance:
         batches = np.bincount(self.rec_k, weights=self.pi, minlength=self.B + 1)
         return BatchNodeLatency(
             self.pmf, self.h,
-            method="batch node, embedded chain at instance-free epochs (1 instance)",
+            method=(f"batch node, embedded chain at instance-free epochs "
+                    f"({self.c} instance{'s' if self.c > 1 else ''})"),
             accuracy=Accuracy("approximation" if notes else "numerical", statement),
             throughput=self.rate, utilization=self.busy,
             batch_size_distribution={int(i): float(v) for i, v in enumerate(batches) if v > 0})

@@ -1,0 +1,107 @@
+"""How long does qmodel.predict take, and how long would a simulation take to say the same?
+
+For nodes with max_batch_size B <= 64 at loads up to 0.95 of capacity (the range where the issue
+asks for at most 10 ms, target 1 ms), the script times ``qmodel.predict`` (warm: best of three
+calls after one warm-up call, in this process) and prints the distribution of those times. For
+three of the nodes it also times what a simulation needs to give p99 to about +-1% (95% CI):
+qmodel's own simulator, and a SimPy model of the same node (benchmarks/peers.py), whose time is
+extrapolated from a 100,000-request run at its measured requests per second.
+
+Run: ``.venv/bin/python benchmarks/predict_speed.py [--quick]`` (part of ``make bench``)
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+import qmodel as qm
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from peers import simpy_batching_node  # noqa: E402
+
+BASE, PER_ITEM = 1.8874e-3, 0.1438e-3       # Inoue (2021), V100 fit
+S1 = BASE + PER_ITEM
+
+
+def node_of(B, d, c, jitter):
+    j = "deterministic" if jitter == "det" else ("lognormal", 0.3)
+    return qm.Node(qm.ServiceTime.affine(BASE, PER_ITEM, jitter=j), max_batch_size=B,
+                   max_queue_delay=d * S1, instances=c)
+
+
+def warm_time(fn, repeat=3):
+    fn()
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def simulated_p99_time(node, rate, target=0.01):
+    """Seconds qmodel.simulate needs for a 95% CI of p99 within +-target (relative)."""
+    requests = 250_000
+    while True:
+        t0 = time.perf_counter()
+        sim = qm.simulate(node, rate=rate, requests=requests, seed=3)
+        seconds = time.perf_counter() - t0
+        lo, hi = sim.ci(0.99)
+        if (hi - lo) / 2 / sim.p99 <= target or requests >= 64_000_000:
+            return seconds, requests
+        requests *= 4
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="fewer configurations")
+    args = ap.parse_args(argv)
+    sizes = (4, 32) if args.quick else (1, 4, 8, 16, 32, 64)
+    loads = (0.5, 0.95) if args.quick else (0.3, 0.7, 0.9, 0.95)
+    rows = []
+    print(f"{'node':34} {'load':>5} {'predict (ms)':>13}  method")
+    for jitter in ("det", "lognormal"):
+        for B in sizes:
+            for d in ((0.0,) if B == 1 else (0.0, 2.0)):
+                for c in (1, 4):
+                    for load in loads:
+                        node = node_of(B, d, c, jitter)
+                        rate = load * node.capacity
+                        seconds = warm_time(lambda: qm.predict(node, rate=rate))
+                        method = qm.predict(node, rate=rate).method
+                        rows.append((jitter, B, d, c, load, seconds))
+                        print(f"{jitter:9} B={B:<3} D={d:.1f}xS(1) c={c:<2}       {load:5.2f} "
+                              f"{seconds * 1e3:13.2f}  {method}", flush=True)
+    t = np.array([r[-1] for r in rows]) * 1e3
+    print(f"\npredict(), {len(t)} configurations (B <= 64, load <= 0.95): median {np.median(t):.1f}"
+          f" ms, 90th percentile {np.quantile(t, 0.9):.1f} ms, worst {t.max():.1f} ms; "
+          f"{np.mean(t <= 1):.0%} within 1 ms, {np.mean(t <= 10):.0%} within 10 ms")
+    by_b = {B: np.median([r[-1] for r in rows if r[1] == B]) * 1e3 for B in sizes}
+    print("median by max_batch_size: " + ", ".join(f"B={B}: {v:.1f} ms" for B, v in by_b.items()))
+
+    print("\nThe same answer by simulation (p99 to +-1%, 95% CI):")
+    for B, d, c, load in ((8, 0.0, 1, 0.7), (8, 2.0, 1, 0.9), (32, 0.5, 4, 0.7)):
+        node = node_of(B, d, c, "det")
+        rate = load * node.capacity
+        pred = warm_time(lambda: qm.predict(node, rate=rate))
+        sim_s, sim_n = simulated_p99_time(node, rate)
+        t0 = time.perf_counter()
+        simpy_batching_node(rate, BASE, PER_ITEM, B, d * S1, c, 100_000, seed=1)
+        simpy_rate = 100_000 / (time.perf_counter() - t0)
+        simpy_s = sim_n / simpy_rate
+        def ratio(other):
+            return f"{other / pred:,.0f}x faster" if other >= pred else f"{pred / other:.1f}x slower"
+
+        print(f"  B={B} D={d:.1f}xS(1) c={c} load {load}: predict {pred * 1e3:.1f} ms; "
+              f"qmodel.simulate {sim_s:.2f} s ({sim_n:,} requests); SimPy ~{simpy_s:.1f} s "
+              f"({simpy_rate:,.0f} req/s); predict is {ratio(sim_s)} than qmodel.simulate and "
+              f"{ratio(simpy_s)} than SimPy")
+
+
+if __name__ == "__main__":
+    main()
