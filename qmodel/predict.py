@@ -107,7 +107,13 @@ def _cluster(cluster: Cluster, rate: float, resolution: int) -> Latency:
             f"predict() models clusters behind a random (weighted) router so far; router "
             f"{cluster.router.name!r} is not modelled yet. Use qmodel.simulate for it")
     shares = cluster.shares
-    parts = [_node(node, rate * share, resolution) for node, share in zip(nodes, shares)]
+    solved = {}                       # identical nodes with identical shares: solve once
+    parts = []
+    for node, share in zip(nodes, shares):
+        key = (node, float(share))
+        if key not in solved:
+            solved[key] = _node(node, rate * share, resolution)
+        parts.append(solved[key])
     return MixtureLatency(parts, shares, [node.instances for node in nodes])
 
 
