@@ -20,7 +20,7 @@ from typing import Mapping
 import numpy as np
 from scipy import stats
 
-__all__ = ["Latency", "SampledLatency", "Accuracy"]
+__all__ = ["Latency", "SampledLatency", "LatticeLatency", "Accuracy"]
 
 # What a result claims about itself; every result carries exactly one of these.
 EXACTNESS = ("exact", "numerical", "approximation", "simulation")
@@ -284,6 +284,44 @@ class SampledLatency(Latency):
                      / math.sqrt(self.groups))
         centre = self.quantile(p)
         return centre - half, centre + half
+
+
+class LatticeLatency(Latency):
+    """Sojourn-time distribution held as probabilities on a time lattice.
+
+    ``pmf[i]`` is the probability of the cell ``((i - 1/2) h, (i + 1/2) h]``; the cdf
+    interpolates linearly between cell edges.
+    """
+
+    def __init__(self, pmf: np.ndarray, h: float, **metrics):
+        super().__init__(**metrics)
+        pmf = np.clip(np.asarray(pmf, float), 0.0, None)
+        self.h = float(h)
+        self.pmf = pmf / pmf.sum()
+        # cdf at the upper cell edges (i + 1/2) h
+        self._edges = (np.arange(pmf.size) + 0.5) * h
+        self._cum = np.minimum(np.cumsum(self.pmf), 1.0)
+
+    def _cdf(self, t):
+        return np.interp(t, np.concatenate([[0.0], self._edges]),
+                         np.concatenate([[0.0], self._cum]), right=1.0)
+
+    def _sf(self, t):
+        tail = np.concatenate([[1.0], np.clip(1.0 - self._cum, 0.0, 1.0)])
+        return np.interp(t, np.concatenate([[0.0], self._edges]), tail, right=0.0)
+
+    def _quantile(self, p):
+        xs = np.concatenate([[0.0], self._edges])
+        ys = np.concatenate([[0.0], self._cum])
+        # first cell whose upper cdf reaches p, then linear inside it
+        i = np.searchsorted(ys, p, side="left").clip(1, ys.size - 1)
+        y0, y1 = ys[i - 1], ys[i]
+        frac = np.where(y1 > y0, (p - y0) / np.where(y1 > y0, y1 - y0, 1.0), 1.0)
+        return xs[i - 1] + frac * (xs[i] - xs[i - 1])
+
+    @property
+    def mean(self) -> float:
+        return float(np.dot(self.pmf, np.arange(self.pmf.size) * self.h))
 
 
 def checked_levels(p) -> np.ndarray:

@@ -3,18 +3,20 @@
 Which solver answers (and what it claims about itself, in ``result.method`` and
 ``result.accuracy``):
 
-============================================  ==================================================
-node                                          solver
-============================================  ==================================================
-max_batch_size 1, deterministic service       M/D/c (exact up to a stated truncation)
-max_batch_size 1, exponential service         M/M/c (exact)
-one instance, any batching knobs and service  batch-node chain (numerical: lattice step and
-                                              truncation stated; "approximation" where the
-                                              result says which rule it simplifies)
-several instances with batching, or B = 1     batch-node chain with the instances pooled
-with other service laws                       (approximation; error measured in
-                                              validation/predict_accuracy.py)
-============================================  ==================================================
+=============================================  =================================================
+node and arrivals                              solver
+=============================================  =================================================
+max_batch_size 1, deterministic service,       M/D/c (exact up to a stated truncation)
+Poisson
+max_batch_size 1, exponential service, Poisson M/M/c (exact)
+max_batch_size 1, renewal arrivals, 1 instance GI/G/1 by Lindley's recursion (numerical)
+one instance, any batching knobs and service   batch-node chain (numerical: lattice step and
+                                               truncation stated; "approximation" where the
+                                               result says which rule it simplifies)
+several instances, or renewal arrivals with    batch-node chain with the instances taken in
+batching                                       turn; renewal counts (approximation; errors
+                                               measured in validation/predict_accuracy.py)
+=============================================  =================================================
 
 A cluster behind a random (weighted) router splits Poisson traffic into independent Poisson
 streams, so its latency is the request-weighted mixture of its nodes' latencies: exact
@@ -29,6 +31,7 @@ from .latency import Accuracy, Latency
 from .system import Cluster, Node, Renewal, Trace, arrivals_from, check_stable
 from .theory.batch import DEFAULT_RESOLUTION, batch_node
 from .theory.classical import mdc, mmc
+from .theory.lindley import gig1
 
 __all__ = ["predict", "MixtureLatency"]
 
@@ -41,8 +44,9 @@ def predict(system, rate=None, *, arrivals=None, resolution: int = DEFAULT_RESOL
     system : Node or Cluster
     rate : float, optional
         Poisson arrival rate in requests per second (or give ``arrivals``).
-    arrivals : Poisson, optional
-        The arrival process. Renewal and trace arrivals are not modelled yet.
+    arrivals : Poisson or Renewal, optional
+        The arrival process. Renewal arrivals (gamma interarrivals with a given scv) are an
+        approximation, stated in the result.
     resolution : int
         Lattice steps per batch-of-one service time for the numeric batch models.
 
@@ -67,35 +71,48 @@ def predict(system, rate=None, *, arrivals=None, resolution: int = DEFAULT_RESOL
     ('approximation', 9.4)
     """
     process = arrivals_from(rate, arrivals)
-    if isinstance(process, (Renewal, Trace)) and not (
-            isinstance(process, Renewal) and process.scv == 1.0):
+    if isinstance(process, Trace):
         raise NotImplementedError(
-            f"predict() models Poisson arrivals so far; {type(process).__name__} arrivals are "
-            f"not modelled yet. Use qmodel.simulate for them, or pass rate= for a Poisson model")
+            "predict() does not model a trace of arrival times; pass "
+            "arrivals=qmodel.Renewal(trace.rate, trace.scv) for a renewal approximation, or "
+            "replay the trace with qmodel.simulate")
+    scv = float(process.scv) if isinstance(process, Renewal) else 1.0
     rate = float(process.rate)
     if isinstance(system, Node):
         check_stable(system, rate)
-        return _node(system, rate, resolution)
+        return _node(system, rate, resolution, scv)
     if isinstance(system, Cluster):
         check_stable(system, rate)
+        if scv != 1.0 and len(system.nodes) > 1:
+            raise NotImplementedError(
+                "predict() splits only Poisson traffic across nodes so far (a random split of a "
+                "renewal stream is not renewal); use qmodel.simulate for it")
         return _cluster(system, rate, resolution)
     raise ValueError(f"predict() takes a qmodel.Node or qmodel.Cluster, got "
                      f"{type(system).__name__}")
 
 
-def _node(node: Node, rate: float, resolution: int) -> Latency:
+def _node(node: Node, rate: float, resolution: int, scv: float = 1.0) -> Latency:
     if node.max_queue_size:
         raise NotImplementedError(
             f"predict() does not model a finite queue yet (max_queue_size="
             f"{node.max_queue_size}); use qmodel.simulate, or set max_queue_size=0")
     service = node.service
-    if node.max_batch_size == 1 and service.kind == "affine":
+    if node.max_batch_size == 1 and service.kind == "affine" and scv == 1.0:
         mean = float(service.mean(1))
         if service.jitter == "deterministic":
             return mdc(rate, mean, node.instances)
         if service.jitter == "exponential":
             return mmc(rate, 1.0 / mean, node.instances)
-    return batch_node(node, rate, resolution=resolution)
+    if node.max_batch_size == 1 and scv != 1.0:
+        # one request per batch: a classical GI/G/c queue, where a request arriving at a
+        # random time does not see time averages, which the batch model assumes
+        if node.instances == 1:
+            return gig1(rate, service, scv)
+        raise NotImplementedError(
+            f"predict() models renewal arrivals at a node without batching only with one "
+            f"instance (GI/G/1); this one has {node.instances}. Use qmodel.simulate for it")
+    return batch_node(node, rate, resolution=resolution, arrival_scv=scv)
 
 
 def _cluster(cluster: Cluster, rate: float, resolution: int) -> Latency:

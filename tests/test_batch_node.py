@@ -5,6 +5,7 @@ import pytest
 
 import qmodel as qm
 from qmodel.theory import batch_node, md1, mmc
+from qmodel.theory.lindley import gig1
 
 TAU0, ALPHA = 1.8874e-3, 0.1438e-3          # Inoue (2021), V100 fit
 
@@ -77,3 +78,13 @@ def test_bad_input_is_named():
         batch_node(node, -5.0)
     with pytest.raises(ValueError, match="max_queue_size"):
         batch_node(qm.Node(node.service, max_batch_size=8, max_queue_size=10), 100.0)
+
+
+@pytest.mark.parametrize("rho", [0.5, 0.8, 0.95])
+def test_lindley_matches_mm1_and_md1(rho):
+    # GI/G/1 with Poisson arrivals is M/G/1: the lattice solver against the exact formulas
+    exp = gig1(rho, qm.ServiceTime.affine(1.0, jitter="exponential"), arrival_scv=1.0)
+    det = gig1(rho, qm.ServiceTime.affine(1.0), arrival_scv=1.0)
+    for p in (0.5, 0.95, 0.99):
+        assert abs(exp.quantile(p) - mmc(rho, 1.0, 1).quantile(p)) <= 2 * exp.h
+        assert abs(det.quantile(p) - md1(rho, 1.0).quantile(p)) <= 2 * det.h

@@ -102,8 +102,11 @@ def test_what_is_not_modelled_yet_says_so():
     node = _node(8, 0, 1)
     with pytest.raises(NotImplementedError, match="round_robin"):
         qm.predict(qm.Cluster(node, count=4, router="round_robin"), rate=1000.0)
-    with pytest.raises(NotImplementedError, match="Renewal"):
-        qm.predict(node, arrivals=qm.Renewal(1000.0, scv=0.5))
+    b1 = qm.Node(node.service, max_batch_size=1, instances=2)
+    with pytest.raises(NotImplementedError, match="GI/G/1"):
+        qm.predict(b1, arrivals=qm.Renewal(500.0, scv=0.5))
+    with pytest.raises(NotImplementedError, match="trace"):
+        qm.predict(node, arrivals=qm.Trace(np.cumsum(np.full(100, 1e-3))))
     with pytest.raises(NotImplementedError, match="max_queue_size"):
         qm.predict(qm.Node(node.service, max_batch_size=8, max_queue_size=20), rate=100.0)
 
@@ -116,3 +119,26 @@ def test_unstable_load_and_bad_input():
         qm.predict(node, rate=-1.0)
     with pytest.raises(ValueError, match="Node or"):
         qm.predict("not a node", rate=10.0)
+
+
+@pytest.mark.parametrize("scv", [0.25, 2.0])
+def test_renewal_arrivals(scv):
+    # one request per batch: GI/G/1 by Lindley's recursion, inside the simulator's CI (+ 2h)
+    node = _node(1, 0, 1, "lognormal")
+    arrivals = qm.Renewal(0.7 * node.capacity, scv=scv)
+    pred = qm.predict(node, arrivals=arrivals)
+    sim = qm.simulate(node, arrivals=arrivals, requests=REQUESTS, seed=4)
+    assert pred.method.startswith("GI/G/1")
+    for p in (0.95, 0.99):
+        lo, hi = sim.ci(p, level=0.99)
+        assert lo - 2 * pred.h <= pred.quantile(p) <= hi + 2 * pred.h
+    # batching node: the count-law approximation, within 8% (+ CI) at B = 8
+    node = _node(8, 0.5, 1)
+    arrivals = qm.Renewal(0.7 * node.capacity, scv=scv)
+    pred = qm.predict(node, arrivals=arrivals)
+    sim = qm.simulate(node, arrivals=arrivals, requests=REQUESTS, seed=4)
+    assert "renewal" in pred.accuracy.statement
+    for p in (0.95, 0.99):
+        lo, hi = sim.ci(p, level=0.99)
+        s = sim.quantile(p)
+        assert abs(pred.quantile(p) / s - 1) <= 0.08 + (hi - lo) / 2 / s

@@ -45,7 +45,7 @@ import numpy as np
 from scipy import fft, optimize, signal, sparse, special, stats
 from scipy.sparse import linalg as sparse_linalg
 
-from ..latency import Accuracy, Latency
+from ..latency import Accuracy, LatticeLatency
 from ..system import Node, UnstableError
 from .service_law import service_lattice, service_upper
 
@@ -57,42 +57,8 @@ __all__ = ["batch_node", "BatchNodeLatency"]
 DEFAULT_RESOLUTION = 100
 
 
-class BatchNodeLatency(Latency):
-    """Sojourn-time distribution held as probabilities on a time lattice.
-
-    ``pmf[i]`` is the probability of the cell ``((i - 1/2) h, (i + 1/2) h]``; the cdf
-    interpolates linearly between cell edges.
-    """
-
-    def __init__(self, pmf: np.ndarray, h: float, **metrics):
-        super().__init__(**metrics)
-        pmf = np.clip(np.asarray(pmf, float), 0.0, None)
-        self.h = float(h)
-        self.pmf = pmf / pmf.sum()
-        # cdf at the upper cell edges (i + 1/2) h
-        self._edges = (np.arange(pmf.size) + 0.5) * h
-        self._cum = np.minimum(np.cumsum(self.pmf), 1.0)
-
-    def _cdf(self, t):
-        return np.interp(t, np.concatenate([[0.0], self._edges]),
-                         np.concatenate([[0.0], self._cum]), right=1.0)
-
-    def _sf(self, t):
-        tail = np.concatenate([[1.0], np.clip(1.0 - self._cum, 0.0, 1.0)])
-        return np.interp(t, np.concatenate([[0.0], self._edges]), tail, right=0.0)
-
-    def _quantile(self, p):
-        xs = np.concatenate([[0.0], self._edges])
-        ys = np.concatenate([[0.0], self._cum])
-        # first cell whose upper cdf reaches p, then linear inside it
-        i = np.searchsorted(ys, p, side="left").clip(1, ys.size - 1)
-        y0, y1 = ys[i - 1], ys[i]
-        frac = np.where(y1 > y0, (p - y0) / np.where(y1 > y0, y1 - y0, 1.0), 1.0)
-        return xs[i - 1] + frac * (xs[i] - xs[i - 1])
-
-    @property
-    def mean(self) -> float:
-        return float(np.dot(self.pmf, np.arange(self.pmf.size) * self.h))
+class BatchNodeLatency(LatticeLatency):
+    """The batch node's sojourn-time distribution (a :class:`~qmodel.latency.LatticeLatency`)."""
 
 
 # --------------------------------------------------------------------------------------------
@@ -106,6 +72,45 @@ def _poisson_table(rate: float, times: np.ndarray, count: int) -> np.ndarray:
     out = np.exp(logp)
     out[(mu[:, 0] == 0), 1:] = 0.0
     return out
+
+
+def _renewal_counts(rate: float, scv: float, times: np.ndarray, count: int) -> np.ndarray:
+    """P[t, j] = P(N(times[t]) = j) for a stationary renewal process with gamma interarrivals.
+
+    Erlang-k interarrivals (scv = 1/k) are exact: N(t) = floor((P + U) / k), P ~ Poisson(k rate
+    t) phases and U the stationary phase, uniform on 0..k-1. Other scv < 1 mix the two nearest
+    Erlang laws so that the count variance rate/k matches; scv > 1 uses the negative binomial
+    with the same mean rate t and variance scv rate t (a two-moment approximation).
+    """
+    times = np.asarray(times, float)
+    if scv == 1.0:
+        return _poisson_table(rate, times, count)
+    if scv > 1.0:
+        mu = rate * times[:, None]
+        r = np.maximum(mu / (scv - 1.0), 1e-300)
+        out = stats.nbinom.pmf(np.arange(count)[None, :], r, 1.0 / scv)
+        out[times == 0] = 0.0
+        out[times == 0, 0] = 1.0
+        return out
+    k = 1.0 / scv
+    lo, hi = int(math.floor(k + 1e-9)), int(math.ceil(k - 1e-9))
+    if lo == hi:
+        return _erlang_counts(rate, lo, times, count)
+    # 1/k = w/lo + (1 - w)/hi
+    w = (1.0 / k - 1.0 / hi) / (1.0 / lo - 1.0 / hi)
+    return w * _erlang_counts(rate, lo, times, count) + (1 - w) * _erlang_counts(rate, hi,
+                                                                                times, count)
+
+
+def _erlang_counts(rate: float, k: int, times: np.ndarray, count: int) -> np.ndarray:
+    n = np.arange(count)[None, :]
+    mean = k * rate * np.asarray(times, float)[:, None]
+    out = np.zeros((len(times), count))
+    for u in range(k):
+        # P(n k <= P + u <= n k + k - 1)
+        out += (stats.poisson.cdf(n * k + k - 1 - u, mean)
+                - stats.poisson.cdf(n * k - u - 1, mean))
+    return out / k
 
 
 def _decay_rate(increment_pmf: np.ndarray, step: int) -> float:
@@ -129,7 +134,7 @@ def _fft_len(n: int) -> int:
 
 
 def batch_node(node: Node, rate: float, resolution: int = DEFAULT_RESOLUTION,
-               tail: float = 1e-10) -> BatchNodeLatency:
+               tail: float = 1e-10, arrival_scv: float = 1.0) -> BatchNodeLatency:
     """Sojourn-time distribution of a batching node with one instance and Poisson arrivals.
 
     Parameters
@@ -143,6 +148,10 @@ def batch_node(node: Node, rate: float, resolution: int = DEFAULT_RESOLUTION,
         Lattice steps per batch-of-one mean service time; the quantile error shrinks like 1/it.
     tail : float
         Truncation: stationary queue-length mass left out of the embedded chain.
+    arrival_scv : float
+        Squared coefficient of variation of the interarrival times (1: Poisson). Renewal
+        arrivals are an approximation: counts in an interval follow the stationary renewal law
+        (exact for Erlang interarrivals), and a request is taken to see the time-average state.
 
     Returns
     -------
@@ -165,7 +174,10 @@ def batch_node(node: Node, rate: float, resolution: int = DEFAULT_RESOLUTION,
     if rate >= node.capacity:
         raise UnstableError(f"rate {rate:g}/s is at or above the node's capacity "
                             f"{node.capacity:g}/s; lower the rate or add instances")
-    return _SingleInstance(node, rate, resolution, tail).solve()
+    if not (arrival_scv >= 0 and math.isfinite(arrival_scv)):
+        raise ValueError(f"arrival_scv must be a finite number >= 0, got {arrival_scv}")
+    return _SingleInstance(node, rate, resolution, tail,
+                           arrival_scv=max(float(arrival_scv), 1e-3)).solve()
 
 
 class _SingleInstance:
@@ -176,8 +188,9 @@ class _SingleInstance:
     ITERATIONS = 3      # passes of the c > 1 fixed point (batch sizes and load -> blocking)
 
     def __init__(self, node: Node, rate: float, resolution: int, tail: float,
-                 max_points: int = 4096):
+                 max_points: int = 4096, arrival_scv: float = 1.0):
         self.node, self.rate, self.tail = node, rate, tail
+        self.scv = float(arrival_scv)
         self.max_points = max_points
         self.B = node.max_batch_size
         self.D = float(node.max_queue_delay)
@@ -274,6 +287,10 @@ class _SingleInstance:
         law = np.clip(law, 0.0, None)
         return law / law.sum(axis=1, keepdims=True)
 
+    def counts(self, times, count: int) -> np.ndarray:
+        """P[t, j]: j arrivals in an interval of length times[t] (Poisson, or renewal)."""
+        return _renewal_counts(self.rate, self.scv, times, count)
+
     # --- batch formation -----------------------------------------------------------------
     def formation(self, n0: int, r, pois=None):
         """Batch-size law and mean wait of a formation that starts with n0 waiting.
@@ -303,7 +320,7 @@ class _SingleInstance:
             sizes[:, self.table[min(n0, self.B)]] = 1.0
             return sizes, np.zeros(r.size)
         if pois is None:
-            pois = _poisson_table(self.rate, r, need)
+            pois = self.counts(r, need)
         pois = pois[:, :need]
         sizes[:, n0:self.pmin] = pois
         cdf = np.cumsum(pois, axis=1)
@@ -321,7 +338,7 @@ class _SingleInstance:
         r = np.atleast_1d(np.asarray(r, float))
         P = self.pmin
         if pois is None:
-            pois = _poisson_table(self.rate, r, P)
+            pois = self.counts(r, P)
         pois = pois[:, :P]
         cdf = np.cumsum(pois, axis=1)
         above = np.cumsum(np.clip(1.0 - cdf, 0.0, None), axis=1) / self.rate
@@ -342,13 +359,13 @@ class _SingleInstance:
         n < pmin: the age of the oldest waiting request when the instance frees.
         """
         mu = self.rate * float(self.times[-1])
-        J = max(int(mu + 12 * math.sqrt(mu) + 30), self.B + 2)
-        pois = _poisson_table(self.rate, self.times, J)
+        J = max(int(mu + 12 * math.sqrt(max(self.scv, 1.0) * mu) + 30), self.B + 4)
+        pois = self.counts(self.times, J)
         A = self.ps @ pois
         # keep the counts any blocking law reaches with probability above 1e-14: the bound
         # above is for the longest service time on the lattice, far beyond the typical one
         alive = np.flatnonzero(A.max(axis=0) > 1e-14)
-        self.J = max(int(alive[-1]) + 2 if alive.size else 2, self.B + 2)
+        self.J = min(max(int(alive[-1]) + 2 if alive.size else 2, self.B + 2), A.shape[1])
         self.pois_s = pois[:, :self.J]
         self.A = A[:, :self.J]
         # density of (n, a): Phi_k(a) (rate a)^(n-1) / (n-1)!, Phi_k(a) = E[rate e^{-rate S}; S >= a]
@@ -590,7 +607,7 @@ class _SingleInstance:
         B, pmin = self.B, self.pmin
         self.Lh = max(self.Le, self.Ls + self.Da + 2)
         self.H = _Spread(B, self.Lh)
-        pois = _poisson_table(self.rate, self.E, B).T               # x arrivals behind it
+        pois = self.counts(self.E, B).T                            # x arrivals behind it
         for M, next_batch in ((self.M0, True), (self.M1, False)):
             padded = np.vstack([np.zeros((1, self.Le)), M])
             G = np.clip(signal.fftconvolve(padded, pois, axes=0)[:B + 1], 0.0, None)
@@ -620,7 +637,7 @@ class _SingleInstance:
             r = D - age[young]
             # the batch leaves when pmin is reached or the delay runs out: its size law is
             # exact given r; its leaving time is taken at the mean of that wait
-            pois_r = _poisson_table(self.rate, r, pmin)
+            pois_r = self.counts(r, pmin)
             for x in range(pmin - j):
                 sizes, wait = self.formation(j + x, r, pois_r)
                 when = young + np.rint(wait / self.h).astype(int)
@@ -688,7 +705,7 @@ class _SingleInstance:
         need = pmin - n0
         r_idx = Da - a_idx                                     # time left, in steps
         r = r_idx * h
-        pois = _poisson_table(self.rate, r, need)
+        pois = self.counts(r, need)
         # the delay runs out first, x newcomers joined: (cases, x) arrays
         x = np.arange(need)[None, :]
         w = mass[:, None] * pois
@@ -704,7 +721,12 @@ class _SingleInstance:
         # pmin reached at tau (the need-th arrival) before the delay runs out
         longest = int(r_idx.max()) if r_idx.size else 0
         tau_idx = np.arange(longest)
-        dens = h * self.rate * _poisson_table(self.rate, tau_idx * h, need)[:, need - 1]
+        if self.scv == 1.0:
+            dens = h * self.rate * _poisson_table(self.rate, tau_idx * h, need)[:, need - 1]
+        else:   # the need-th arrival: differences of P(N(t) >= need) on the lattice
+            edges = np.concatenate([[0.0], (tau_idx + 0.5) * h])
+            reached = 1.0 - self.counts(edges, need).sum(axis=1)
+            dens = np.clip(np.diff(reached), 0.0, None)
         ok = tau_idx[None, :] < r_idx[:, None]                  # (cases, tau)
         w = mass[:, None] * dens[None, :] * ok
         by_tau = w.sum(axis=0)
@@ -735,6 +757,9 @@ class _SingleInstance:
                 notes.append("several preferred sizes: a request leaves in the first batch "
                              "that reaches it")
                 break
+        if self.scv != 1.0:
+            notes.append(f"renewal arrivals (scv {self.scv:g}): stationary counts, requests see "
+                         f"time averages")
         if self.c > 1:
             notes.append(f"{self.c} instances: the wait for a free instance assumes instances "
                          f"taken in turn (staggered)")
