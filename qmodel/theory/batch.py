@@ -1,32 +1,51 @@
-"""One Triton batching node with one instance: the sojourn-time distribution on a time lattice.
+"""One Triton batching node: the sojourn-time distribution on a time lattice.
 
-The model follows the node from one instance-free epoch to the next (an embedded Markov chain
-in the spirit of Bailey 1954 and Neuts 1967 for bulk service, with Triton's dispatch rule from
-triton-semantics.md), then analyses a tagged request that arrives at a random time (PASTA).
+The model follows the node from one dispatch to the next (an embedded Markov chain in the
+spirit of Bailey 1954 and Neuts 1967 for bulk service, with Triton's dispatch rule from
+triton-semantics.md), then computes what a request arriving at a random time experiences
+(PASTA for Poisson arrivals). Every law lives on a time lattice of step h.
 
-Embedded chain
-    X = number of requests waiting when the instance frees. With D = 0 the batcher dispatches
-    k(X) at once: the largest preferred size <= min(X, B), or all X when X is below every
-    preferred size; an empty queue waits for the next arrival and dispatches it alone.
-    During the batch's service S(k) the Poisson arrivals A_k join, so
-    X' = X - k(X) + A_k. A_k is Poisson mixed over the law of S(k), so S(k) may depend on k
-    and carry any jitter. The chain is truncated where its stationary tail mass, estimated from
-    the Cramer-Lundberg decay rate of the homogeneous part, is below ``tail``.
+Dispatch records
+    The chain's state is the record of a dispatch: its batch size k and the number m of
+    requests it left waiting (m > 0 only when a queue longer than the batch was waiting). After
+    a dispatch the queue is blocked until an instance is free: for one instance that is S(k);
+    the arrivals meanwhile are Poisson counts mixed over that time. At the free epoch the
+    batcher dispatches at once (pmin or more waiting, or the oldest request's delay D already
+    ran out, or D = 0), or forms a batch: it waits until pmin requests are there or the oldest
+    reaches D. The age of the oldest request matters there; after a batch that left nobody it
+    follows exactly from the arrival times during the blocking (the first of n arrivals). The
+    chain is truncated where its stationary tail mass, from the Cramer-Lundberg decay rate of
+    the homogeneous part, is below ``tail``; it is solved as a sparse linear system.
 
-Tagged request
-    It arrives during the service of some batch (elapsed u, residual R) and finds q requests
-    ahead, or it finds the node idle. With preferred sizes {B} every batch ahead of it is full,
-    so it leaves in the (floor(q/B)+1)-th batch after f = floor(q/B) full services; its own
-    batch holds its position j plus everyone who arrived behind it until that batch goes
-    (its own batch size depends on later arrivals). Its sojourn is
-    T = R + S_1(B) + ... + S_f(B) + S(k_own). All of this is computed on a lattice of step h.
+A request's sojourn
+    A request arriving while the queue is blocked finds q waiting and a residual blocking time;
+    every batch ahead of it is a full one, so it leaves after f = floor(q / K) more blockings
+    (K the size a long queue dispatches), in a batch holding its position plus the requests
+    that arrived behind it: its own batch size depends on later arrivals. Requests whose batch
+    forms at a free epoch with fewer than pmin waiting, or while the node idles, are counted
+    directly from the formation: their waits are their ages at that epoch plus the formation
+    time. The sojourn adds the batch's own service S(k).
+
+Several instances (approximation)
+    The blocking after a dispatch is the time until some instance is free. A dispatch to an
+    instance that had just freed while the others were busy (group 1) blocks for S(k)/c, the
+    spacing of instances that take batches in turn (exact for deterministic service in heavy
+    traffic). Any other dispatch (group 0) blocks for min over the instances taken j = 1..c-1
+    dispatches ago of their remaining time, each started G_j earlier, G_j a gamma sum of the
+    gaps between dispatches measured in the previous pass of a fixed point (3 passes).
+
+Renewal arrivals (approximation)
+    Counts in an interval follow the stationary renewal law (exact for Erlang interarrival
+    times), and a request is taken to see the time-average state.
 
 What is exact and what is not
-    With D = 0 and preferred sizes {B} (Triton's default) the result is exact up to the lattice
-    step h (service laws and residual times are discretised to h; the quantiles move by at most
-    about h) and the truncation mass, both stated in ``accuracy``. With other preferred sizes the
-    batches ahead of the tagged request are taken to be of the size a long queue dispatches,
-    an approximation.
+    One instance, D = 0 and a single preferred size (Triton's default {B}), Poisson arrivals:
+    exact up to the lattice step h (quantiles within about h) and the truncation mass, both
+    stated in ``accuracy`` ("numerical"). Everything else is an "approximation" whose
+    statement lists the rules it simplifies: several preferred sizes (a request leaves in the
+    first batch that reaches it), a delay with requests left behind (the oldest left-behind
+    request is taken to be the blocking time plus m / rate old), several instances, renewal
+    arrivals. Measured errors: validation/predict_accuracy.py.
 
 References
 ----------
