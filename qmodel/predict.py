@@ -98,7 +98,7 @@ def _node(node: Node, rate: float, resolution: int, scv: float = 1.0) -> Latency
             f"predict() does not model a finite queue yet (max_queue_size="
             f"{node.max_queue_size}); use qmodel.simulate, or set max_queue_size=0")
     service = node.service
-    if node.max_batch_size == 1 and service.kind == "affine" and scv == 1.0:
+    if node.max_batch_size == 1 and scv == 1.0:
         mean = float(service.mean(1))
         if service.jitter == "deterministic":
             return mdc(rate, mean, node.instances)

@@ -142,3 +142,26 @@ def test_renewal_arrivals(scv):
         lo, hi = sim.ci(p, level=0.99)
         s = sim.quantile(p)
         assert abs(pred.quantile(p) / s - 1) <= 0.08 + (hi - lo) / 2 / s
+
+
+@pytest.mark.parametrize("service", [
+    qm.ServiceTime.affine(2e-3),                                            # flat in k
+    qm.ServiceTime.table({1: 3.1e-3, 2: 3.6e-3, 4: 4.4e-3, 8: 6.7e-3}),
+    qm.ServiceTime.empirical({1: [2e-3, 2.2e-3, 2.5e-3], 8: [5e-3, 5.5e-3, 7e-3]}),
+    qm.ServiceTime.affine(2e-3, 0.3e-3, jitter=("gamma", 0.5)),
+])
+def test_preferred_sizes_below_b_with_a_delay(service):
+    # A long queue with a delay dispatches B (its oldest request has waited past the delay),
+    # not the largest preferred size: the model's capacity must be the node's, so it stays
+    # finite up to 95% of capacity and close to the simulator at half load.
+    node = qm.Node(service, max_batch_size=8, max_queue_delay=1e-3, preferred_batch_sizes=(4,),
+                   instances=2)
+    for load in (0.5, 0.95):
+        r = qm.predict(node, rate=load * node.capacity)
+        q = [r.p50, r.p95, r.p99]
+        assert np.all(np.isfinite(q)) and q[0] <= q[1] <= q[2]
+    rate = 0.5 * node.capacity
+    sim = qm.simulate(node, rate=rate, requests=REQUESTS, seed=6)
+    pred = qm.predict(node, rate=rate)
+    # measured: within 18% here (preferred sizes and two instances are both approximated)
+    assert abs(pred.p99 / sim.p99 - 1) <= 0.20

@@ -202,6 +202,7 @@ def batch_node(node: Node, rate: float, resolution: int = DEFAULT_RESOLUTION,
 class _SingleInstance:
     """The computation behind :func:`batch_node`, in steps named after the module docstring."""
 
+    MAX_QUEUE_STATES = 4_000  # beyond this the load is too close to the model's capacity
     MAX_SERVICE_POINTS = 200   # lattice points across the longest service time
     MAX_DELAY_POINTS = 50     # lattice points across max_queue_delay
     ITERATIONS = 3      # passes of the c > 1 fixed point (batch sizes and load -> blocking)
@@ -215,9 +216,12 @@ class _SingleInstance:
         self.D = float(node.max_queue_delay)
         self.table = node.preferred_table()
         self.pmin = min(node.effective_preferred)
-        self.K = int(self.table[self.B])        # what a long queue dispatches
+        # what a long queue dispatches: B once the oldest request's delay has run out (with a
+        # delay, a long queue always holds such a request), else the largest preferred size
+        self.K = node.saturated_batch_size
         # sizes that can leave requests behind: a queue of n >= pmin dispatches table[min(n, B)]
-        self.leaving = sorted({int(self.table[n]) for n in range(self.pmin, self.B + 1)})
+        self.leaving = sorted({int(self.table[n]) for n in range(self.pmin, self.B + 1)}
+                              | ({self.B} if self.D > 0 else set()))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             own = np.asarray(node.service.mean(np.arange(1, self.B + 1)), float)
@@ -411,6 +415,11 @@ class _SingleInstance:
         full = self.groups - 1                       # the group of "all others busy" records
         theta = _decay_rate(self.A[full * B + K - 1], K)
         N = B + self.J + int(math.ceil(-math.log(self.tail) / theta)) + 1
+        if N > self.MAX_QUEUE_STATES:
+            raise ValueError(
+                f"the batch model's queue does not drain fast enough at rate {self.rate:g}/s "
+                f"(it would need {N:,} queue states): the load is too close to what the model "
+                f"sees as capacity. Lower the rate, or use qmodel.simulate for this node")
         self.N = N
         R1 = B + len(self.leaving) * N               # records per group
         self.R1 = R1
@@ -425,13 +434,19 @@ class _SingleInstance:
             trip_rows.append(rows.ravel())
             trip_cols.append(cols.ravel())
             trip_vals.append(vals.ravel())
-        # where an immediate dispatch from n waiting leads: record (table[min(n, B)], rest)
+        # where an immediate dispatch from n waiting leads: record (k, rest) with k the largest
+        # preferred size <= min(n, B), or min(n, B) once the oldest request's delay ran out
         n_all = np.arange(N + self.J)
-        k_imm = self.table[np.minimum(n_all, B)]
-        m_imm = np.minimum(n_all - k_imm, N)
-        dest_imm = np.where(m_imm > 0,
+
+        def destination(k_imm):
+            m_imm = np.minimum(n_all - k_imm, N)
+            return np.where(m_imm > 0,
                             B + np.searchsorted(self.leaving, k_imm) * N + (m_imm - 1),
                             k_imm - 1)
+
+        dest_imm = destination(self.table[np.minimum(n_all, B)])
+        dest_exc = destination(np.minimum(n_all, B))
+        exc0, exc_m = self._exceeded_counts(N)
         idle_sizes, idle_wait = self.formation(1, np.array([D]))
         self.idle_sizes = idle_sizes[0]
         self.idle_time = 1.0 / self.rate + float(idle_wait[0])
@@ -447,8 +462,11 @@ class _SingleInstance:
         for g in range(self.groups):
             self._small_queue(small, g)
             big = x >= pmin
+            laws = slice(g * B, (g + 1) * B)
             add(g * R1 + np.arange(B)[:, None], full * R1 + dest_imm[x[big]][None, :],
-                self.A[g * B:(g + 1) * B][:, big])
+                (self.A[laws] - exc0[laws])[:, big])
+            add(g * R1 + np.arange(B)[:, None], full * R1 + dest_exc[x[big]][None, :],
+                exc0[laws][:, big])
             for k in self.leaving:
                 first = g * R1 + B + self.leaving.index(k) * N
                 law = g * B + k - 1
@@ -456,13 +474,17 @@ class _SingleInstance:
                 n_next = m + x[None, :]                                   # (m, x)
                 big = n_next >= pmin
                 rows = np.broadcast_to(first + m - 1, n_next.shape)
+                late = exc_m[law]                                          # (m, x)
                 add(rows[big], full * R1 + dest_imm[n_next[big]],
-                    np.broadcast_to(A_pos[law], n_next.shape)[big])
+                    (np.broadcast_to(A_pos[law], n_next.shape) - late)[big])
+                add(rows[big], full * R1 + dest_exc[n_next[big]], late[big])
                 # blocked for no time (a free instance at once): the next one goes at once too
                 atom = self.A[law][0] - A_pos[law][0]
                 if atom > 0:
                     ready = np.arange(max(pmin, 1), N + 1)
-                    add(first + ready - 1, dest_imm[ready], atom)
+                    expired = (D > 0) & (ready / self.rate >= D)
+                    add(first + ready - 1, np.where(expired, dest_exc[ready], dest_imm[ready]),
+                        atom)
                 for mm in range(1, min(pmin, N + 1)):
                     self._remainder_small_queue(small[first + mm - 1], first + mm - 1, law, mm)
         rows_small, cols_small = np.nonzero(small)
@@ -482,6 +504,37 @@ class _SingleInstance:
         self.chain_tail = float(sum(
             self.pi[g * R1 + B + i * N + N - self.J:g * R1 + B + (i + 1) * N].sum()
             for g in range(self.groups) for i in range(len(self.leaving))))
+
+    def _exceeded_counts(self, N):
+        """Where the delay matters for an immediate dispatch: the mass of x arrivals during a
+        positive blocking after which the oldest request waited at least D.
+
+        Returns exc0[law, x] (records that left nobody: the oldest of x arrivals over a
+        blocking s is s * Beta(x, 1) old) and exc_m[law] of shape (N, J) (records that left m:
+        the oldest is taken as s + m / rate old). Zero without a delay or when the preferred
+        and the delay-expired dispatch agree (preferred sizes {B}).
+        """
+        laws, J = self.ps.shape[0], self.J
+        exc0 = np.zeros((laws, J))
+        exc_m = {}
+        if self.D == 0 or self.pmin == self.B:
+            zero = np.zeros((N, J))
+            return exc0, {law: zero for law in range(laws)}
+        s = self.times
+        x = np.arange(J)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            frac = np.where(s > self.D, self.D / np.where(s > 0, s, 1.0), 1.0)
+        weight = self.pois_s * (1.0 - frac[:, None] ** x[None, :])
+        positive = self.ps.copy()
+        positive[:, 0] = 0.0
+        exc0 = positive @ weight
+        m = np.arange(1, N + 1)
+        start = np.clip(np.ceil((self.D - m / self.rate) / self.h).astype(int), 0, self.Ls)
+        for law in range(laws):
+            suffix = np.zeros((self.Ls + 1, J))
+            suffix[:-1] = np.cumsum((positive[law][:, None] * self.pois_s)[::-1], axis=0)[::-1]
+            exc_m[law] = suffix[start]
+        return exc0, exc_m
 
     def _small_queue(self, T, g):
         """Transitions of group g's records with m = 0 into free epochs with fewer than pmin
@@ -633,7 +686,10 @@ class _SingleInstance:
             G = np.clip(signal.fftconvolve(padded, pois, axes=0)[:B + 1], 0.0, None)
             G[B] = np.clip(M.sum(axis=0) - G[:B].sum(axis=0), 0.0, None)  # B or more waiting
             for n in range(pmin, B + 1):
-                self.H.dense[self.table[n], :self.Le] += G[n]
+                # after waiting through full batches, the oldest request ahead has run out its
+                # delay: all n go (D > 0); otherwise the largest preferred size <= n
+                k = self.table[n] if next_batch or self.D == 0 else n
+                self.H.dense[k, :self.Le] += G[n]
             if not next_batch and pmin > 1:
                 self._late_small_batch(M, pois)
         self._formation_members()
