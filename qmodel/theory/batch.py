@@ -315,48 +315,18 @@ class _SingleInstance:
         return _renewal_counts(self.rate, self.scv, times, count)
 
     # --- batch formation -----------------------------------------------------------------
-    def formation(self, n0: int, r, pois=None):
-        """Batch-size law and mean wait of a formation that starts with n0 waiting.
+    def formation_all(self, r, pois=None):
+        """Batch-size law and mean wait of formations starting with n0 = 1..pmin-1 waiting.
 
-        The batch leaves at the (pmin - n0)-th further arrival or after ``r`` seconds,
-        whichever comes first (Triton's delay rule, timed from the oldest request).
-
-        Parameters
-        ----------
-        n0 : int
-        r : array
-            Time left until the oldest request's delay runs out.
-        pois : array, optional
-            ``_poisson_table(rate, r, pmin)``, when the caller reuses it for several n0.
+        The batch leaves at the (pmin - n0)-th further arrival or when the oldest request's
+        delay runs out, ``r`` seconds from now, whichever comes first (Triton's delay rule).
 
         Returns
         -------
-        sizes : array, shape (len(r), B + 1)
-            P(batch size = k).
-        wait : array, shape (len(r),)
+        sizes : array, shape (pmin, len(r), B + 1)
+            P(batch size = k), indexed by n0 (row 0 unused).
+        wait : array, shape (pmin, len(r))
             E[min(time of the (pmin - n0)-th arrival, r)].
-        """
-        r = np.atleast_1d(np.asarray(r, float))
-        sizes = np.zeros((r.size, self.B + 1))
-        need = self.pmin - n0
-        if need <= 0:
-            sizes[:, self.table[min(n0, self.B)]] = 1.0
-            return sizes, np.zeros(r.size)
-        if pois is None:
-            pois = self.counts(r, need)
-        pois = pois[:, :need]
-        sizes[:, n0:self.pmin] = pois
-        cdf = np.cumsum(pois, axis=1)
-        sizes[:, self.pmin] = np.clip(1.0 - cdf[:, -1], 0.0, None)
-        # E[min(Gamma(need, rate), r)] = sum_{x < need} P(Poisson(rate r) > x) / rate
-        wait = (1.0 - cdf).clip(0.0, None).sum(axis=1) / self.rate
-        return sizes, wait
-
-    def formation_all(self, r, pois=None):
-        """:meth:`formation` for every n0 = 1..pmin-1 at once.
-
-        Returns sizes of shape (pmin, len(r), B + 1) and waits of shape (pmin, len(r)),
-        indexed by n0 (row 0 unused).
         """
         r = np.atleast_1d(np.asarray(r, float))
         P = self.pmin
@@ -447,9 +417,11 @@ class _SingleInstance:
         dest_imm = destination(self.table[np.minimum(n_all, B)])
         dest_exc = destination(np.minimum(n_all, B))
         exc0, exc_m = self._exceeded_counts(N)
-        idle_sizes, idle_wait = self.formation(1, np.array([D]))
-        self.idle_sizes = idle_sizes[0]
-        self.idle_time = 1.0 / self.rate + float(idle_wait[0])
+        self.idle_sizes, self.idle_time = None, 1.0 / self.rate
+        if pmin > 1:                 # an arrival to an idle node starts a formation of one
+            idle_sizes, idle_wait = self.formation_all(np.array([D]))
+            self.idle_sizes = idle_sizes[1, 0]
+            self.idle_time += float(idle_wait[1, 0])
         # formations after a batch that left nobody: the oldest is a*h old, a < Da
         r_grid = D - np.arange(self.Da) * self.h
         self.young_sizes, self.young_wait = self.formation_all(r_grid)
@@ -713,9 +685,9 @@ class _SingleInstance:
             r = D - age[young]
             # the batch leaves when pmin is reached or the delay runs out: its size law is
             # exact given r; its leaving time is taken at the mean of that wait
-            pois_r = self.counts(r, pmin)
+            all_sizes, all_wait = self.formation_all(r)
             for x in range(pmin - j):
-                sizes, wait = self.formation(j + x, r, pois_r)
+                sizes, wait = all_sizes[j + x], all_wait[j + x]
                 when = young + np.rint(wait / self.h).astype(int)
                 self.H.points(np.arange(self.B + 1)[:, None], when[None, :],
                               mass[x, young][None, :] * sizes.T)
@@ -822,7 +794,6 @@ class _SingleInstance:
         L = _fft_len(self.Lh + self.Ls)
         spec = (fft.rfft(H[1:], L, axis=1) * fft.rfft(self.ps_own, L, axis=1)).sum(axis=0)
         self.pmf = np.clip(fft.irfft(spec, L), 0.0, None)
-        self.dispatch_mass = H.sum(axis=1)
 
     def approximations(self) -> list[str]:
         """What this node's result approximates (empty: exact up to lattice and truncation)."""
@@ -850,6 +821,9 @@ class _SingleInstance:
         self.arrival_view()
         for _ in range(self.ITERATIONS if self.c > 1 else 0):
             # c > 1: group 0's blocking law from this pass's batch sizes and gaps
+            if self.gap is not None and abs(self.cycle / self.gap - 1) < 1e-3 \
+                    and abs(self.cycle_scv - self.gap_scv) < 1e-3 * max(self.gap_scv, 1e-3):
+                break                                          # the fixed point has settled
             self.batch_law = np.bincount(self.rec_k, weights=self.pi, minlength=self.B + 1)[1:]
             self.gap, self.gap_scv = self.cycle, self.cycle_scv
             self._blocking_laws()
