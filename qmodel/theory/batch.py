@@ -42,10 +42,10 @@ What is exact and what is not
     One instance, D = 0 and a single preferred size (Triton's default {B}), Poisson arrivals:
     exact up to the lattice step h (quantiles within about h) and the truncation mass, both
     stated in ``accuracy`` ("numerical"). Everything else is an "approximation" whose
-    statement lists the rules it simplifies: several preferred sizes (a request leaves in the
-    first batch that reaches it), a delay with requests left behind (the oldest left-behind
-    request is taken to be the blocking time plus m / rate old), several instances, renewal
-    arrivals. Measured errors: validation/predict_accuracy.py.
+    statement lists the rules it simplifies: several preferred sizes (a request passed over by
+    a smaller preferred batch leaves in the next one, sized at its mean), a delay with requests
+    left behind (the oldest left-behind request is taken to be the blocking time plus m / rate
+    old), several instances, renewal arrivals. Measured errors: validation/predict_accuracy.py.
 
 References
 ----------
@@ -661,10 +661,31 @@ class _SingleInstance:
                 # after waiting through full batches, the oldest request ahead has run out its
                 # delay: all n go (D > 0); otherwise the largest preferred size <= n
                 k = self.table[n] if next_batch or self.D == 0 else n
+                if n < B and k < n:
+                    left = self._passed_over(M, pois, n, k)
+                    G[n] -= left
+                    self._next_batch_after(left, n, k)
                 self.H.dense[k, :self.Le] += G[n]
             if not next_batch and pmin > 1:
                 self._late_small_batch(M, pois)
         self._formation_members()
+
+    def _passed_over(self, M, pois, n, k):
+        """Mass of requests in position j > k when n wait and a batch of k < n goes: the
+        dispatch does not take them."""
+        left = np.zeros(self.Le)
+        for j in range(k + 1, min(n, self.K) + 1):
+            left += M[j - 1] * pois[n - j]
+        return left
+
+    def _next_batch_after(self, left, n, k):
+        """A request passed over by a batch of k leaves in the next one: after that batch's
+        blocking time, with the n - k left behind plus the mean arrivals meanwhile
+        (approximation: one more round, its size at the mean)."""
+        law = self.ps[(self.groups - 1) * self.B + k - 1]
+        size = int(min(self.B, max(1, round(n - k + self.rate * float(law @ self.times)))))
+        later = signal.fftconvolve(left, law)[:self.Le]
+        self.H.dense[size, :self.Le] += np.clip(later, 0.0, None)
 
     def _late_small_batch(self, M, pois):
         """A request that waited through full batches and then finds fewer than pmin waiting.
@@ -801,8 +822,8 @@ class _SingleInstance:
         table = self.table
         for j in range(1, self.K + 1):
             if any((table[n] if n >= self.pmin else n) < j for n in range(j, self.B + 1)):
-                notes.append("several preferred sizes: a request leaves in the first batch "
-                             "that reaches it")
+                notes.append("several preferred sizes: a request passed over by a smaller "
+                             "preferred batch leaves in the next one, sized at its mean")
                 break
         if self.scv != 1.0:
             notes.append(f"renewal arrivals (scv {self.scv:g}): stationary counts, requests see "
