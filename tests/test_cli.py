@@ -67,3 +67,30 @@ def test_malformed_flags_are_rejected_by_the_parser(capsys):
     with pytest.raises(SystemExit):
         main(["simulate", "--max-queue-delay", "2 parsecs", "--rate", "1"])
     assert "duration" in capsys.readouterr().err
+
+
+def test_predict_prints_the_model_and_its_claim(capsys):
+    assert main(["predict", *NODE, "--rate", "800"]) == 0
+    out = capsys.readouterr().out
+    for word in ("predicted", "p99", "method: batch node", "accuracy", "approximation"):
+        assert word in out
+
+
+def test_predict_json_matches_the_api_and_check_simulates(capsys):
+    import qmodel as qm
+
+    assert main(["predict", *NODE, "--rate", "800", "--json", "--check", "100000"]) == 0
+    rep = json.loads(capsys.readouterr().out)
+    node = qm.Node(qm.ServiceTime.affine(2.4e-3, 0.54e-3), max_batch_size=8,
+                   max_queue_delay=1e-3)
+    assert rep["p99"] == pytest.approx(qm.predict(node, rate=800.0).p99)
+    assert rep["simulated"]["p99_ci95"][0] < rep["simulated"]["p99"]
+    assert rep["exactness"] == "approximation"
+
+
+def test_predict_errors_are_one_line(capsys):
+    assert main(["predict", *NODE, "--rate", "1e6"]) == 2              # unstable
+    assert "capacity" in capsys.readouterr().err
+    assert main(["predict", *NODE, "--rate", "800", "--nodes", "4",
+                 "--router", "least_outstanding"]) == 3               # not modelled yet
+    assert "not modelled yet" in capsys.readouterr().err
