@@ -137,8 +137,10 @@ def _decay_rate(increment_pmf: np.ndarray, step: int) -> float:
     j = np.flatnonzero(increment_pmf > 0)
     logp = np.log(increment_pmf[j])
 
-    def log_mgf(theta):
-        return float(special.logsumexp(logp + theta * (j - step)))
+    def log_mgf(theta):                  # log-sum-exp, shifted by the largest term
+        a = logp + theta * (j - step)
+        top = a.max()
+        return float(top + np.log(np.exp(a - top).sum()))
 
     if j.max() <= step:           # the queue can never grow past a full batch
         return 50.0
