@@ -709,11 +709,10 @@ class _SingleInstance:
             # the batch leaves when pmin is reached or the delay runs out: its size law is
             # exact given r; its leaving time is taken at the mean of that wait
             all_sizes, all_wait = self.formation_all(r)
-            for x in range(pmin - j):
-                sizes, wait = all_sizes[j + x], all_wait[j + x]
-                when = young + np.rint(wait / self.h).astype(int)
-                self.H.points(np.arange(self.B + 1)[:, None], when[None, :],
-                              mass[x, young][None, :] * sizes.T)
+            sizes, wait = all_sizes[j:pmin], all_wait[j:pmin]       # n = j + x waiting
+            when = young[None, :] + np.rint(wait / self.h).astype(int)
+            self.H.points(np.arange(self.B + 1)[None, None, :], when[:, :, None],
+                          mass[:, young][:, :, None] * sizes)
 
     def _formation_members(self):
         """Requests whose batch forms at an instance-free epoch with fewer than pmin waiting,
@@ -754,12 +753,14 @@ class _SingleInstance:
             on = np.flatnonzero(p > 0)
             age = self.times[on] + m / self.rate
             old = age >= D
-            for x in range(1, pmin - m):
-                mass = per_request[rec] * p[on] * self.pois_s[on, x]
-                self.H.uniform(m + x, 0, on[old], mass[old] * x)
-                if (~old).any():
-                    cases[m + x].append((np.rint(age[~old] / h).astype(int), mass[~old],
-                                         np.full((~old).sum(), x), on[~old]))
+            x = np.arange(1, pmin - m)[:, None]
+            mass = per_request[rec] * p[on][None, :] * self.pois_s[on][:, 1:pmin - m].T  # (x, s)
+            self.H.uniform(m + x, 0, on[old][None, :], mass[:, old] * x)
+            if (~old).any():
+                a_young = np.rint(age[~old] / h).astype(int)
+                for xi in range(x.shape[0]):
+                    cases[m + xi + 1].append((a_young, mass[xi, ~old],
+                                              np.full(a_young.size, xi + 1), on[~old]))
         for n0, parts in cases.items():
             if parts:
                 a_idx, mass, count, span = (np.concatenate(z) for z in zip(*parts))
@@ -896,22 +897,23 @@ class _Spread:
 
     def points(self, k, idx, w):
         """Mass w at lattice point idx for batch size k (arrays broadcast together)."""
-        k, idx, w = np.broadcast_arrays(np.asarray(k, int), np.asarray(idx, int),
-                                        np.asarray(w, float))
-        idx = np.clip(idx, 0, self.length - 1)
-        self._idx.append((k * self.length + idx).ravel())
-        self._w.append(w.ravel())
+        flat = np.asarray(k) * self.length + np.minimum(np.maximum(idx, 0), self.length - 1)
+        w = np.asarray(w, float)
+        shape = np.broadcast(flat, w).shape
+        self._idx.append(np.broadcast_to(flat, shape).ravel())
+        self._w.append(np.broadcast_to(w, shape).ravel())
 
     def uniform(self, k, lo, hi, w):
         """Mass w spread evenly over lattice points lo..hi (inclusive)."""
-        k, lo, hi, w = np.broadcast_arrays(np.asarray(k, int), np.asarray(lo, int),
-                                           np.asarray(hi, int), np.asarray(w, float))
-        lo = np.clip(lo, 0, self.length - 1)
-        hi = np.clip(hi, 0, self.length - 1)
-        base = k * (self.length + 1)
-        self._lo.append((base + lo).ravel())
-        self._hi.append((base + hi + 1).ravel())
-        self._per.append((w / (hi - lo + 1)).ravel())
+        lo = np.minimum(np.maximum(lo, 0), self.length - 1)
+        hi = np.minimum(np.maximum(hi, 0), self.length - 1)
+        base = np.asarray(k) * (self.length + 1)
+        start, stop = base + lo, base + hi + 1
+        per = np.asarray(w, float) / (hi - lo + 1)
+        shape = np.broadcast(start, stop, per).shape
+        self._lo.append(np.broadcast_to(start, shape).ravel())
+        self._hi.append(np.broadcast_to(stop, shape).ravel())
+        self._per.append(np.broadcast_to(per, shape).ravel())
 
     def result(self) -> np.ndarray:
         size = (self.B + 1) * self.length
