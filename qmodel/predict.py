@@ -71,6 +71,10 @@ def predict(system, rate=None, *, arrivals=None, resolution: int = DEFAULT_RESOL
     ('approximation', 9.4)
     """
     process = arrivals_from(rate, arrivals)
+    if isinstance(resolution, bool) or not isinstance(resolution, int) or resolution < 4:
+        raise ValueError(f"resolution must be a whole number of lattice steps per batch-of-one "
+                         f"service time, at least 4 (default {DEFAULT_RESOLUTION}); got "
+                         f"{resolution!r}")
     if isinstance(process, Trace):
         raise NotImplementedError(
             "predict() does not model a trace of arrival times; pass "
@@ -87,6 +91,8 @@ def predict(system, rate=None, *, arrivals=None, resolution: int = DEFAULT_RESOL
             raise NotImplementedError(
                 "predict() splits only Poisson traffic across nodes so far (a random split of a "
                 "renewal stream is not renewal); use qmodel.simulate for it")
+        if len(system.nodes) == 1:
+            return _node(system.nodes[0], rate, resolution, scv)
         return _cluster(system, rate, resolution)
     raise ValueError(f"predict() takes a qmodel.Node or qmodel.Cluster, got "
                      f"{type(system).__name__}")
@@ -117,8 +123,6 @@ def _node(node: Node, rate: float, resolution: int, scv: float = 1.0) -> Latency
 
 def _cluster(cluster: Cluster, rate: float, resolution: int) -> Latency:
     nodes = cluster.nodes
-    if len(nodes) == 1:
-        return _node(nodes[0], rate, resolution)
     if cluster.router.policy != "random":
         raise NotImplementedError(
             f"predict() models clusters behind a random (weighted) router so far; router "

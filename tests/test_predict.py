@@ -113,6 +113,12 @@ def test_what_is_not_modelled_yet_says_so():
 
 def test_unstable_load_and_bad_input():
     node = _node(8, 0, 1)
+    with pytest.raises(ValueError, match="resolution"):
+        qm.predict(node, rate=100.0, resolution=0)
+    # a one-node cluster keeps the renewal arrivals it was given
+    arrivals = qm.Renewal(0.5 * node.capacity, scv=0.25)
+    assert (qm.predict(qm.Cluster(node), arrivals=arrivals).p99
+            == pytest.approx(qm.predict(node, arrivals=arrivals).p99))
     with pytest.raises(qm.UnstableError, match="capacity"):
         qm.predict(node, rate=2 * node.capacity)
     with pytest.raises(ValueError, match="rate"):
