@@ -91,8 +91,10 @@ def gig1(rate, service: ServiceTime, arrival_scv: float, batch_size: int = 1,
     if rho >= 1:
         raise UnstableError(f"rate {rate:g}/s is at or above the server's capacity "
                             f"{1 / mean_s:g}/s; lower the rate")
-    cs2 = {"deterministic": 0.0, "exponential": 1.0}.get(service.jitter, service.cv ** 2
-                                                           if service.cv == service.cv else 1.0)
+    # service scv, only to size the lattice (empirical samples: taken as 1, a safe overestimate
+    # for measured kernel times)
+    cs2 = {"deterministic": 0.0, "exponential": 1.0, "empirical": 1.0}.get(service.jitter,
+                                                                          service.cv ** 2)
     # scale of the waiting time (Kingman) sets the lattice: its 1e-10 tail spans the lattice
     kingman = rho / (1 - rho) * (arrival_scv + cs2) / 2 * mean_s
     s_top = service_upper(service, [batch_size], 1e-12)
