@@ -29,7 +29,7 @@ import numpy as np
 
 from .latency import Accuracy, Latency
 from .system import Cluster, Node, Renewal, Trace, arrivals_from, check_stable
-from .theory.batch import DEFAULT_RESOLUTION, batch_node
+from .theory.batch import DEFAULT_RESOLUTION, batch_node, check_resolution
 from .theory.classical import mdc, mmc
 from .theory.lindley import gig1
 
@@ -71,10 +71,7 @@ def predict(system, rate=None, *, arrivals=None, resolution: int = DEFAULT_RESOL
     ('approximation', 9.4)
     """
     process = arrivals_from(rate, arrivals)
-    if isinstance(resolution, bool) or not isinstance(resolution, int) or resolution < 4:
-        raise ValueError(f"resolution must be a whole number of lattice steps per batch-of-one "
-                         f"service time, at least 4 (default {DEFAULT_RESOLUTION}); got "
-                         f"{resolution!r}")
+    check_resolution(resolution)       # checked here too: M/D/c and M/M/c ignore it
     if isinstance(process, Trace):
         raise NotImplementedError(
             "predict() does not model a trace of arrival times; pass "

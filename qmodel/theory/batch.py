@@ -154,6 +154,15 @@ def _fft_len(n: int) -> int:
     return fft.next_fast_len(int(n), real=True)
 
 
+def check_resolution(resolution) -> int:
+    """The lattice resolution as a whole number >= 4, or a ValueError that says so."""
+    if isinstance(resolution, bool) or not isinstance(resolution, int) or resolution < 4:
+        raise ValueError(f"resolution must be a whole number of lattice steps per batch-of-one "
+                         f"service time, at least 4 (default {DEFAULT_RESOLUTION}); got "
+                         f"{resolution!r}")
+    return resolution
+
+
 def batch_node(node: Node, rate: float, resolution: int = DEFAULT_RESOLUTION,
                tail: float = 1e-10, arrival_scv: float = 1.0) -> BatchNodeLatency:
     """Sojourn-time distribution of a batching node with one instance and Poisson arrivals.
@@ -189,6 +198,7 @@ def batch_node(node: Node, rate: float, resolution: int = DEFAULT_RESOLUTION,
     """
     if node.max_queue_size:
         raise ValueError("batch_node assumes an unlimited queue (max_queue_size=0)")
+    check_resolution(resolution)
     rate = float(rate)
     if not rate > 0 or not math.isfinite(rate):
         raise ValueError(f"rate must be a positive number of requests per second, got {rate}")
@@ -363,6 +373,11 @@ class _SingleInstance:
         self.J = min(max(int(alive[-1]) + 2 if alive.size else 2, self.B + 2), A.shape[1])
         self.pois_s = pois[:, :self.J]
         self.A = A[:, :self.J]
+        # the blocking laws without their atom at 0 (a free instance at once), and the
+        # arrivals during a positive blocking: after it, the next dispatch finds all others busy
+        self.ps_positive = self.ps.copy()
+        self.ps_positive[:, 0] = 0.0
+        self.A_pos = self.ps_positive @ self.pois_s
         # density of (n, a): Phi_k(a) (rate a)^(n-1) / (n-1)!, Phi_k(a) = E[rate e^{-rate S}; S >= a]
         a = self.times
         phi = np.cumsum((self.ps * self.rate * np.exp(-self.rate * a))[:, ::-1], axis=1)[:, ::-1]
@@ -429,10 +444,7 @@ class _SingleInstance:
         self.young_sizes, self.young_wait = self.formation_all(r_grid)
         self.after = np.zeros(R)     # mean idle + formation time after each record's blocking
         x = np.arange(self.J)
-        # arrivals while blocked for a positive time: the next dispatch finds all others busy
-        positive = self.ps.copy()
-        positive[:, 0] = 0.0
-        A_pos = positive @ self.pois_s
+        A_pos = self.A_pos
         for g in range(self.groups):
             self._small_queue(small, g)
             big = x >= pmin
@@ -499,8 +511,7 @@ class _SingleInstance:
         with np.errstate(divide="ignore", invalid="ignore"):
             frac = np.where(s > self.D, self.D / np.where(s > 0, s, 1.0), 1.0)
         weight = self.pois_s * (1.0 - frac[:, None] ** x[None, :])
-        positive = self.ps.copy()
-        positive[:, 0] = 0.0
+        positive = self.ps_positive
         exc0 = positive @ weight
         m = np.arange(1, N + 1)
         start = np.clip(np.ceil((self.D - m / self.rate) / self.h).astype(int), 0, self.Ls)
