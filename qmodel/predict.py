@@ -9,7 +9,11 @@ node and arrivals                              solver
 max_batch_size 1, deterministic service,       M/D/c (exact up to a stated truncation)
 Poisson
 max_batch_size 1, exponential service, Poisson M/M/c (exact)
+max_batch_size 1, other service laws, Poisson, M/G/1 by transform inversion (numerical)
+1 instance
 max_batch_size 1, renewal arrivals, 1 instance GI/G/1 by Lindley's recursion (numerical)
+max_batch_size 1, several instances, renewal   GI/G/c as one c-times-faster server, waiting
+arrivals or other service laws                 probability scaled by Erlang C (approximation)
 one instance, any batching knobs and service   batch-node chain (numerical: lattice step and
                                                truncation stated; "approximation" where the
                                                result says which rule it simplifies)
@@ -20,7 +24,10 @@ batching                                       turn; renewal counts (approximati
 
 A cluster behind a random (weighted) router splits Poisson traffic into independent Poisson
 streams, so its latency is the request-weighted mixture of its nodes' latencies: exact
-decomposition. Other routers and finite queues are reported as not yet modelled, by name.
+decomposition. A finite ``max_queue_size`` makes the node a loss system (batch-node chain, with
+``rejection_fraction``). A :class:`~qmodel.system.Trace` is taken as renewal arrivals with its
+rate and interarrival scv (approximation, stated). Other routers are reported as not yet
+modelled, by name.
 """
 
 from __future__ import annotations
@@ -30,10 +37,14 @@ import numpy as np
 from .latency import Accuracy, Latency
 from .system import Cluster, Node, Renewal, Trace, arrivals_from, check_stable
 from .theory.batch import DEFAULT_RESOLUTION, batch_node, check_resolution
-from .theory.classical import mdc, mmc
-from .theory.lindley import gig1
+from .theory.classical import mdc, mg1, mmc
+from .theory.lindley import gig1, gigc
 
 __all__ = ["predict", "MixtureLatency"]
+
+# Deterministic arrivals (Renewal scv 0) are taken as gamma gaps with this scv (Erlang-1000):
+# the Lindley lattice needs a spread, and the difference is far below the lattice step.
+MIN_SCV = 1e-3
 
 
 def predict(system, rate=None, *, arrivals=None, resolution: int = DEFAULT_RESOLUTION) -> Latency:
@@ -72,50 +83,62 @@ def predict(system, rate=None, *, arrivals=None, resolution: int = DEFAULT_RESOL
     """
     process = arrivals_from(rate, arrivals)
     check_resolution(resolution)       # checked here too: M/D/c and M/M/c ignore it
+    if not isinstance(system, (Node, Cluster)):
+        raise ValueError(f"predict() takes a qmodel.Node or qmodel.Cluster, got "
+                         f"{type(system).__name__}")
+    trace_note = None
     if isinstance(process, Trace):
-        raise NotImplementedError(
-            "predict() does not model a trace of arrival times; pass "
-            "arrivals=qmodel.Renewal(trace.rate, trace.scv) for a renewal approximation, or "
-            "replay the trace with qmodel.simulate")
+        # the models take a renewal stream: keep the trace's rate and gap variability, drop
+        # the correlation between successive gaps (bursts that last many requests)
+        process = Renewal(process.rate, min(process.scv, 100.0))
+        trace_note = (f"trace replaced by renewal arrivals with its rate {process.rate:.6g}/s "
+                      f"and interarrival scv {process.scv:.3g} (gamma gaps; correlation between "
+                      f"successive gaps ignored: replay the trace with qmodel.simulate to see "
+                      f"its effect)")
     scv = float(process.scv) if isinstance(process, Renewal) else 1.0
     rate = float(process.rate)
+    check_stable(system, rate)
     if isinstance(system, Node):
-        check_stable(system, rate)
-        return _node(system, rate, resolution, scv)
-    if isinstance(system, Cluster):
-        check_stable(system, rate)
-        if scv != 1.0 and len(system.nodes) > 1:
-            raise NotImplementedError(
-                "predict() splits only Poisson traffic across nodes so far (a random split of a "
-                "renewal stream is not renewal); use qmodel.simulate for it")
-        if len(system.nodes) == 1:
-            return _node(system.nodes[0], rate, resolution, scv)
-        return _cluster(system, rate, resolution)
-    raise ValueError(f"predict() takes a qmodel.Node or qmodel.Cluster, got "
-                     f"{type(system).__name__}")
+        result = _node(system, rate, resolution, scv)
+    elif len(system.nodes) == 1:
+        result = _node(system.nodes[0], rate, resolution, scv)
+    elif scv != 1.0:
+        raise NotImplementedError(
+            "predict() splits only Poisson traffic across nodes so far (a random split of a "
+            "renewal stream is not renewal); use qmodel.simulate for it")
+    else:
+        result = _cluster(system, rate, resolution)
+    if trace_note:
+        result.accuracy = Accuracy("approximation",
+                                   f"{trace_note}; {result.accuracy.statement}")
+    return result
 
 
 def _node(node: Node, rate: float, resolution: int, scv: float = 1.0) -> Latency:
-    if node.max_queue_size:
-        raise NotImplementedError(
-            f"predict() does not model a finite queue yet (max_queue_size="
-            f"{node.max_queue_size}); use qmodel.simulate, or set max_queue_size=0")
-    service = node.service
-    if node.max_batch_size == 1 and scv == 1.0:
+    if node.max_batch_size == 1 and not node.max_queue_size:
+        # one request per batch: a classical queue with c servers
+        return _single_request(node, rate, scv)
+    return batch_node(node, rate, resolution=resolution, arrival_scv=scv)
+
+
+def _single_request(node: Node, rate: float, scv: float) -> Latency:
+    """max_batch_size 1: M/D/c, M/M/c, M/G/1 and GI/G/1 exact or numerical; GI/G/c (and
+    M/G/c for other service laws) by the fast-server approximation."""
+    service, c = node.service, node.instances
+    if scv == 1.0:
         mean = float(service.mean(1))
         if service.jitter == "deterministic":
-            return mdc(rate, mean, node.instances)
+            return mdc(rate, mean, c)
         if service.jitter == "exponential":
-            return mmc(rate, 1.0 / mean, node.instances)
-    if node.max_batch_size == 1 and scv != 1.0:
-        # one request per batch: a classical GI/G/c queue, where a request arriving at a
-        # random time does not see time averages, which the batch model assumes
-        if node.instances == 1:
-            return gig1(rate, service, scv)
-        raise NotImplementedError(
-            f"predict() models renewal arrivals at a node without batching only with one "
-            f"instance (GI/G/1); this one has {node.instances}. Use qmodel.simulate for it")
-    return batch_node(node, rate, resolution=resolution, arrival_scv=scv)
+            return mmc(rate, 1.0 / mean, c)
+        if c == 1:
+            return mg1(rate, service)
+    scv = max(scv, MIN_SCV)
+    if c == 1:
+        # a request arriving at a random time does not see time averages under renewal
+        # arrivals, which the batch model assumes; Lindley's recursion does not need it
+        return gig1(rate, service, scv)
+    return gigc(rate, service, scv, c)
 
 
 def _cluster(cluster: Cluster, rate: float, resolution: int) -> Latency:

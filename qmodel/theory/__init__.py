@@ -10,9 +10,10 @@
 from .baselines import allen_cunneen_wait, baseline_latency, exponential_tail, kingman_wait
 from .batch import BatchNodeLatency, batch_node
 from .classical import MD1Latency, MDcLatency, MG1Latency, MMcLatency, md1, mdc, mg1, mmc
-from .lindley import gig1
+from .lindley import gig1, gigc
 from .tails import CramerLundbergLatency, cramer_lundberg
 
 __all__ = ["mmc", "md1", "mdc", "mg1", "MMcLatency", "MD1Latency", "MDcLatency", "MG1Latency",
            "cramer_lundberg", "CramerLundbergLatency", "kingman_wait", "allen_cunneen_wait",
-           "exponential_tail", "baseline_latency", "batch_node", "BatchNodeLatency", "gig1"]
+           "exponential_tail", "baseline_latency", "batch_node", "BatchNodeLatency", "gig1",
+           "gigc"]

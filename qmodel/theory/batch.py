@@ -38,6 +38,13 @@ Renewal arrivals (approximation)
     Counts in an interval follow the stationary renewal law (exact for Erlang interarrival
     times), and a request is taken to see the time-average state.
 
+Finite queue (max_queue_size = Q >= B)
+    At most Q requests wait; arrivals beyond are rejected. The chain's queue then ends at Q
+    (no truncation, and no stability condition: an overloaded node sheds load), the arrivals
+    counted during a blocking stop at Q, and an arrival that finds Q waiting (PASTA) is
+    rejected: ``rejection_fraction``; the distribution is that of served requests. Exact up
+    to the lattice for one instance and D = 0 (the M/G/1/K queue when B = 1).
+
 What is exact and what is not
     One instance, D = 0 and a single preferred size (Triton's default {B}), Poisson arrivals:
     exact up to the lattice step h (quantiles within about h) and the truncation mass, both
@@ -165,15 +172,18 @@ def check_resolution(resolution) -> int:
 
 def batch_node(node: Node, rate: float, resolution: int = DEFAULT_RESOLUTION,
                tail: float = 1e-10, arrival_scv: float = 1.0) -> BatchNodeLatency:
-    """Sojourn-time distribution of a batching node with one instance and Poisson arrivals.
+    """Sojourn-time distribution of a batching node with Poisson (or renewal) arrivals.
 
     Parameters
     ----------
     node : Node
-        One instance (``instances == 1``), no queue limit; any max_batch_size,
-        max_queue_delay, preferred sizes and service law.
+        Any max_batch_size, max_queue_delay, preferred sizes, service law and instances. A
+        finite ``max_queue_size`` (at least max_batch_size) is a loss system: an arrival that
+        finds that many requests waiting is rejected, ``rejection_fraction`` says how many,
+        and the distribution is that of served requests.
     rate : float
-        Poisson arrival rate, requests per second; below the node's capacity.
+        Arrival rate, requests per second; below the node's capacity unless the queue is
+        finite.
     resolution : int
         Lattice steps per batch-of-one mean service time; the quantile error shrinks like 1/it.
     tail : float
@@ -196,13 +206,22 @@ def batch_node(node: Node, rate: float, resolution: int = DEFAULT_RESOLUTION,
     >>> round(batch_node(node, rate=0.8).p99, 2)
     11.36
     """
-    if node.max_queue_size:
-        raise ValueError("batch_node assumes an unlimited queue (max_queue_size=0)")
     check_resolution(resolution)
     rate = float(rate)
     if not rate > 0 or not math.isfinite(rate):
         raise ValueError(f"rate must be a positive number of requests per second, got {rate}")
-    if rate >= node.capacity:
+    queue = node.max_queue_size
+    if queue and queue < node.max_batch_size:
+        raise NotImplementedError(
+            f"batch_node models a finite queue only when it holds a full batch: "
+            f"max_queue_size={queue} < max_batch_size={node.max_batch_size}. Raise "
+            f"max_queue_size to at least {node.max_batch_size}, or use qmodel.simulate")
+    if queue > _SingleInstance.MAX_QUEUE_STATES:
+        raise ValueError(
+            f"max_queue_size={queue} is more queue states than the batch model solves "
+            f"({_SingleInstance.MAX_QUEUE_STATES}); use qmodel.simulate for this node, or "
+            f"max_queue_size=0 (unlimited) if the load is below capacity")
+    if not queue and rate >= node.capacity:
         raise UnstableError(f"rate {rate:g}/s is at or above the node's capacity "
                             f"{node.capacity:g}/s; lower the rate or add instances")
     if not (arrival_scv >= 0 and math.isfinite(arrival_scv)):
@@ -225,6 +244,7 @@ class _SingleInstance:
         self.scv = float(arrival_scv)
         self.max_points = max_points
         self.B = node.max_batch_size
+        self.Q = node.max_queue_size      # 0: unlimited
         self.D = float(node.max_queue_delay)
         self.table = node.preferred_table()
         self.pmin = min(node.effective_preferred)
@@ -263,7 +283,9 @@ class _SingleInstance:
                                                              self.Ls)
         self.times = np.arange(self.Ls) * self.h
         self._blocking_laws()
-        self.Da = int(round(self.D / self.h))   # the delay in lattice steps
+        # the delay in lattice steps: at least one when there is a delay (a service law with a
+        # long tail can make the step longer than a short delay)
+        self.Da = max(int(round(self.D / self.h)), 1 if self.D > 0 else 0)
         self._pois_hat = None
 
     def _blocking_laws(self):
@@ -400,8 +422,12 @@ class _SingleInstance:
         """Stationary law of dispatch records (batch size k, requests left behind m, group)."""
         B, K, pmin, D = self.B, self.K, self.pmin, self.D
         full = self.groups - 1                       # the group of "all others busy" records
-        theta = _decay_rate(self.A[full * B + K - 1], K)
-        N = B + self.J + int(math.ceil(-math.log(self.tail) / theta)) + 1
+        if self.Q:
+            # a finite queue: at most Q wait, arrivals beyond are rejected; no truncation
+            N = self.Q
+        else:
+            theta = _decay_rate(self.A[full * B + K - 1], K)
+            N = B + self.J + int(math.ceil(-math.log(self.tail) / theta)) + 1
         if N > self.MAX_QUEUE_STATES:
             raise ValueError(
                 f"the batch model's queue does not drain fast enough at rate {self.rate:g}/s "
@@ -424,6 +450,8 @@ class _SingleInstance:
         # where an immediate dispatch from n waiting leads: record (k, rest) with k the largest
         # preferred size <= min(n, B), or min(n, B) once the oldest request's delay ran out
         n_all = np.arange(N + self.J)
+        if self.Q:
+            n_all = np.minimum(n_all, self.Q)        # the arrivals beyond Q were rejected
 
         def destination(k_imm):
             m_imm = np.minimum(n_all - k_imm, N)
@@ -487,7 +515,7 @@ class _SingleInstance:
         pi = np.clip(sparse_linalg.spsolve(M.tocsc(), rhs, permc_spec="NATURAL"), 0.0, None)
         self.pi = pi / pi.sum()
         self.R = R
-        self.chain_tail = float(sum(
+        self.chain_tail = 0.0 if self.Q else float(sum(
             self.pi[g * R1 + B + i * N + N - self.J:g * R1 + B + (i + 1) * N].sum()
             for g in range(self.groups) for i in range(len(self.leaving))))
 
@@ -587,13 +615,13 @@ class _SingleInstance:
         var = np.dot(self.pi, block_var[self.rec_law] + idle_var
                      + (rec_mean - np.dot(self.pi, rec_mean)) ** 2)
         self.cycle_scv = float(var / np.dot(self.pi, rec_mean) ** 2)
-        Z = np.zeros((N, self.Ls))
+        top = N + self.J                     # q waiting: left behind plus arrivals so far
+        Z = np.zeros((top, self.Ls))
         for g in range(self.groups):
             laws = slice(g * B, (g + 1) * B)
             mix = weight[g * R1:g * R1 + B]
             Y = self._elapsed_residual(mix @ self.ps[laws], mix @ self.A[laws])
-            top = min(N, Y.shape[0])
-            Z[:top] += Y[:top]
+            Z[:Y.shape[0]] += Y
             for i, size in enumerate(self.leaving):
                 first = g * R1 + B + i * N
                 w = np.concatenate([[0.0], weight[first:first + N]])[:N]
@@ -601,8 +629,13 @@ class _SingleInstance:
                     continue
                 law = g * B + size - 1
                 Y = self._elapsed_residual(self.ps[law], self.A[law])
-                Z += signal.fftconvolve(w[:, None], Y, axes=0)[:N]
-        self.Z = np.clip(Z, 0.0, None)
+                conv = signal.fftconvolve(w[:, None], Y, axes=0)[:top]
+                Z[:conv.shape[0]] += conv
+        Z = np.clip(Z, 0.0, None)
+        # a finite queue rejects an arrival that finds Q waiting (PASTA: the fraction of
+        # arrivals that do); with an unlimited one, the mass beyond N is the truncation's
+        self.rejection = float(Z[N:].sum()) if self.Q else 0.0
+        self.Z = Z[:N]
 
     def _elapsed_residual(self, p, a):
         """Y[q, r] = h sum_u p(u + r) Pois(q; rate u): q arrivals so far, residual r*h.
@@ -877,7 +910,8 @@ class _SingleInstance:
         self.before_own_batch()
         self.own_batch()
         self.sojourn()
-        lost = max(self.chain_tail, self.service_overflow, abs(1.0 - self.H_total))
+        lost = max(self.chain_tail, self.service_overflow,
+                   abs(1.0 - self.rejection - self.H_total))
         notes = self.approximations()
         statement = (f"lattice step h = {self.h * 1e3:.4g} ms (quantiles within about h); "
                      f"truncated or discretised mass {lost:.1e}")
@@ -889,7 +923,8 @@ class _SingleInstance:
             method=(f"batch node, embedded chain at instance-free epochs "
                     f"({self.c} instance{'s' if self.c > 1 else ''})"),
             accuracy=Accuracy("approximation" if notes else "numerical", statement),
-            throughput=self.rate, utilization=self.busy,
+            throughput=self.rate * (1.0 - self.rejection), utilization=self.busy,
+            rejection_fraction=self.rejection,
             batch_size_distribution={int(i): float(v) for i, v in enumerate(batches) if v > 0})
 
 
