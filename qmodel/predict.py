@@ -22,9 +22,11 @@ batching                                       turn; renewal counts (approximati
                                                measured in validation/predict_accuracy.py)
 =============================================  =================================================
 
-A cluster behind a random (weighted) router splits Poisson traffic into independent Poisson
-streams, so its latency is the request-weighted mixture of its nodes' latencies: exact
-decomposition. A finite ``max_queue_size`` makes the node a loss system (batch-node chain, with
+A cluster behind a static router is solved node by node and its latency is the request-weighted
+mixture of its nodes' latencies. A random (weighted) router splits Poisson traffic into
+independent Poisson streams: exact decomposition. Round robin gives each node every N-th
+arrival: renewal arrivals with Erlang-N gaps (for Poisson input), exact marginally, solved by
+the renewal-arrival models above. A finite ``max_queue_size`` makes the node a loss system (batch-node chain, with
 ``rejection_fraction``). A :class:`~qmodel.system.Trace` is taken as renewal arrivals with its
 rate and interarrival scv (approximation, stated). Other routers are reported as not yet
 modelled, by name.
@@ -102,12 +104,8 @@ def predict(system, rate=None, *, arrivals=None, resolution: int = DEFAULT_RESOL
         result = _node(system, rate, resolution, scv)
     elif len(system.nodes) == 1:
         result = _node(system.nodes[0], rate, resolution, scv)
-    elif scv != 1.0:
-        raise NotImplementedError(
-            "predict() splits only Poisson traffic across nodes so far (a random split of a "
-            "renewal stream is not renewal); use qmodel.simulate for it")
     else:
-        result = _cluster(system, rate, resolution)
+        result = _cluster(system, rate, resolution, scv)
     if trace_note:
         result.accuracy = Accuracy("approximation",
                                    f"{trace_note}; {result.accuracy.statement}")
@@ -141,40 +139,75 @@ def _single_request(node: Node, rate: float, scv: float) -> Latency:
     return gigc(rate, service, scv, c)
 
 
-def _cluster(cluster: Cluster, rate: float, resolution: int) -> Latency:
-    nodes = cluster.nodes
-    if cluster.router.policy != "random":
+def _cluster(cluster: Cluster, rate: float, resolution: int, scv: float = 1.0) -> Latency:
+    """A static router splits the stream into per-node renewal streams: solve each node alone.
+
+    - random (weighted), share p: independent thinning of a renewal stream is renewal, its
+      gaps a geometric sum of the input's, scv p * scv + (1 - p) (Poisson stays Poisson: an
+      exact decomposition; otherwise the node sees gamma gaps with that scv, approximation);
+    - round robin over N nodes: every N-th arrival, gaps the sum of N input gaps, so gamma
+      with scv scv / N (Erlang-N for Poisson input): exact marginally, as each node's stream
+      is exactly that renewal process.
+
+    Each node then gets its own solver, and the cluster's latency is the request-weighted
+    mixture of the nodes' (every request is served by one node).
+    """
+    router = cluster.router
+    if not router.is_static:
         raise NotImplementedError(
-            f"predict() models clusters behind a random (weighted) router so far; router "
-            f"{cluster.router.name!r} is not modelled yet. Use qmodel.simulate for it")
-    shares = cluster.shares
-    solved = {}                       # identical nodes with identical shares: solve once
-    parts = []
+            f"predict() models static routers (random, round_robin) so far; router "
+            f"{router.name!r} is not modelled yet. Use qmodel.simulate for it")
+    nodes, shares = cluster.nodes, cluster.shares
+    solved = {}                       # identical nodes with identical streams: solve once
+    parts, weights, instances = [], [], []
     for node, share in zip(nodes, shares):
-        key = (node, float(share))
+        if share <= 0:
+            continue                  # a node the router never picks serves nothing
+        if router.policy == "round_robin":
+            node_scv = scv / len(nodes)
+        else:
+            node_scv = share * scv + (1.0 - share)
+        key = (node, float(share), node_scv)
         if key not in solved:
-            solved[key] = _node(node, rate * share, resolution)
+            solved[key] = _node(node, rate * share, resolution, node_scv)
         parts.append(solved[key])
-    return MixtureLatency(parts, shares, [node.instances for node in nodes])
+        weights.append(share)
+        instances.append(node.instances)
+    if router.policy == "round_robin":
+        split = (f"round robin over {len(nodes)} nodes: each sees every {len(nodes)}-th "
+                 f"arrival, gamma gaps with scv {scv / len(nodes):.3g} (exact marginally)")
+    elif scv == 1.0:
+        split = "random split of Poisson traffic: exact decomposition into independent nodes"
+    else:
+        split = ("random split of renewal traffic: each node sees a thinned renewal stream, "
+                 "taken as gamma gaps with its scv (approximation)")
+    return MixtureLatency(parts, weights, instances, split=split)
 
 
 class MixtureLatency(Latency):
-    """Request-weighted mixture of independent parts (a Poisson stream split at random).
+    """Request-weighted mixture of parts: the latency of a cluster behind a static router.
 
     Parameters
     ----------
     parts : list of Latency
         One per node.
     weights : sequence of float
-        Fraction of requests each part serves; they sum to 1.
+        Fraction of arriving requests each part receives (normalised here); parts that reject
+        requests (finite queues) count only the ones they serve.
     instances : sequence of int, optional
         Instances per part, to pool the parts' utilisations.
+    split : str, optional
+        How the stream was split, for the accuracy statement.
     """
 
-    def __init__(self, parts, weights, instances=None):
-        weights = np.asarray(weights, float)
+    def __init__(self, parts, weights, instances=None, split: str | None = None):
+        shares = np.asarray(weights, float)
+        shares = shares / shares.sum()
         instances = np.ones(len(parts)) if instances is None else np.asarray(instances, float)
-        self.parts, self.weights = list(parts), weights / weights.sum()
+        # finite queues: a node rejects part of its share; the mixture is over served requests
+        rejected = np.array([p.rejection_fraction for p in parts])
+        served = shares * (1.0 - rejected)
+        self.parts, self.weights = list(parts), served / served.sum()
         batches: dict[int, float] = {}
         for part, w in zip(self.parts, self.weights):
             # per-batch law: weight each node by its batch rate (requests / mean batch size)
@@ -183,7 +216,8 @@ class MixtureLatency(Latency):
                 batches[k] = batches.get(k, 0.0) + rate * p
         worst = max(self.parts, key=lambda p: ("exact", "numerical", "approximation",
                                                "simulation").index(p.accuracy.exactness))
-        exact_split = "random split of Poisson traffic: exact decomposition into independent nodes"
+        exact_split = split or ("random split of Poisson traffic: exact decomposition into "
+                                "independent nodes")
         statements = sorted({p.accuracy.statement for p in self.parts})
         super().__init__(
             method="mixture over nodes (" + ", ".join(sorted({p.method for p in self.parts}))
@@ -193,7 +227,8 @@ class MixtureLatency(Latency):
             throughput=sum(p.throughput for p in self.parts),
             utilization=float(np.dot([p.utilization for p in self.parts], instances)
                               / np.sum(instances)),
-            batch_size_distribution=batches)
+            batch_size_distribution=batches,
+            rejection_fraction=float(np.dot(shares, rejected)))
 
     def _cdf(self, t):
         return sum(w * p.cdf(t) for p, w in zip(self.parts, self.weights))

@@ -100,10 +100,8 @@ def test_random_router_is_an_exact_mixture_of_its_nodes():
 
 def test_what_is_not_modelled_yet_says_so():
     node = _node(8, 0, 1)
-    with pytest.raises(NotImplementedError, match="round_robin"):
-        qm.predict(qm.Cluster(node, count=4, router="round_robin"), rate=1000.0)
-    with pytest.raises(NotImplementedError, match="renewal"):
-        qm.predict(qm.Cluster(node, count=2), arrivals=qm.Renewal(1000.0, scv=0.5))
+    with pytest.raises(NotImplementedError, match="least_outstanding"):
+        qm.predict(qm.Cluster(node, count=4, router="least_outstanding"), rate=1000.0)
     # a finite queue shorter than a full batch
     with pytest.raises(NotImplementedError, match="max_queue_size=4"):
         qm.predict(qm.Node(node.service, max_batch_size=8, max_queue_size=4), rate=100.0)
@@ -240,3 +238,38 @@ def test_preferred_sizes_below_b_with_a_delay(service):
     pred = qm.predict(node, rate=rate)
     # measured: within 7% here (preferred sizes and two instances are both approximated)
     assert abs(pred.p99 / sim.p99 - 1) <= 0.10
+
+
+@pytest.mark.parametrize("N, B, d, load", [(8, 8, 0, 0.9), (2, 1, 0, 0.9), (32, 8, 1, 0.5)])
+def test_round_robin_nodes_see_erlang_n_arrivals(N, B, d, load):
+    # each node gets every N-th request: renewal arrivals with scv 1/N, solved per node;
+    # measured p99 within 3.6% over 24 configurations (N 2..32, B 1..32): bound 5% + CI
+    cluster = qm.Cluster(_node(B, d, 1), count=N, router="round_robin")
+    rate = load * cluster.capacity
+    pred = qm.predict(cluster, rate=rate)
+    assert "round robin over" in pred.accuracy.statement
+    assert pred.throughput == pytest.approx(rate)
+    _within(pred, qm.simulate(cluster, rate=rate, requests=REQUESTS, seed=5), 0.05)
+
+
+def test_random_split_of_renewal_traffic_and_of_finite_queues():
+    # a thinned renewal stream is renewal with scv p * scv + 1 - p: here p = 1/2, scv 0.25
+    node = _node(8, 0.5, 1)
+    cluster = qm.Cluster(node, count=2)
+    arrivals = qm.Renewal(0.7 * cluster.capacity, scv=0.25)
+    pred = qm.predict(cluster, arrivals=arrivals)
+    alone = qm.predict(node, arrivals=qm.Renewal(arrivals.rate / 2, scv=0.625))
+    assert pred.p99 == pytest.approx(alone.p99)
+    _within(pred, qm.simulate(cluster, arrivals=arrivals, requests=REQUESTS, seed=5), 0.08)
+    # two nodes with finite queues, 3:1 split at 1.2x the cluster's capacity: the served
+    # mixture weighs each node by what it serves, and the rejections add up
+    small = qm.Node(node.service, max_batch_size=8, max_queue_size=16)
+    cluster = qm.Cluster([small, small], router="random", weights=[3, 1])
+    rate = 1.2 * cluster.capacity
+    pred = qm.predict(cluster, rate=rate)
+    a, b = qm.predict(small, rate=0.75 * rate), qm.predict(small, rate=0.25 * rate)
+    assert pred.rejection_fraction == pytest.approx(
+        0.75 * a.rejection_fraction + 0.25 * b.rejection_fraction)
+    served = np.array([0.75 * (1 - a.rejection_fraction), 0.25 * (1 - b.rejection_fraction)])
+    served /= served.sum()
+    assert pred.mean == pytest.approx(served[0] * a.mean + served[1] * b.mean)
