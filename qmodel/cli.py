@@ -147,6 +147,19 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also simulate (default 2e6 requests) and print both side by side")
     g.add_argument("--seed", type=_count, default=1, help="seed of the --check simulation")
     g.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    rout = sub.add_parser(
+        "routers", help="compare routers for the same nodes and load",
+        description="Predict p50/p95/p99 of --nodes copies of the node under each router "
+                    "(random, round_robin, power_of_two, least_outstanding), with the mean "
+                    "batch size and utilisation that explain the difference.")
+    _add_system_args(rout)
+    g = rout.add_argument_group("output")
+    g.add_argument("--simulate", type=_count, nargs="?", const=1_000_000, default=None,
+                   metavar="REQUESTS", help="also simulate each router (default 1e6 requests); "
+                                            "routers without a model are then simulated")
+    g.add_argument("--seed", type=_count, default=1, help="seed of the simulations")
+    g.add_argument("--plot", default=None, metavar="FILE", help="write a bar chart (PNG/SVG)")
+    g.add_argument("--json", action="store_true", help="print JSON instead of a table")
     return parser
 
 
@@ -220,6 +233,8 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.command == "predict":
         return _predict_command(args)
+    if args.command == "routers":
+        return _routers_command(args)
     try:
         system = _system_from(args)
         arrivals = _arrivals_from(args)
@@ -275,9 +290,6 @@ def _predict_command(args) -> int:
     try:
         system = _system_from(args)
         arrivals = _arrivals_from(args)
-        if isinstance(arrivals, qs.Trace):
-            raise ValueError("predict takes --rate (Poisson arrivals); replay a trace with "
-                             "'qmodel simulate --trace'")
         kwargs = {} if args.resolution is None else {"resolution": args.resolution}
         result = predict(system, arrivals=arrivals, **kwargs)
         check = None
@@ -297,6 +309,41 @@ def _predict_command(args) -> int:
         print(json.dumps(rep, indent=2))
     else:
         print(_predict_text(rep, check))
+    return 0
+
+
+def _routers_command(args) -> int:
+    from .compare import compare_routers, router_table
+
+    try:
+        if args.router != "random" or args.weights is not None or args.choices is not None:
+            raise ValueError("qmodel routers compares the routers itself; drop --router, "
+                             "--weights and --choices")
+        node = _system_from(argparse.Namespace(**{**vars(args), "nodes": 1}))
+        if args.rate is None or args.trace is not None or args.arrival_scv != 1.0:
+            raise ValueError("qmodel routers takes Poisson arrivals: give --rate REQ/S")
+        rows = compare_routers(node, args.nodes, args.rate, requests=args.simulate,
+                               seed=args.seed)
+        if args.plot:
+            from .plots import plot_router_comparison
+            plot_router_comparison(rows, args.plot,
+                                   title=f"{args.nodes} x {node.describe()} at "
+                                         f"{args.rate:,.0f} req/s")
+    except ValueError as err:   # includes UnstableError: say what to change, no traceback
+        print(f"qmodel: error: {err}", file=sys.stderr)
+        return 2
+    if args.json:
+        out = []
+        for r in rows:
+            item = {"router": r.router, "note": r.note}
+            for key, res in (("predicted", r.predicted), ("simulated", r.simulated)):
+                item[key] = None if res is None else res.summary()
+            out.append(item)
+        print(json.dumps({"node": node.describe(), "nodes": args.nodes,
+                          "arrival_rate": args.rate, "routers": out}, indent=2))
+    else:
+        print(f"{args.nodes} x {node.describe()}, {args.rate:,.1f} req/s\n")
+        print(router_table(rows))
     return 0
 
 

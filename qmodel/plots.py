@@ -11,7 +11,7 @@ from typing import Mapping
 
 import numpy as np
 
-__all__ = ["plot_latency"]
+__all__ = ["plot_latency", "plot_router_comparison"]
 
 
 def plot_latency(results: Mapping[str, object], path, title: str = "") -> Path:
@@ -57,6 +57,59 @@ def plot_latency(results: Mapping[str, object], path, title: str = "") -> Path:
                  ha="right", va="top", fontsize=8)
     if title:
         fig.suptitle(title)
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def plot_router_comparison(rows, path, title: str = "") -> Path:
+    """Bars of p50/p95/p99 (ms) per router: predicted solid, simulated hatched.
+
+    Parameters
+    ----------
+    rows : list of RouterResult
+        From :func:`qmodel.compare.compare_routers`.
+    path : str or Path
+        Output file.
+    title : str
+        Figure title.
+
+    Returns
+    -------
+    Path
+        The file written.
+    """
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    if not rows:
+        raise ValueError("plot_router_comparison needs at least one router's result")
+    levels = (("p50", 0.5), ("p95", 0.95), ("p99", 0.99))
+    fig, ax = plt.subplots(figsize=(9, 4.2))
+    width = 0.13
+    x = np.arange(len(rows))
+    for i, (name, p) in enumerate(levels):
+        for j, (kind, hatch) in enumerate((("predicted", None), ("simulated", "//"))):
+            vals = [getattr(r, kind).quantile(p) * 1e3 if getattr(r, kind) is not None
+                    else np.nan for r in rows]
+            if np.all(np.isnan(vals)):
+                continue
+            ax.bar(x + (2 * i + j - 2.5) * width, vals, width, color=f"C{i}", hatch=hatch,
+                   edgecolor="black" if hatch else None, linewidth=0.5,
+                   label=f"{name} {kind}")
+    tops = [getattr(r, kind).quantile(0.99) * 1e3 for r in rows
+            for kind in ("predicted", "simulated") if getattr(r, kind) is not None]
+    ax.set_ylim(0, 1.35 * max(tops))            # room for the legend above the bars
+    ax.set_xticks(x, [r.router for r in rows])
+    ax.set_ylabel("latency (ms)")
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend(fontsize=8, ncol=3)
+    if title:
+        ax.set_title(title, fontsize=9)
     fig.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

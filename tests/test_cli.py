@@ -94,3 +94,32 @@ def test_predict_errors_are_one_line(capsys):
     assert main(["predict", *NODE, "--rate", "800", "--nodes", "4",
                  "--router", "least_outstanding"]) == 3               # not modelled yet
     assert "not modelled yet" in capsys.readouterr().err
+
+
+def test_routers_compares_every_router(tmp_path, capsys):
+    plot = tmp_path / "routers.png"
+    argv = ["routers", "--service-base", "2ms", "--per-item", "0.2ms", "--max-batch-size", "8",
+            "--nodes", "4", "--rate", "6000", "--plot", str(plot), "--json"]
+    assert main(argv) == 0
+    out = json.loads(capsys.readouterr().out)
+    rows = {r["router"]: r for r in out["routers"]}
+    assert set(rows) == {"random", "round_robin", "power_of_two", "least_outstanding"}
+    # round robin smooths each node's arrivals: a lower p99 than random at the same load
+    assert rows["round_robin"]["predicted"]["p99"] < rows["random"]["predicted"]["p99"]
+    assert plot.stat().st_size > 0
+    assert main(argv[:-3]) == 0
+    assert "lowest p99:" in capsys.readouterr().out
+
+
+def test_routers_and_predict_bad_input(tmp_path, capsys):
+    base = ["--service-base", "2ms", "--max-batch-size", "8", "--nodes", "4"]
+    assert main(["routers", *base, "--rate", "6000", "--router", "round_robin"]) == 2
+    assert "drop --router" in capsys.readouterr().err
+    assert main(["routers", *base, "--rate", "1e6"]) == 2
+    assert "capacity" in capsys.readouterr().err
+    # predict takes a trace: renewal arrivals with its rate and scv, said in the accuracy line
+    trace = tmp_path / "arrivals.txt"
+    trace.write_text("\n".join(str(i * 1e-3) for i in range(3000)))
+    assert main(["predict", "--service-base", "2ms", "--max-batch-size", "8", "--trace",
+                 str(trace)]) == 0
+    assert "trace replaced by renewal arrivals" in capsys.readouterr().out
