@@ -12,6 +12,7 @@ import sys
 
 import numpy as np
 
+from . import derive
 from . import system as qs
 from .sim import simulate
 
@@ -160,6 +161,10 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--seed", type=_count, default=1, help="seed of the simulations")
     g.add_argument("--plot", default=None, metavar="FILE", help="write a bar chart (PNG/SVG)")
     g.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    derive.add_arguments(sub.add_parser(
+        "derive", help="render the sympy derivations of qmodel's closed forms",
+        description="Write the derivations of qmodel/derivations as Markdown (LaTeX math) "
+                    "and/or self-contained HTML (MathML)."))
     return parser
 
 
@@ -235,6 +240,8 @@ def main(argv=None) -> int:
         return _predict_command(args)
     if args.command == "routers":
         return _routers_command(args)
+    if args.command == "derive":
+        return derive.run(args)
     try:
         system = _system_from(args)
         arrivals = _arrivals_from(args)

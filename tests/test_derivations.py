@@ -1,0 +1,496 @@
+"""The sympy derivations (qmodel.derivations): every final expression, turned into numbers, against
+qmodel's solvers or, for results qmodel does not implement yet, an independent computation; and
+the rendered documents (qmodel.derive)."""
+
+import math
+import re
+
+import numpy as np
+import pytest
+import sympy as sp
+from scipy import integrate, optimize, stats
+
+import qmodel as qm
+from qmodel.derivations import MODULES, all_derivations, load
+from qmodel.derivations.core import Mean
+from qmodel.cli import main as cli_main
+from qmodel.derive import main as derive_main
+from qmodel.derive import render
+from qmodel.theory import (allen_cunneen_wait, batch_node, cramer_lundberg, kingman_wait, md1,
+                           mg1, mmc)
+from qmodel.theory.classical import _erlang_c
+
+SEED = 20240611
+TAU0, ALPHA = 1.8874e-3, 0.1438e-3          # Inoue (2021), V100 fit
+
+
+def _rng(offset=0):
+    return np.random.default_rng(SEED + offset)
+
+
+def _truncated(expr, terms):
+    """expr with every sum to infinity cut after ``terms`` terms."""
+    return expr.replace(lambda e: isinstance(e, sp.Sum) and e.limits[0][2] == sp.oo,
+                        lambda e: sp.Sum(e.function, (e.limits[0][0], e.limits[0][1],
+                                                      e.limits[0][1] + terms - 1)))
+
+
+def _numeric(expr, symbols, values):
+    """A float from a sympy expression with the given symbols set (Sums summed)."""
+    return float(sp.N(expr.subs(dict(zip(symbols, values))).doit(), 30))
+
+
+# --------------------------------------------------------------------------------------------
+# classical queues
+# --------------------------------------------------------------------------------------------
+def test_erlang_c_matches_the_erlang_b_recursion():
+    d = load("mmc")
+    c, a, rho = d.symbols["c"], d.symbols["a"], d.symbols["rho"]
+    erlang = d.result("erlang_c").subs(rho, a / c)
+    rng = _rng(1)
+    for servers in range(1, 9):
+        f = sp.lambdify(a, erlang.subs(c, servers).doit(), "math")
+        for load_ in rng.uniform(0.05, 0.98, 3) * servers:
+            assert f(load_) == pytest.approx(_erlang_c(servers, load_), rel=1e-12)
+
+
+def test_mmc_sojourn_cdf_and_mean_match_mmc():
+    d = load("mmc")
+    lam, mu, c, t = (d.symbols[k] for k in ("lam", "mu", "c", "t"))
+    rng = _rng(2)
+    for _ in range(6):
+        servers = int(rng.integers(1, 6))
+        rate_mu = rng.uniform(0.5, 2.0)
+        rate = rng.uniform(0.1, 0.95) * servers * rate_mu
+        exact = mmc(rate, rate_mu, servers)
+        gamma = servers * rate_mu - rate
+        if abs(gamma - rate_mu) < 1e-3 * rate_mu:          # removable singularity
+            continue
+        cdf = sp.lambdify((lam, mu, t), d.explicit("sojourn_cdf").subs(c, servers).doit(),
+                          "numpy")
+        times = np.array([0.1, 0.7, 2.0, 6.0]) / rate_mu
+        np.testing.assert_allclose(cdf(rate, rate_mu, times), exact.cdf(times), atol=1e-12)
+        mean = d.explicit("waiting_mean").subs(c, servers).doit()
+        assert float(mean.subs({lam: rate, mu: rate_mu})) == pytest.approx(
+            exact.waiting_mean, rel=1e-12)
+
+
+def test_pollaczek_khinchine_mean_matches_mg1():
+    d = load("pollaczek_khinchine")
+    lam, m1, m2 = d.symbols["lam"], d.symbols["m1"], d.symbols["m2"]
+    mean = sp.lambdify((lam, m1, m2), d.explicit("sojourn_mean"))
+    rng = _rng(3)
+    for cv in (1.0, 0.4, 1.7):
+        m = rng.uniform(0.5, 3.0)
+        rate = rng.uniform(0.2, 0.9) / m
+        jitter = "exponential" if cv == 1.0 else ("gamma", cv)
+        r = mg1(rate, qm.ServiceTime.affine(m, jitter=jitter))
+        assert mean(rate, m, m * m * (1 + cv * cv)) == pytest.approx(r.mean, rel=1e-9)
+
+
+def test_pollaczek_khinchine_transform_matches_mg1_waiting_time():
+    # W*(s) = 1 - s int_0^inf exp(-s t) P(Wq > t) dt, the integral by quadrature of mg1's sf
+    d = load("pollaczek_khinchine")
+    lam, s, rho, sstar = (d.symbols[k] for k in ("lam", "s", "rho", "S_star"))
+    m, cv, rate = 1.0, 0.6, 0.7
+    k = 1 / cv ** 2
+    transform = d.result("transform").subs(sstar(s), (1 + s * m / k) ** (-k))
+    w_star = sp.lambdify((lam, rho, s), transform)
+    r = mg1(rate, qm.ServiceTime.affine(m, jitter=("gamma", cv)))
+    t = np.linspace(0.0, 80.0, 8001)
+    sf = r.waiting_sf(t)
+    for s_value in (0.2, 1.0, 3.0):
+        numeric = 1 - s_value * integrate.simpson(np.exp(-s_value * t) * sf, x=t)
+        assert w_star(rate, rate * m, s_value) == pytest.approx(numeric, abs=2e-6)
+
+
+def test_pollaczek_khinchine_exponential_case_is_mm1():
+    d = load("pollaczek_khinchine")
+    lam, mu, t = d.symbols["lam"], d.symbols["mu"], d.symbols["t"]
+    f = sp.lambdify((lam, mu, t), d.result("mm1_waiting_sf"), "numpy")
+    times = np.array([0.0, 1.0, 5.0, 20.0])
+    np.testing.assert_allclose(f(0.8, 1.3, times), mmc(0.8, 1.3).waiting_sf(times), rtol=1e-12)
+
+
+def test_erlang_md1_formula_matches_md1():
+    d = load("md1")
+    lam, D, t = d.symbols["lam"], d.symbols["D"], d.symbols["t"]
+    wait = sp.lambdify((lam, D, t), d.explicit("waiting_cdf"), "math")
+    sojourn = sp.lambdify((lam, D, t), d.explicit("sojourn_cdf"), "math")
+    first = sp.lambdify((lam, D, t), d.explicit("first_interval"), "math")
+    # published values (theory notes): D = 1, rho = 0.8
+    for w, value in ((0.5, 0.298365), (2.0, 0.634520), (5.0, 0.899503)):
+        assert wait(0.8, 1.0, w) == pytest.approx(value, abs=5e-7)
+    rng = _rng(4)
+    for _ in range(8):
+        service = rng.uniform(0.5, 2.0)
+        rate = rng.uniform(0.1, 0.9) / service
+        exact = md1(rate, service)
+        for w in rng.uniform(0.0, 6.0, 3) * service:    # float64 suffices this close to 0
+            assert wait(rate, service, w) == pytest.approx(exact.waiting_cdf(w), abs=1e-9)
+            assert sojourn(rate, service, w + service) == pytest.approx(
+                exact.cdf(w + service), abs=1e-9)
+        u = 0.5 * service
+        assert first(rate, service, u) == pytest.approx(exact.waiting_cdf(u), abs=1e-12)
+
+
+# --------------------------------------------------------------------------------------------
+# tails and baselines
+# --------------------------------------------------------------------------------------------
+def test_cramer_lundberg_closed_forms_match_tails():
+    d = load("cramer_lundberg")
+    lam, mu, D, rho, theta = (d.symbols[k] for k in ("lam", "mu", "D", "rho", "theta"))
+    decay = sp.lambdify((rho, D), d.result("md1_decay"), "scipy")
+    constant = sp.lambdify((rho, D, theta), d.result("md1_constant"))
+    rng = _rng(5)
+    for _ in range(5):
+        service = rng.uniform(0.5, 2.0)
+        rate = rng.uniform(0.2, 0.95) / service
+        r = cramer_lundberg(rate, service)
+        th = float(np.real(decay(rate * service, service)))
+        assert th == pytest.approx(r.decay_rate, rel=1e-10)
+        assert constant(rate * service, service, th) == pytest.approx(r.constant, rel=1e-9)
+    r = cramer_lundberg(0.6, qm.ServiceTime.affine(1 / 1.5, jitter="exponential"))
+    assert float(d.result("mm1_decay").subs({lam: 0.6, mu: 1.5})) == pytest.approx(
+        r.decay_rate, rel=1e-12)
+    assert float(d.result("mm1_constant").subs({lam: 0.6, mu: 1.5})) == pytest.approx(
+        r.constant, rel=1e-12)
+
+
+def test_cramer_lundberg_equation_and_constant_for_gamma_service():
+    # the general equation, solved here by scipy with the gamma MGF (1 - theta m / k)^-k
+    d = load("cramer_lundberg")
+    lam, rho, theta, M = (d.symbols[k] for k in ("lam", "rho", "theta", "M"))
+    m_s, k_s = sp.symbols("m k", positive=True)
+    mgf = sp.Lambda(theta, (1 - theta * m_s / k_s) ** (-k_s))
+    eq = d.result("equation").subs(M(theta), mgf(theta))
+    h = sp.lambdify((theta, lam, m_s, k_s), eq.lhs - eq.rhs)
+    const = d.result("constant").subs(M(theta), mgf(theta)).doit()
+    const = sp.lambdify((theta, lam, rho, m_s, k_s), const)
+    rng = _rng(6)
+    for cv in (0.3, 0.7, 1.3):
+        m, k = rng.uniform(0.5, 2.0), 1 / cv ** 2
+        rate = rng.uniform(0.3, 0.9) / m
+        top = k / m * (1 - 1e-12)
+        th = optimize.brentq(h, 1e-9 * top, top, args=(rate, m, k), xtol=1e-15, rtol=1e-14)
+        r = cramer_lundberg(rate, qm.ServiceTime.affine(m, jitter=("gamma", cv)))
+        assert th == pytest.approx(r.decay_rate, rel=1e-9)
+        assert const(th, rate, rate * m, m, k) == pytest.approx(r.constant, rel=1e-8)
+
+
+def test_kingman_and_allen_cunneen_match_baselines():
+    d = load("kingman")
+    lam, m1, ca2, cs2, c = (d.symbols[k] for k in ("lam", "m1", "ca2", "cs2", "c"))
+    kingman = sp.lambdify((lam, m1, ca2, cs2), d.explicit("kingman"))
+    rng = _rng(7)
+    for _ in range(6):
+        m, a2, s2 = rng.uniform(0.5, 2.0), rng.uniform(0, 3), rng.uniform(0, 3)
+        rate = rng.uniform(0.1, 0.95) / m
+        assert kingman(rate, m, a2, s2) == pytest.approx(kingman_wait(rate, m, s2, a2),
+                                                         rel=1e-12)
+        servers = int(rng.integers(1, 7))
+        rate_c = rate * servers
+        ac = sp.lambdify((lam, m1, ca2, cs2), d.explicit("allen_cunneen").subs(
+            c, servers).doit())
+        assert ac(rate_c, m, a2, s2) == pytest.approx(
+            allen_cunneen_wait(rate_c, m, s2, servers, a2), rel=1e-12)
+    # the bound lies above the approximation (here c_a^2 = 1, rho = 0.5)
+    bound = sp.lambdify((lam, m1, ca2, cs2), d.explicit("kingman_bound"))
+    assert bound(0.5, 1.0, 1.0, 0.5) >= kingman(0.5, 1.0, 1.0, 0.5)
+
+
+# --------------------------------------------------------------------------------------------
+# batching
+# --------------------------------------------------------------------------------------------
+def _bulk_chain(rate, batch, service, top=300):
+    """Stationary law of the queue left after a completion, greedy batching (truncated)."""
+    P = np.zeros((top, top))
+    for x in range(top):
+        k = max(1, min(x, batch))
+        rest = max(x - batch, 0)
+        p = stats.poisson.pmf(np.arange(top - rest), rate * service(k))
+        P[x, rest:] = p
+        P[x, -1] += 1 - p.sum()
+    A = P.T - np.eye(top)
+    A[-1, :] = 1.0
+    rhs = np.zeros(top)
+    rhs[-1] = 1.0
+    return np.linalg.solve(A, rhs)
+
+
+def test_bulk_service_pgf_and_batch_sizes():
+    """The pgf and the normalisation equation against the truncated chain solved by numpy; the
+    batch-size law against qmodel's batch_node (S(k) on its lattice, so both are exact)."""
+    d = load("bulk_service")
+    lam, z, B, pi, A, k = (d.symbols[v] for v in ("lam", "z", "B", "pi", "A", "k"))
+    base, per, batch, rate = 1.0, 0.25, 4, 1.5
+    service = lambda size: base + per * size                       # noqa: E731
+    chain = _bulk_chain(rate, batch, service)
+    values = {pi[i]: chain[i] for i in range(batch)}
+    pgf = d.result("pgf").subs(B, batch).doit().replace(
+        A, lambda size, zz: sp.exp(lam * (base + per * size) * (zz - 1))).subs(values)
+    pgf = sp.lambdify((lam, z), pgf)
+    for zv in (-0.6, 0.2, 0.5, 0.9):
+        direct = np.dot(chain, float(zv) ** np.arange(chain.size))
+        assert pgf(rate, zv) == pytest.approx(direct, rel=1e-9)
+    norm = d.result("normalisation")
+    sides = []
+    for side in (norm.lhs, norm.rhs):
+        side = side.subs(B, batch).doit().replace(d.symbols["S"], lambda size: base + per * size)
+        sides.append(float(side.replace(Mean, lambda value: value).subs(values).subs(lam, rate)))
+    assert sides[0] == pytest.approx(sides[1], rel=1e-10)
+    pmf = d.result("batch_size_pmf").subs(B, batch)
+    node = batch_node(qm.Node(qm.ServiceTime.affine(base, per), max_batch_size=batch), rate)
+    for size, prob in node.batch_size_distribution.items():
+        derived = float(pmf.subs(k, size).doit().subs(values))
+        assert derived == pytest.approx(prob, abs=1e-9)
+
+
+def _batch_size_chain(rate, top=250):
+    """Stationary batch-size law of greedy batching with B = infinity, S(b) = TAU0 + ALPHA b."""
+    sizes = np.arange(1, top + 1)
+    P = np.zeros((top, top))
+    for i, b in enumerate(sizes):
+        mean = rate * (TAU0 + ALPHA * b)
+        P[i] = stats.poisson.pmf(sizes, mean)
+        P[i, 0] += math.exp(-mean)
+    A = P.T - np.eye(top)
+    A[-1, :] = 1.0
+    rhs = np.zeros(top)
+    rhs[-1] = 1.0
+    return sizes, np.linalg.solve(A, rhs)
+
+
+@pytest.mark.parametrize("rate", [500.0, 3000.0])
+def test_inoue_mean_matches_batch_node(rate):
+    """E[b], E[b^2] from the batch-size chain (numpy), Inoue's mean against batch_node with a B
+    that is never reached, within one lattice step (as tests/test_batch_node.py does)."""
+    d = load("inoue")
+    lam, tau0, alpha, Eb, Eb2, p0 = (d.symbols[k] for k in ("lam", "tau0", "alpha", "Eb",
+                                                            "Eb2", "p0"))
+    sizes, law = _batch_size_chain(rate)
+    eb, eb2 = law @ sizes, law @ sizes ** 2
+    values = {lam: rate, tau0: TAU0, alpha: ALPHA, Eb: eb, Eb2: eb2}
+    inoue = float(d.result("mean_sojourn").subs(values))
+    r = batch_node(qm.Node(qm.ServiceTime.affine(TAU0, ALPHA), max_batch_size=128), rate)
+    assert abs(r.mean - inoue) <= r.h
+    # the intermediate results hold for the chain's law
+    p_zero = law @ np.exp(-rate * (TAU0 + ALPHA * sizes))
+    assert float(d.result("mean_batch").subs(values).subs(p0, p_zero)) == pytest.approx(
+        eb, rel=1e-10)
+    second = law @ (TAU0 + ALPHA * sizes) ** 2
+    reward = d.result("renewal_reward").subs(values).subs(d.symbols["ES2"], second)
+    assert float(reward) == pytest.approx(inoue, rel=1e-10)
+
+
+def _formation_sample(rate, delay, n, batches, rng):
+    """Batches formed by simulating the arrivals after each batch's first request directly."""
+    gaps = rng.exponential(1 / rate, (batches, n))
+    epochs = np.cumsum(gaps, axis=1)                         # arrivals after the first
+    formation = np.minimum(epochs[:, -1], delay)
+    members = epochs <= formation[:, None]
+    size = 1 + members.sum(axis=1)
+    waits = formation + np.where(members, formation[:, None] - epochs, 0.0).sum(axis=1)
+    return formation, size, waits
+
+
+def test_size_or_timeout_formation_law_against_simulation():
+    """Formation time, batch size and a request's wait against a direct simulation of the
+    Poisson arrivals (numpy, fixed seed), with tolerances of 5 standard errors."""
+    d = load("size_or_timeout")
+    lam, D, t, n, i = (d.symbols[k] for k in ("lam", "D", "t", "n", "i"))
+    rate, delay, extra, batches = 1000.0, 2.5e-3, 3, 200_000
+    formation, size, waits = _formation_sample(rate, delay, extra, batches, _rng(8))
+    v = {lam: rate, D: delay, n: extra}
+    f_mean = _numeric(d.result("formation_mean"), v.keys(), v.values())
+    assert abs(formation.mean() - f_mean) < 5 * formation.std() / math.sqrt(batches)
+    cdf = d.result("formation_cdf").subs(v)
+    for tv in (0.5e-3, 1.5e-3, 2.4e-3, 2.5e-3):
+        p = float(cdf.subs(t, tv).doit())
+        assert abs((formation <= tv).mean() - p) < 5 * math.sqrt(p * (1 - p) / batches) + 1e-9
+    pmf = d.result("batch_size_pmf").subs(v)
+    probs = np.array([float(pmf.subs(i, k).doit()) for k in range(1, extra + 2)])
+    assert probs.sum() == pytest.approx(1.0, abs=1e-12)
+    for k, p in enumerate(probs, 1):
+        assert abs((size == k).mean() - p) < 5 * math.sqrt(p * (1 - p) / batches)
+    k_mean = _numeric(d.result("batch_mean"), v.keys(), v.values())
+    assert k_mean == pytest.approx(probs @ np.arange(1, extra + 2), rel=1e-12)
+    w_mean = _numeric(d.result("request_wait_mean"), v.keys(), v.values())
+    ratio = waits.sum() / size.sum()                          # renewal-reward estimate
+    se = (waits - ratio * size).std() / (size.mean() * math.sqrt(batches))
+    assert abs(ratio - w_mean) < 5 * se
+
+
+def test_size_or_timeout_batch_size_against_qmodel_simulator():
+    """Mean batch size and mean wait against qmodel's simulator with a 0.1 us service time
+    (the instance is always free); tolerance 5 standard errors over independent seeds."""
+    d = load("size_or_timeout")
+    lam, D, n = (d.symbols[k] for k in ("lam", "D", "n"))
+    rate, delay, pmin = 1000.0, 2.5e-3, 4
+    v = {lam: rate, D: delay, n: pmin - 1}
+    node = qm.Node(qm.ServiceTime.affine(1e-7), max_batch_size=pmin, max_queue_delay=delay)
+    runs = [qm.simulate(node, rate=rate, requests=60_000, seed=s) for s in range(1, 9)]
+    sizes = np.array([r.mean_batch_size for r in runs])
+    waits = np.array([r.mean - 1e-7 for r in runs])
+    for sample, name in ((sizes, "batch_mean"), (waits, "request_wait_mean")):
+        derived = _numeric(d.result(name), v.keys(), v.values())
+        se = sample.std(ddof=1) / math.sqrt(sample.size)
+        assert abs(sample.mean() - derived) < 5 * se
+
+
+# --------------------------------------------------------------------------------------------
+# routing and pipelines (not in qmodel.theory yet: independent computations)
+# --------------------------------------------------------------------------------------------
+def test_round_robin_root_against_scipy():
+    """Not implemented in qmodel yet: the N = 2 closed form and the general equation against
+    scipy's root finder."""
+    d = load("round_robin")
+    lam, mu, sigma, N = (d.symbols[k] for k in ("lam", "mu", "sigma", "N"))
+    eq = d.result("sigma_equation")
+    h = sp.lambdify((sigma, lam, mu, N), eq.lhs - eq.rhs)
+    two = sp.lambdify((lam, mu), d.result("sigma_two_nodes"))
+    rng = _rng(9)
+    for nodes in (2, 3, 5):
+        rate_mu = rng.uniform(0.5, 2.0)
+        rate = rng.uniform(0.2, 0.95) * nodes * rate_mu
+        root = optimize.brentq(h, 1e-12, 1 - 1e-9, args=(rate, rate_mu, nodes), xtol=1e-15)
+        assert 0 < root < 1
+        if nodes == 2:
+            assert two(rate, rate_mu) == pytest.approx(root, rel=1e-10)
+
+
+def test_round_robin_sojourn_against_qmodel_simulator():
+    """Not implemented in qmodel yet: the exponential sojourn Exp(mu (1 - sigma)) against the
+    simulator's round-robin cluster; tolerance 3 half-widths of the 95% confidence interval,
+    which is tight enough to reject the Poisson-split (M/M/1) answer."""
+    d = load("round_robin")
+    lam, mu, sigma, N, t = (d.symbols[k] for k in ("lam", "mu", "sigma", "N", "t"))
+    nodes, rate_mu, rate = 3, 1.0, 2.1
+    eq = d.result("sigma_equation").subs({lam: rate, mu: rate_mu, N: nodes})
+    root = optimize.brentq(sp.lambdify(sigma, eq.lhs - eq.rhs), 1e-9, 1 - 1e-9, xtol=1e-15)
+    cdf = sp.lambdify(t, d.result("sojourn_cdf").subs({mu: rate_mu, sigma: root}))
+    node = qm.Node(qm.ServiceTime.affine(1 / rate_mu, jitter="exponential"))
+    r = qm.simulate(qm.Cluster(node, count=nodes, router="round_robin"), rate=rate,
+                    requests=600_000, seed=3)
+    for p in (0.5, 0.95, 0.99):
+        predicted = optimize.brentq(lambda x: cdf(x) - p, 0.0, 100.0)
+        lo, hi = r.ci(p)
+        tol = 1.5 * (hi - lo)
+        assert abs(r.quantile(p) - predicted) < tol
+        poisson_split = -math.log(1 - p) / (rate_mu - rate / nodes)
+        assert abs(poisson_split - predicted) > 2 * tol
+
+
+def test_power_of_d_fixed_point_against_the_mean_field_ode():
+    """Not implemented in qmodel yet: s_i and the sojourn time against the mean-field ODE
+    integrated to equilibrium by scipy (40 levels)."""
+    d = load("power_of_d")
+    lam, mu, dd, i, t = (d.symbols[k] for k in ("lam", "mu", "d", "i", "t"))
+    levels = 40
+    for choices, rate in ((2, 0.9), (3, 0.7)):
+        def rhs(_, s):
+            full = np.concatenate(([1.0], s, [0.0]))
+            return rate * (full[:-2] ** choices - full[1:-1] ** choices) - (full[1:-1]
+                                                                           - full[2:])
+        sol = integrate.solve_ivp(rhs, (0, 400), np.zeros(levels), method="LSODA",
+                                  rtol=1e-10, atol=1e-13)
+        s_ode = sol.y[:, -1]
+        frac = sp.lambdify(i, d.explicit("tail_fraction").subs({lam: rate, mu: 1,
+                                                                dd: choices}))
+        for level in range(1, 9):
+            assert frac(level) == pytest.approx(s_ode[level - 1], abs=1e-7)
+        v = {lam: rate, mu: 1, dd: choices}
+        mean = float(_truncated(d.explicit("mean_sojourn").subs(v), levels).doit())
+        assert mean == pytest.approx(s_ode.sum() / rate, rel=1e-6)       # Little's law
+        full = np.concatenate(([1.0], s_ode))
+        joins = full[:-1] ** choices - full[1:] ** choices
+        sf = sp.lambdify(t, _truncated(d.explicit("sojourn_sf").subs(v), levels).doit())
+        for tv in (0.5, 2.0, 6.0):
+            direct = joins @ stats.gamma.sf(tv, np.arange(1, levels + 1))
+            assert sf(tv) == pytest.approx(direct, abs=1e-7)
+
+
+def _tandem_sojourns(arrivals, times):
+    dep = np.array(arrivals, float)
+    for stage in times:
+        out = np.empty_like(dep)
+        last = -np.inf
+        for idx, ready in enumerate(dep):
+            last = max(ready, last) + stage
+            out[idx] = last
+        dep = out
+    return dep - arrivals
+
+
+def test_tandem_identity_customer_by_customer():
+    """Not implemented in qmodel yet: the tandem recursion computed directly for bursty
+    (lognormal) arrivals equals the bottleneck queue's sojourn plus the other stage times, for
+    every customer and every order of the stations."""
+    rng = _rng(10)
+    for _ in range(3):
+        arrivals = np.cumsum(rng.lognormal(0.0, 1.2, 3000))
+        times = rng.uniform(0.2, 1.2, int(rng.integers(2, 6)))
+        tandem = _tandem_sojourns(arrivals, times)
+        single = _tandem_sojourns(arrivals, [times.max()])
+        np.testing.assert_allclose(tandem, single + times.sum() - times.max(), atol=1e-9)
+        np.testing.assert_allclose(_tandem_sojourns(arrivals, times[::-1]), tandem, atol=1e-9)
+
+
+def test_tandem_poisson_sojourn_cdf():
+    """The Poisson case against the published p99 (theory notes) and md1 shifted."""
+    d = load("tandem")
+    lam, Ds, Dt, t = (d.symbols[k] for k in ("lam", "Dstar", "Dtot", "t"))
+    cdf = sp.lambdify(t, d.result("sojourn_cdf").subs({lam: 0.8, Ds: 1.0, Dt: 2.2}), "math")
+    p99 = optimize.brentq(lambda x: cdf(x) - 0.99, 12.0, 13.0, xtol=1e-12)
+    assert p99 == pytest.approx(12.5559, abs=1e-4)
+    exact = md1(0.8, 1.0)
+    for tv in (2.2, 3.0, 5.5, 9.0):
+        assert cdf(tv) == pytest.approx(exact.waiting_cdf(tv - 2.2), abs=1e-9)
+
+
+# --------------------------------------------------------------------------------------------
+# the documents
+# --------------------------------------------------------------------------------------------
+def test_every_derivation_is_documented():
+    for d in all_derivations():
+        assert d.key in MODULES
+        assert d.title and d.summary and d.assumptions and d.steps and d.results
+        assert all(re.search(r"\b(1[89]|20)\d\d\b", s) for s in d.sources), d.key
+        assert all(step.text for step in d.steps)
+        assert d.implemented_by
+
+
+def test_render_writes_markdown_and_self_contained_html(tmp_path):
+    md = render(tmp_path, "md")
+    html = render(tmp_path, "html")
+    for fmt, written in (("md", md), ("html", html)):
+        names = {p.name for p in written}
+        assert names == {f"{key}.{fmt}" for key in MODULES} | {f"index.{fmt}"}
+    for path in md:
+        text = path.read_text(encoding="utf-8")
+        assert path.name == "index.md" or "$$" in text
+    for path in html:
+        text = path.read_text(encoding="utf-8")
+        assert text.startswith("<!DOCTYPE html>")
+        assert path.name == "index.html" or "<math" in text
+        assert "<script" not in text and "<link" not in text
+        assert "http://" not in text and "https://" not in text
+    index = (tmp_path / "index.html").read_text(encoding="utf-8")
+    for key in MODULES:
+        assert f'href="{key}.html"' in index
+
+
+def test_derive_command(tmp_path, capsys):
+    assert derive_main(["--out", str(tmp_path / "docs"), "--format", "md"]) == 0
+    assert (tmp_path / "docs" / "index.md").exists()
+    assert not (tmp_path / "docs" / "index.html").exists()
+    assert "wrote 12 md files" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as err:
+        derive_main(["--format", "pdf"])
+    assert err.value.code == 2
+    assert cli_main(["derive", "--out", str(tmp_path / "cli"), "--format", "html"]) == 0
+    assert (tmp_path / "cli" / "md1.html").exists()
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    assert derive_main(["--out", str(blocker / "sub")]) == 2
+    assert "qmodel: error:" in capsys.readouterr().err
