@@ -41,8 +41,16 @@ from .system import Cluster, Node, Renewal, Trace, arrivals_from, check_stable
 from .theory.batch import DEFAULT_RESOLUTION, batch_node, check_resolution
 from .theory.classical import mdc, mg1, mmc
 from .theory.lindley import gig1, gigc
+from .theory.routing import dynamic_router
 
 __all__ = ["predict", "MixtureLatency"]
+
+# Where the dynamic-router (mean-field) model answers: N >= min_nodes and N (1 - load) >= slack,
+# load the offered rate over the cluster's capacity. Chosen from validation/router_accuracy.py
+# (see the README's accuracy table): outside, the model ran more than 10% optimistic.
+_DOMAIN = {"power_of_d": (8, 2.4), "least_outstanding": (32, 2.4)}
+# the cavity model's lattice (steps per S(1)); its quantiles move < 0.1% from 40 to 100
+DYNAMIC_RESOLUTION = 40
 
 # Deterministic arrivals (Renewal scv 0) are taken as gamma gaps with this scv (Erlang-1000):
 # the Lindley lattice needs a spread, and the difference is far below the lattice step.
@@ -154,9 +162,7 @@ def _cluster(cluster: Cluster, rate: float, resolution: int, scv: float = 1.0) -
     """
     router = cluster.router
     if not router.is_static:
-        raise NotImplementedError(
-            f"predict() models static routers (random, round_robin) so far; router "
-            f"{router.name!r} is not modelled yet. Use qmodel.simulate for it")
+        return _dynamic(cluster, rate, resolution, scv)
     nodes, shares = cluster.nodes, cluster.shares
     solved = {}                       # identical nodes with identical streams: solve once
     parts, weights, instances = [], [], []
@@ -182,6 +188,48 @@ def _cluster(cluster: Cluster, rate: float, resolution: int, scv: float = 1.0) -
         split = ("random split of renewal traffic: each node sees a thinned renewal stream, "
                  "taken as gamma gaps with its scv (approximation)")
     return MixtureLatency(parts, weights, instances, split=split)
+
+
+def _dynamic(cluster: Cluster, rate: float, resolution: int, scv: float) -> Latency:
+    """Least outstanding and power of d: the cavity (mean-field) model, where it is accurate.
+
+    The model takes the other nodes as independent copies of the one it follows, which holds
+    as N grows and fails for few nodes near saturation (they fill up together). It answers
+    only inside the domain measured in validation/router_accuracy.py; elsewhere it says so.
+    """
+    router, nodes = cluster.router, cluster.nodes
+    N = len(nodes)
+    name = router.name
+    if scv != 1.0:
+        raise NotImplementedError(
+            f"predict() models router {name!r} for Poisson arrivals only; use qmodel.simulate "
+            f"for renewal or trace arrivals")
+    if any(node != nodes[0] for node in nodes):
+        raise NotImplementedError(
+            f"predict() models router {name!r} over identical nodes only; use qmodel.simulate "
+            f"for a mix of nodes")
+    d = N if router.policy == "least_outstanding" else router.choices
+    load = rate / cluster.capacity
+    if not mean_field_domain(router.policy, N, load):
+        min_nodes, slack = _DOMAIN[router.policy]
+        raise NotImplementedError(
+            f"router {name!r}: the mean-field model is validated for N >= {min_nodes} nodes "
+            f"with N x (1 - load) >= {slack:g}; this cluster has N = {N} at load {load:.2f} "
+            f"(N x (1 - load) = {N * (1 - load):.2f}), where the nodes fill up together and "
+            f"the model is optimistic. Use qmodel.simulate for it")
+    return dynamic_router(nodes[0], rate, N, d, resolution=min(resolution, DYNAMIC_RESOLUTION))
+
+
+def mean_field_domain(policy: str, nodes: int, load: float) -> bool:
+    """Whether predict() answers a dynamic router with the mean-field model.
+
+    Examples
+    --------
+    >>> mean_field_domain("power_of_d", 32, 0.9), mean_field_domain("power_of_d", 4, 0.3)
+    (True, False)
+    """
+    min_nodes, slack = _DOMAIN[policy]
+    return nodes >= min_nodes and nodes * (1.0 - load) >= slack
 
 
 class MixtureLatency(Latency):

@@ -1,0 +1,362 @@
+"""Dynamic routers (least outstanding, power of d) in front of identical batching nodes.
+
+A cavity (mean-field) model. One node is followed exactly; the others enter only through the
+routing rule, as independent copies of the node's own stationary law (the independence ansatz
+of the supermarket model: Vvedenskaya, Dobrushin & Karpelevich 1996; Mitzenmacher 2001; made
+rigorous for general service by Bramson, Lu & Prabhakar 2012). A request samples d of the N
+nodes (least outstanding: d = N) and joins the one with the fewest outstanding requests
+(queued + in service), ties at random. If the other nodes' outstanding counts are i.i.d. with
+survival S(n) = P(count >= n), a node with n outstanding is picked at rate
+
+    lambda(n) = (Lambda / N) * (S(n)^d - S(n+1)^d) / P(count = n),
+
+Lambda the total rate (the power-of-d mean field, with the node itself among the d). The
+node then sees Poisson arrivals at a rate that depends on its own state; its stationary law
+gives S(n) back, and the two are iterated to a fixed point (the "cavity" method of the theory
+notes; Gupta, Harchol-Balter, Sigman & Whitt 2007 use the same idea for JSQ with a
+state-dependent single-queue approximation).
+
+The node (one instance, max_queue_delay 0, no preferred sizes): at each batch completion q
+requests wait; it dispatches min(q, B) at once (q = 0: it idles until the next arrival, which
+it serves alone). During a batch's service nothing leaves, so the outstanding count is a pure
+birth process with rates lambda(n); its transition law over one lattice step h is the
+matrix exponential of the (bidiagonal) generator, and the law after t steps follows by
+repeated products. The embedded chain on q at completions is solved exactly (up to the
+lattice and the truncation of the count), and the time-average law of the count comes from
+the occupancy of each service.
+
+A request arriving at a node with n outstanding (Palm weights pi(n) lambda(n)) finds n - k
+waiting ahead of it and a residual service r: it leaves after r, then f = floor((n - k) / B)
+full batches, in a batch of its position plus the requests that arrive behind it before it
+goes (their mean, from the same birth process, split between the two nearest sizes; after
+full batches, at the node's mean rate); then that batch's service.
+
+Approximations (the result says so): the independence of the other nodes (exact only as
+N -> infinity with d fixed; least outstanding over few nodes correlates them), the size of
+the tagged request's own batch from the mean arrivals behind it. Errors against the
+simulator are measured in validation/router_accuracy.py.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy import fft, linalg
+
+from ..latency import Accuracy, LatticeLatency
+from ..system import Node, UnstableError
+from .service_law import service_lattice, service_upper
+
+__all__ = ["dynamic_router"]
+
+MAX_SERVICE_POINTS = 200       # lattice points across the longest service time
+MAX_COUNT = 600                # outstanding requests per node the model follows at most
+COARSE_RESOLUTION = 15         # lattice steps per S(1) while the routing rates settle
+FINE_TOLERANCE = 1e-5          # count-law movement that ends the iterations on the fine lattice
+
+
+def _pick_rate(pmf: np.ndarray, total_per_node: float, d: int) -> np.ndarray:
+    """lambda(n) = (rate per node) (S(n)^d - S(n+1)^d) / P(n), with its limit d S(n)^(d-1).
+
+    Examples
+    --------
+    Two equally likely states and d = 2: the emptier node is picked 3 times out of 4.
+
+    >>> _pick_rate(np.array([0.5, 0.5]), 1.0, 2).round(3).tolist()
+    [1.5, 0.5]
+    """
+    surv = np.clip(np.cumsum(pmf[::-1])[::-1], 0.0, 1.0)        # S(n) = P(count >= n)
+    nxt = np.concatenate([surv[1:], [0.0]])
+    diff = surv - nxt
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(diff > 1e-13 * np.maximum(surv, 1e-300),
+                         (surv ** d - nxt ** d) / np.where(diff > 0, diff, 1.0),
+                         d * surv ** (d - 1))
+    return total_per_node * ratio
+
+
+class _Cavity:
+    """The computation behind :func:`dynamic_router`."""
+
+    def __init__(self, node: Node, rate: float, nodes: int, choices: int, resolution: int,
+                 tail: float):
+        self.node, self.rate, self.N, self.d = node, rate, nodes, choices
+        self.per_node = rate / nodes
+        self.B, self.tail = node.max_batch_size, tail
+        service = node.service
+        sizes = range(1, self.B + 1)
+        mean1 = float(service.mean(1))
+        upper = service_upper(service, sizes, tail)
+        self.h = max(mean1 / resolution, upper / MAX_SERVICE_POINTS)
+        self.Ls = int(math.ceil(upper / self.h)) + 2
+        self.ps, self.overflow = service_lattice(service, sizes, self.h, self.Ls)
+        self.surv = np.clip(1.0 - np.cumsum(self.ps, axis=1), 0.0, 1.0)
+        self.surv = np.concatenate([np.ones((self.B, 1)), self.surv[:, :-1]], axis=1)
+        self.smeans = self.ps @ (np.arange(self.Ls) * self.h)
+
+    # --- the node under state-dependent arrivals -----------------------------------------
+    def _steps(self, lam: np.ndarray):
+        """Yield (t, V_t) with V_t[n0, n] = P(count n after t steps | count n0), births only."""
+        M = lam.size
+        G = np.zeros((M, M))
+        idx = np.arange(M - 1)
+        G[idx, idx] = -lam[:-1]
+        G[idx, idx + 1] = lam[:-1]                   # the top state absorbs (truncation)
+        E = linalg.expm(G * self.h)
+        rows, cols = np.nonzero(E > 1e-16)
+        width = int(np.max(cols - rows)) if rows.size else 0
+        bands = [np.diag(E, w)[None, :] for w in range(width + 1)]   # E is upper triangular
+        V = np.eye(M)
+        for t in range(self.Ls):
+            yield t, V
+            nxt = V * bands[0]
+            for w in range(1, width + 1):
+                nxt[:, w:] += V[:, :-w] * bands[w]
+            V = nxt
+
+    def _solve_node(self, lam: np.ndarray):
+        """Stationary law of the completion chain (psi) and the time-average count law."""
+        M, B = lam.size, self.B
+        q = np.arange(M)
+        k_of = np.minimum(np.maximum(q, 1), B)        # batch dispatched after completion q
+        start = np.maximum(q, 1)                      # count when that batch starts
+        after = np.zeros((M, M))                      # count at its end, given q
+        occ = np.zeros((M, M))                        # time spent at each count, given q
+        w_end = self.ps[k_of - 1]                     # (M, Ls)
+        w_surv = self.surv[k_of - 1] * self.h
+        for t, V in self._steps(lam):
+            rows = V[start]
+            after += w_end[:, t][:, None] * rows
+            occ += w_surv[:, t][:, None] * rows
+        # next q = count at the end minus the batch that leaves
+        P = np.zeros((M, M))
+        for i in range(M):
+            k = k_of[i]
+            P[i, :M - k] = after[i, k:]
+        P /= P.sum(axis=1, keepdims=True)
+        A = P.T - np.eye(M)
+        A[-1] = 1.0
+        rhs = np.zeros(M)
+        rhs[-1] = 1.0
+        # counts the chain never visits make the system singular in their rows: least
+        # squares still gives the stationary law on the ones it does
+        psi = np.clip(linalg.lstsq(A, rhs)[0], 0.0, None)
+        psi /= psi.sum()
+        idle = 1.0 / lam[0]
+        time = psi @ occ
+        time[0] += psi[0] * idle
+        cycle = float(time.sum())
+        return psi, time / cycle, cycle, k_of, start
+
+    def fixed_point(self, lam0=None, max_iterations: int = 300, tolerance: float = 1e-6):
+        """Iterate lambda(n) <- routing rule(stationary law under lambda(n)).
+
+        The first iterate is the routing rule applied to a node whose count law is the
+        exponential-service mean field s_n = rho^((d^n - 1) / (d - 1)) (Mitzenmacher 2001),
+        rho the node's load at full batches: close to the answer, so the truncation is sized
+        for the routed node rather than for a randomly fed one.
+        """
+        if lam0 is not None:
+            lam = np.asarray(lam0, float).copy()
+        else:
+            rho = min(self.per_node / self.node.capacity, 0.999)
+            n = np.arange(4 * self.B + 60)
+            d = self.d
+            expo = (np.power(float(d), n) - 1) / (d - 1) if d > 1 else n
+            surv = rho ** np.minimum(expo, 1e6)
+            lam = np.maximum(_pick_rate(surv - np.append(surv[1:], 0.0), self.per_node, d),
+                             1e-12 * self.per_node)
+        M = lam.size
+        damping = 0.5                 # plain steps swing (measured): least outstanding is stiff
+        prev = None
+        moved = 1.0
+        history = []                  # (x, g(x) - x, weights) for Anderson mixing
+        for it in range(max_iterations):
+            psi, pi, cycle, k_of, start = self._solve_node(lam)
+            # the count must stay well inside the truncation: grow it otherwise
+            if pi[-max(self.B, 10):].sum() > self.tail and M < MAX_COUNT:
+                M = min(MAX_COUNT, 2 * M)
+                lam = np.concatenate([lam, np.full(M - lam.size, lam[-1])])
+                prev, history = None, []
+                continue
+            # ... and no longer than it needs: the work grows like M^2 per step
+            reach = np.flatnonzero(pi > self.tail * 1e-3)
+            needed = max(int(reach[-1]) if reach.size else 0, 1) + max(16, self.B)
+            if needed < M // 2:
+                M = needed
+                lam, pi = lam[:M], pi[:M] / pi[:M].sum()
+                prev, history = None, []
+            target = _pick_rate(pi, self.per_node, self.d)
+            target = np.maximum(target, 1e-12 * self.per_node)
+            if prev is not None:
+                moved = float(np.max(np.abs(pi - prev)))
+            prev = pi
+            if moved < tolerance:
+                break
+            lam = np.exp(self._mix(history, np.log(lam), np.log(target), pi, damping))
+        self.iterations = it + 1
+        self.moved = moved
+        self.lam, self.psi, self.pi, self.cycle = lam, psi, pi, cycle
+        self.k_of, self.start, self.M = k_of, start, lam.size
+        if pi[-max(self.B, 10):].sum() > self.tail:
+            raise ValueError(
+                f"the router model needs more than {MAX_COUNT} outstanding requests per node at "
+                f"rate {self.rate:g}/s: too close to capacity for it. Lower the rate or use "
+                f"qmodel.simulate")
+
+    @staticmethod
+    def _mix(history, x, gx, pi, damping, depth: int = 5):
+        """Next iterate in log-rate space: Anderson mixing over the last ``depth`` steps.
+
+        The residual g(x) - x is weighted by sqrt(pi): rates at counts the node never reaches
+        do not matter. Anderson (1965) mixing, in the form of Walker & Ni (2011), with a
+        damped plain step whenever the history is short or the least-squares step is wild.
+        """
+        f = gx - x
+        w = np.sqrt(np.maximum(pi, 0.0)) + 1e-12
+        history.append((x, f))
+        del history[:-depth - 1]
+        plain = x + damping * f
+        if len(history) < 3:
+            return plain
+        X = np.array([h[0] for h in history])
+        F = np.array([h[1] for h in history])
+        dX, dF = np.diff(X, axis=0).T, np.diff(F, axis=0).T
+        gamma, *_ = np.linalg.lstsq(dF * w[:, None], f * w, rcond=None)
+        step = x + damping * f - (dX + damping * dF) @ gamma
+        if not np.all(np.isfinite(step)) or np.max(np.abs(step - x)) > 5.0:
+            history.clear()
+            return plain
+        return step
+
+    # --- what a request sees --------------------------------------------------------------
+    def sojourn(self) -> np.ndarray:
+        """Lattice pmf of a request's sojourn time."""
+        B, M, Ls, h = self.B, self.M, self.Ls, self.h
+        lam, psi = self.lam, self.psi
+        # X[k, t, n]: completion-chain mass whose batch k started t steps ago, count n now
+        group = np.zeros((B, M))
+        group[self.k_of - 1, np.arange(M)] = psi
+        X = np.zeros((B, Ls, M))
+        behind = np.zeros((Ls, M))                    # mean arrivals behind, capped at B
+        j = np.minimum(np.arange(M), B)
+        for t, V in self._steps(lam):
+            X[:, t, :] = group @ V[self.start]
+            # a request that arrives at count n starts the births behind it at n + 1
+            shifted = np.zeros((M, M))
+            shifted[:M - 1] = V[1:]
+            rel = np.arange(M)[None, :] - np.arange(1, M + 1)[:, None]    # arrivals behind
+            behind[t] = np.sum(shifted * np.minimum(np.maximum(rel, 0), B), axis=1)
+        # Y[k, r, n] = sum_t X[k, t, n] p_k(t + r): arrival at elapsed t, residual r
+        Y = np.zeros((B, Ls, M))
+        for k in range(B):
+            p = self.ps[k]
+            hank = np.zeros((Ls, Ls))
+            for t in range(Ls):
+                hank[t, :Ls - t] = p[t:]
+            Y[k] = hank.T @ X[k] * h
+        Y *= lam[None, None, :]
+        total_busy = Y.sum()
+        idle_mass = psi[0]                             # arrivals to an idle node: psi0/lam0*lam0
+        norm = (total_busy + idle_mass)
+        # arrivals by (k, r, n): ahead = n - k, full batches f, position, own batch size
+        k_idx, r_idx, n_idx = np.nonzero(Y > 1e-16 * total_busy)
+        mass = Y[k_idx, r_idx, n_idx] / norm
+        ahead = n_idx - (k_idx + 1)
+        ok = ahead >= 0
+        k_idx, r_idx, n_idx, mass, ahead = (a[ok] for a in (k_idx, r_idx, n_idx, mass, ahead))
+        f = ahead // B
+        pos = ahead - f * B + 1
+        extra = np.where(f == 0, behind[r_idx, np.minimum(n_idx, M - 1)],
+                         self.per_node * (r_idx * h + f * self.smeans[B - 1]))
+        size = np.clip(pos + extra, 1.0, B)
+        lo = np.floor(size).astype(int)
+        frac = size - lo
+        hi = np.minimum(lo + 1, B)
+        F = int(f.max()) + 1 if f.size else 1
+        H = np.zeros((F, B + 1, Ls))
+        np.add.at(H, (f, lo, r_idx), mass * (1 - frac))
+        np.add.at(H, (f, hi, r_idx), mass * frac)
+        H[0, 1, 0] += idle_mass / norm                 # idle node: served at once, alone
+        L = fft.next_fast_len((F + 2) * Ls)
+        own = fft.rfft(self.ps, L, axis=1)              # (B, L/2+1)
+        full = fft.rfft(self.ps[B - 1], L)
+        spec = np.zeros(L // 2 + 1, complex)
+        power = np.ones(L // 2 + 1, complex)
+        for fi in range(F):
+            part = (fft.rfft(H[fi, 1:], L, axis=1) * own).sum(axis=0)
+            spec += part * power
+            power = power * full
+        pmf = np.clip(fft.irfft(spec, L), 0.0, None)
+        self.mean_batch = float(np.sum(self.psi * self.k_of))
+        return pmf
+
+
+def dynamic_router(node: Node, rate: float, nodes: int, choices: int,
+                   resolution: int = 100, tail: float = 1e-9) -> LatticeLatency:
+    """Sojourn-time distribution behind a least-outstanding or power-of-d router.
+
+    Parameters
+    ----------
+    node : Node
+        The (identical) node: one instance, max_queue_delay 0, no preferred sizes, unlimited
+        queue.
+    rate : float
+        Total Poisson arrival rate into the cluster (requests per second).
+    nodes : int
+        N, the number of nodes.
+    choices : int
+        d, nodes sampled per request (N for least outstanding).
+    resolution : int
+        Lattice steps per batch-of-one service time.
+    tail : float
+        Time-average mass of outstanding counts left out of the truncation.
+
+    Returns
+    -------
+    LatticeLatency
+        ``method`` names the cavity model; ``accuracy`` is an approximation.
+
+    Examples
+    --------
+    >>> import qmodel as qm
+    >>> node = qm.Node(qm.ServiceTime.affine(2e-3, 0.2e-3), max_batch_size=8)
+    >>> r = dynamic_router(node, rate=0.7 * 4 * node.capacity, nodes=4, choices=2)
+    >>> r.accuracy.exactness
+    'approximation'
+    """
+    if node.instances != 1 or node.max_queue_delay > 0 or node.max_queue_size \
+            or node.preferred_batch_sizes:
+        raise NotImplementedError(
+            "the dynamic-router model takes nodes with one instance, max_queue_delay 0, no "
+            "preferred sizes and an unlimited queue so far; use qmodel.simulate for this "
+            "cluster")
+    if not (rate > 0 and math.isfinite(rate)):
+        raise ValueError(f"rate must be a positive number of requests per second, got {rate}")
+    if rate >= nodes * node.capacity:
+        raise UnstableError(f"rate {rate:g}/s reaches the capacity {nodes * node.capacity:g}/s "
+                            f"of {nodes} nodes; lower the rate or add nodes")
+    # the rates lambda(n) do not depend on the lattice: settle them on a coarse one (cheap
+    # iterations), then finish on the requested one from there
+    coarse = _Cavity(node, float(rate), int(nodes), int(choices), COARSE_RESOLUTION, tail)
+    coarse.fixed_point()
+    cav = _Cavity(node, float(rate), int(nodes), int(choices), resolution, tail)
+    cav.fixed_point(lam0=coarse.lam, tolerance=FINE_TOLERANCE)
+    cav.iterations += coarse.iterations
+    pmf = cav.sojourn()
+    policy = "least outstanding" if choices == nodes else f"power of {choices}"
+    return LatticeLatency(
+        pmf, cav.h,
+        method=f"{policy} over {nodes} nodes: cavity (mean-field) model, state-dependent "
+               f"arrivals",
+        accuracy=Accuracy("approximation",
+                          f"other nodes independent with the node's own stationary law "
+                          f"(mean field), own batch size from the mean arrivals behind; "
+                          f"lattice step h = {cav.h * 1e3:.4g} ms; fixed point after "
+                          f"{cav.iterations} iterations (count law moved {cav.moved:.1e})"),
+        throughput=rate,
+        utilization=float(np.sum(cav.pi[1:])),
+        batch_size_distribution={int(k): float(v) for k, v in
+                                 enumerate(np.bincount(cav.k_of, weights=cav.psi,
+                                                       minlength=cav.B + 1)) if v > 0})
