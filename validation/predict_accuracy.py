@@ -16,7 +16,8 @@ of a GI/G/c queue (batch interarrival scv 1/b), with the Kingman (c = 1) or Alle
 wait and the exponential tail, plus the mean time a request waits for its batch to fill,
 (b - 1) / (2 rate), capped at the delay (0 without a delay).
 
-Run: ``.venv/bin/python validation/predict_accuracy.py [--quick] [--requests N] [--json FILE]``
+Run: ``.venv/bin/python validation/predict_accuracy.py [--quick] [--requests N] [--json FILE]
+[--text FILE] [--only-b B]``
 """
 
 from __future__ import annotations
@@ -135,34 +136,61 @@ def summarise(rows) -> str:
     return "\n".join(lines)
 
 
+HEADER = (f"{'jitter':6} {'B':>3} {'D/S1':>4} {'c':>2} {'load':>5}  {'family':13} "
+          f"{'p95 pred/sim (ms)':>19} {'err':>6}  {'p99 pred/sim (ms)':>19} {'err':>6}  "
+          f"{'base p99':>8}  {'ms':>6}")
+
+
+def row_line(row) -> str:
+    p95, p99 = row["p95"], row["p99"]
+    flag = lambda x: " " if x["in_ci"] else "*"  # noqa: E731
+    base = row["baseline"].get("p99")
+    return (f"{row['jitter'][:6]:6} {row['B']:3} {row['D_over_S1']:4.1f} {row['c']:2} "
+            f"{row['load']:5.2f}  {row['family']:13} "
+            f"{p95['predicted'] * 1e3:8.3f}/{p95['simulated'] * 1e3:8.3f}"
+            f"{flag(p95)} {p95['error']:+6.1%}  {p99['predicted'] * 1e3:8.3f}/"
+            f"{p99['simulated'] * 1e3:8.3f}{flag(p99)} {p99['error']:+6.1%}  "
+            f"{'' if base is None else f'{base:+8.1%}'}  "
+            f"{row['predict_seconds'] * 1e3:6.1f}")
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="three loads instead of seven")
     ap.add_argument("--requests", type=float, default=2e6, help="simulated requests per config")
     ap.add_argument("--seed", type=int, default=11)
     ap.add_argument("--json", type=Path, default=None, help="write all rows to this file")
+    ap.add_argument("--only-b", type=int, default=None, metavar="B",
+                    help="rerun only the configurations with this max_batch_size and merge "
+                         "them into the rows already in --json (after a model change)")
+    ap.add_argument("--text", type=Path, default=None,
+                    help="also write the table and summary to this file")
     args = ap.parse_args(argv)
-    rows = []
-    print(f"{'jitter':6} {'B':>3} {'D/S1':>4} {'c':>2} {'load':>5}  {'family':13} "
-          f"{'p95 pred/sim (ms)':>19} {'err':>6}  {'p99 pred/sim (ms)':>19} {'err':>6}  "
-          f"{'base p99':>8}  {'ms':>6}")
-    for case in grid(args.quick):
+    cases = list(grid(args.quick))
+    kept = []
+    if args.only_b is not None:
+        if args.json is None or not args.json.exists():
+            raise SystemExit("--only-b merges into an existing --json file")
+        kept = [r for r in json.loads(args.json.read_text()) if r["B"] != args.only_b]
+        cases = [c for c in cases if c[1] == args.only_b]
+    print(HEADER)
+    fresh = []
+    for case in cases:
         row = run_case(case, int(args.requests), args.seed)
-        rows.append(row)
-        p95, p99 = row["p95"], row["p99"]
-        flag = lambda x: " " if x["in_ci"] else "*"  # noqa: E731
-        base = row["baseline"].get("p99")
-        print(f"{case[0][:6]:6} {case[1]:3} {case[2]:4.1f} {case[3]:2} {case[4]:5.2f}  "
-              f"{row['family']:13} {p95['predicted'] * 1e3:8.3f}/{p95['simulated'] * 1e3:8.3f}"
-              f"{flag(p95)} {p95['error']:+6.1%}  {p99['predicted'] * 1e3:8.3f}/"
-              f"{p99['simulated'] * 1e3:8.3f}{flag(p99)} {p99['error']:+6.1%}  "
-              f"{'' if base is None else f'{base:+8.1%}'}  "
-              f"{row['predict_seconds'] * 1e3:6.1f}", flush=True)
+        fresh.append(row)
+        print(row_line(row), flush=True)
+    order = {case: i for i, case in enumerate(grid(args.quick))}
+    key = lambda r: (r["jitter"], r["B"], r["D_over_S1"], r["c"], r["load"])  # noqa: E731
+    rows = sorted(kept + fresh, key=lambda r: order.get(key(r), len(order)))
+    text = "\n".join([HEADER] + [row_line(r) for r in rows]) + "\n" + summarise(rows) \
+        + "\n(* = outside the simulator's 99% confidence interval)"
     print(summarise(rows))
     print("(* = outside the simulator's 99% confidence interval)")
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(rows, indent=1))
+    if args.text:
+        args.text.write_text(text + "\n")
 
 
 if __name__ == "__main__":
