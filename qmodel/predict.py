@@ -34,6 +34,8 @@ modelled, by name.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from .latency import Accuracy, Latency
@@ -121,6 +123,13 @@ def predict(system, rate=None, *, arrivals=None, resolution: int = DEFAULT_RESOL
 
 
 def _node(node: Node, rate: float, resolution: int, scv: float = 1.0) -> Latency:
+    queue = node.max_queue_size
+    if queue and queue < node.max_batch_size and node.max_queue_delay == 0:
+        # at most Q wait and, with no delay, whatever waits goes at once: batches never exceed
+        # Q, so the node is the same as one with max_batch_size Q (and the preferred sizes
+        # that fit)
+        node = replace(node, max_batch_size=queue, preferred_batch_sizes=tuple(
+            p for p in node.preferred_batch_sizes if p <= queue))
     if node.max_batch_size == 1 and not node.max_queue_size:
         # one request per batch: a classical queue with c servers
         return _single_request(node, rate, scv)
