@@ -34,7 +34,8 @@ h2 { font-size: 1.2rem; margin-top: 2rem; border-bottom: 1px solid #ddd; }
 .summary { color: #444; font-size: 1.05rem; }
 ol.steps > li { margin: 1rem 0 1.25rem; }
 .eq { overflow-x: auto; overflow-y: hidden; padding: 0.2rem 0; font-size: 1.1em; }
-math { font-family: "STIX Two Math", "Latin Modern Math", "Cambria Math", math; }
+math { font-family: "STIX Two Math", "Latin Modern Math", "Cambria Math", "DejaVu Math TeX Gyre",
+       "Libertinus Math", math; }
 math[display="block"] { margin: 0.4rem 0; }
 .result { border-left: 3px solid #3b6db3; padding-left: 0.8rem; margin: 1rem 0; }
 .result .name { font-family: ui-monospace, SFMono-Regular, Menlo, monospace; font-size: 0.9rem; }

@@ -4,6 +4,7 @@ the rendered documents (qmodel.derive)."""
 
 import math
 import re
+from html import unescape
 
 import numpy as np
 import pytest
@@ -12,7 +13,9 @@ from scipy import integrate, optimize, stats
 
 import qmodel as qm
 from qmodel.derivations import MODULES, all_derivations, load
+from qmodel.derivations import core as derivation_core
 from qmodel.derivations.core import Mean
+from qmodel.derivations.printing import to_mathml
 from qmodel.cli import main as cli_main
 from qmodel.derive import main as derive_main
 from qmodel.derive import render
@@ -478,6 +481,60 @@ def test_render_writes_markdown_and_self_contained_html(tmp_path):
     index = (tmp_path / "index.html").read_text(encoding="utf-8")
     for key in MODULES:
         assert f'href="{key}.html"' in index
+
+
+# sympy's MathML printer falls back to the class name in lower case for what it cannot print
+# (LaplaceTransform(f, t, s) as "laplacetransform(f, t, s)", O(x**5) as "order(x^5, (x, 0))");
+# conventional function names are fine.
+_CONVENTIONAL = {"sin", "cos", "tan", "cot", "sec", "csc", "sinh", "cosh", "tanh", "coth", "sech",
+                 "csch", "asin", "acos", "atan", "exp", "log", "ln", "max", "min", "arg", "sign",
+                 "gamma", "beta", "zeta", "erf", "erfc", "re", "im", "mod"}
+_SYMPY_NAMES = {name.lower() for module in (sp, derivation_core) for name in dir(module)
+                if isinstance(getattr(module, name), type)
+                and issubclass(getattr(module, name), sp.Basic)} - _CONVENTIONAL
+
+
+def _raw_sympy(page: str) -> list:
+    """Tokens of a page's MathML that are sympy syntax rather than mathematics: a class name in
+    lower case or None, a name with brackets, braces, carets or underscores left in (X_{n+1}
+    as "{n+1}", N(D) as one identifier) or a hyphen for a minus sign."""
+    bad = []
+    for block in re.findall(r"<math\b.*?</math>", page, re.S):
+        for tag, token in re.findall(r"<(mi|mo|mn|mtext)\b[^>]*>([^<]*)</\1>", block):
+            token = unescape(token).strip()
+            named = (len(token) > 1 and token in _SYMPY_NAMES) or token == "None"
+            if ((tag in ("mi", "mo") and named)
+                    or (re.search(r"\w", token) and re.search(r"[()\[\]{}^_,]", token))
+                    or (tag == "mn" and token.startswith("-"))):
+                bad.append(f"<{tag}>{token}</{tag}>")
+    return bad
+
+
+def test_html_math_has_no_raw_sympy_names(tmp_path):
+    assert {"laplacetransform", "order", "subs", "piecewise", "derivative", "integral",
+            "sum", "mean"} <= _SYMPY_NAMES
+    for path in render(tmp_path, "html"):
+        assert _raw_sympy(path.read_text(encoding="utf-8")) == [], path.name
+    # the cases that printed as names: script L, O, scripts, primes, a true minus
+    t, s, x = sp.symbols("t s x")
+    W = sp.Function("W")
+    cases = {
+        sp.LaplaceTransform(W(t), t, s): "<msub><mi>&#8466;</mi><mi>t</mi></msub><mo",
+        sp.InverseLaplaceTransform(W(s), s, t, None):
+            "<msubsup><mi>&#8466;</mi><mi>s</mi><mrow><mo>&#x2212;</mo><mn>1</mn></mrow>",
+        sp.Order(x ** 5): "<mi>O</mi><mrow><mo stretchy=\"false\">(</mo><mrow><msup><mi>x</mi>"
+                          "<mn>5</mn></msup></mrow>",
+        sp.Symbol("X_{n+1}"): "<msub><mi>X</mi><mrow><mi>n</mi><mo>+</mo><mn>1</mn></mrow>",
+        sp.Symbol("N(D)"): "<mi>N</mi><mrow><mo stretchy=\"false\">(</mo><mi>D</mi>",
+        sp.LambertW(x, -1): "<msub><mi>W</mi><mrow><mo>&#x2212;</mo><mn>1</mn></mrow></msub>",
+    }
+    for expr, expected in cases.items():
+        out = to_mathml(expr)
+        assert expected in out, out
+        assert _raw_sympy(out) == [], out
+    for out in ("<math><mrow><mi>laplacetransform</mi></mrow></math>", "<math><mi>None</mi></math>",
+                "<math><msub><mi>X</mi><mi>{n+1}</mi></msub></math>", "<math><mn>-1</mn></math>"):
+        assert _raw_sympy(out), out
 
 
 def test_derive_command(tmp_path, capsys):
