@@ -5,7 +5,8 @@ asks for at most 10 ms, target 1 ms), the script times ``qmodel.predict`` (warm:
 calls after one warm-up call, in this process) and prints the distribution of those times. For
 three of the nodes it also times what a simulation needs to give p99 to about +-1% (95% CI):
 qmodel's own simulator, and a SimPy model of the same node (benchmarks/peers.py), whose time is
-extrapolated from a 100,000-request run at its measured requests per second.
+extrapolated from a 100,000-request run at its measured requests per second. Last, it times
+cluster predictions for the static routers and power of two.
 
 Run: ``.venv/bin/python benchmarks/predict_speed.py [--quick]`` (part of ``make bench``)
 """
@@ -101,6 +102,16 @@ def main(argv=None):
               f"qmodel.simulate {sim_s:.2f} s ({sim_n:,} requests); SimPy ~{simpy_s:.1f} s "
               f"({simpy_rate:,.0f} req/s); predict is {ratio(sim_s)} than qmodel.simulate and "
               f"{ratio(simpy_s)} than SimPy")
+
+    print("\nClusters (one instance per node, D = 0, load 0.7 of the cluster's capacity):")
+    for router in ("random", "round_robin", "power_of_two"):
+        for N in (8, 128):
+            for B in (8, 32):
+                cluster = qm.Cluster(node_of(B, 0.0, 1, "det"), count=N, router=router)
+                rate = 0.7 * cluster.capacity
+                seconds = warm_time(lambda: qm.predict(cluster, rate=rate), repeat=1)
+                print(f"  {router:13} N={N:<4} B={B:<3} predict {seconds * 1e3:9.1f} ms",
+                      flush=True)
 
 
 if __name__ == "__main__":
