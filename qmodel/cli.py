@@ -12,7 +12,7 @@ import sys
 
 import numpy as np
 
-from . import derive
+from . import derive, validate
 from . import system as qs
 from .sim import simulate
 
@@ -165,6 +165,11 @@ def build_parser() -> argparse.ArgumentParser:
         "derive", help="render the sympy derivations of qmodel's closed forms",
         description="Write the derivations of qmodel/derivations as Markdown (LaTeX math) "
                     "and/or self-contained HTML (MathML)."))
+    validate.add_arguments(sub.add_parser(
+        "validate", help="validation campaign: theory against simulation, with a report",
+        description="Predict and simulate a grid of configurations (or your own, --configs) "
+                    "in parallel, judge the models against stated tolerances, and write a "
+                    "Markdown report with figures. Results are cached, so a rerun resumes."))
     return parser
 
 
@@ -242,6 +247,8 @@ def main(argv=None) -> int:
         return _routers_command(args)
     if args.command == "derive":
         return derive.run(args)
+    if args.command == "validate":
+        return validate.run(args)
     try:
         system = _system_from(args)
         arrivals = _arrivals_from(args)
