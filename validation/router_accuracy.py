@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 import qmodel as qm
-from qmodel.predict import mean_field_domain
+from qmodel.predict import DYNAMIC_RESOLUTION, mean_field_domain
 from qmodel.theory.routing import dynamic_router
 
 BASE, PER_ITEM = 1.8874e-3, 0.1438e-3
@@ -58,7 +58,8 @@ def model(router, N, B, d, load):
         pred, in_predict = qm.predict(cluster, rate=rate), True
     except NotImplementedError:
         choices = N if router == "least_outstanding" else 2
-        pred, in_predict = dynamic_router(node, rate, N, choices), False
+        pred, in_predict = dynamic_router(node, rate, N, choices,
+                                          resolution=DYNAMIC_RESOLUTION), False
     return pred, time.perf_counter() - start, in_predict
 
 
@@ -96,7 +97,7 @@ def run_case(router, N, B, d, load, seed=7) -> dict:
         in_predict = False
         choices = N if router == "least_outstanding" else 2
         try:
-            pred = dynamic_router(node, rate, N, choices)
+            pred = dynamic_router(node, rate, N, choices, resolution=DYNAMIC_RESOLUTION)
         except ValueError as err:              # the count outgrew the model's truncation
             return {"router": router, "N": N, "B": B, "D": d, "load": load,
                     "declined": str(err)}
