@@ -14,6 +14,25 @@ import numpy as np
 __all__ = ["plot_latency", "plot_router_comparison"]
 
 
+def _pyplot():
+    """matplotlib.pyplot on the file-only Agg backend (imported late: it is slow to load)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    return plt
+
+
+def _save(fig, path) -> Path:
+    """Write the figure (format from the extension), close it, return the path."""
+    plt = _pyplot()
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
 def plot_latency(results: Mapping[str, object], path, title: str = "") -> Path:
     """CDF (left) and tail on a log scale (right) of several latency results, in ms.
 
@@ -31,9 +50,7 @@ def plot_latency(results: Mapping[str, object], path, title: str = "") -> Path:
     Path
         The file written.
     """
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = _pyplot()
 
     if not results:
         raise ValueError("plot_latency needs at least one result")
@@ -57,12 +74,7 @@ def plot_latency(results: Mapping[str, object], path, title: str = "") -> Path:
                  ha="right", va="top", fontsize=8)
     if title:
         fig.suptitle(title)
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return _save(fig, path)
 
 
 def plot_router_comparison(rows, path, title: str = "") -> Path:
@@ -82,9 +94,7 @@ def plot_router_comparison(rows, path, title: str = "") -> Path:
     Path
         The file written.
     """
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = _pyplot()
 
     if not rows:
         raise ValueError("plot_router_comparison needs at least one router's result")
@@ -110,9 +120,4 @@ def plot_router_comparison(rows, path, title: str = "") -> Path:
     ax.legend(fontsize=8, ncol=3)
     if title:
         ax.set_title(title, fontsize=9)
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return _save(fig, path)

@@ -47,6 +47,23 @@ def _with_mean(pmf: np.ndarray, h: float, mean: float) -> np.ndarray:
     return (1 - frac) * pmf + frac * shifted
 
 
+def _checked(rate, arrival_scv) -> float:
+    """The rate as a float, or a ValueError naming the bad argument."""
+    rate = float(rate)
+    if not (rate > 0 and math.isfinite(rate)):
+        raise ValueError(f"rate must be a positive number of arrivals per second, got {rate}")
+    if not (arrival_scv > 0 and math.isfinite(arrival_scv)):
+        raise ValueError(f"arrival_scv must be a finite number > 0, got {arrival_scv}")
+    return rate
+
+
+def _service_pmf(service: ServiceTime, batch_size: int, h: float) -> np.ndarray:
+    """S(batch_size) on the lattice of step h, its mean kept exact."""
+    pmf = service_lattice(service, [batch_size], h, int(math.ceil(
+        service_upper(service, [batch_size], 1e-12) / h)) + 2)[0][0]
+    return _with_mean(pmf, h, float(service.mean(batch_size)))
+
+
 def _lindley_wait(rate: float, service: ServiceTime, arrival_scv: float, batch_size: int,
                   points: int, tolerance: float, max_iterations: int, speedup: int = 1):
     """Stationary GI/G/1 waiting-time pmf on a lattice, for service times S(k) / ``speedup``.
@@ -141,17 +158,11 @@ def gig1(rate, service: ServiceTime, arrival_scv: float, batch_size: int = 1,
     >>> abs(r.p99 - math.log(100) / 0.2) < 2 * r.h
     True
     """
-    rate = float(rate)
-    if not (rate > 0 and math.isfinite(rate)):
-        raise ValueError(f"rate must be a positive number of arrivals per second, got {rate}")
-    if not (arrival_scv > 0 and math.isfinite(arrival_scv)):
-        raise ValueError(f"arrival_scv must be a finite number > 0, got {arrival_scv}")
+    rate = _checked(rate, arrival_scv)
     w, h, iterations = _lindley_wait(rate, service, arrival_scv, batch_size, points,
                                      tolerance, max_iterations)
     mean_s = float(service.mean(batch_size))
-    s_pmf = service_lattice(service, [batch_size], h, int(math.ceil(
-        service_upper(service, [batch_size], 1e-12) / h)) + 2)[0][0]
-    s_pmf = _with_mean(s_pmf, h, mean_s)
+    s_pmf = _service_pmf(service, batch_size, h)
     sojourn = np.convolve(w, s_pmf)
     return LatticeLatency(
         sojourn, h, method="GI/G/1 numerical (Lindley recursion on a lattice)",
@@ -204,11 +215,7 @@ def gigc(rate, service: ServiceTime, arrival_scv: float, servers: int,
     >>> abs(r.p99 - exact.p99) < 2 * r.h
     True
     """
-    rate = float(rate)
-    if not (rate > 0 and math.isfinite(rate)):
-        raise ValueError(f"rate must be a positive number of arrivals per second, got {rate}")
-    if not (arrival_scv > 0 and math.isfinite(arrival_scv)):
-        raise ValueError(f"arrival_scv must be a finite number > 0, got {arrival_scv}")
+    rate = _checked(rate, arrival_scv)
     if isinstance(servers, bool) or not isinstance(servers, int) or servers < 1:
         raise ValueError(f"servers must be an integer >= 1, got {servers!r}")
     if servers == 1:
@@ -221,9 +228,7 @@ def gigc(rate, service: ServiceTime, arrival_scv: float, servers: int,
     scale = _erlang_c(servers, load) / (load / servers)
     wait = scale * w
     wait[0] = 1.0 - wait[1:].sum()
-    s_pmf = service_lattice(service, [1], h, int(math.ceil(
-        service_upper(service, [1], 1e-12) / h)) + 2)[0][0]
-    s_pmf = _with_mean(s_pmf, h, mean_s)
+    s_pmf = _service_pmf(service, 1, h)
     return LatticeLatency(
         np.convolve(wait, s_pmf), h,
         method=f"GI/G/{servers} fast-server approximation (Lindley lattice, Erlang C scaling)",
