@@ -7,7 +7,8 @@ takes D = 0 only); load 0.3 to 0.95 of the cluster's capacity. One instance per 
 load in {0.3, 0.7, 0.9}.
 
 Static routers go through ``qmodel.predict``. The dynamic routers' cavity model
-(:func:`qmodel.theory.routing.dynamic_router`, D = 0 only) is run directly on every
+(:func:`qmodel.theory.routing.dynamic_router`; least outstanding with D = 0 only) is run
+directly on every
 configuration, including those where ``predict`` declines it, so that the table shows where
 the mean field holds and where it does not; the column ``in predict`` says which rows
 ``predict`` answers. Rows are appended to the JSON file as they finish, and a rerun skips the
@@ -41,7 +42,7 @@ def grid(quick: bool):
         for N in nodes:
             for B in (1, 8, 32):
                 for d in ((0.0,) if B == 1 else (0.0, 1.0)):
-                    if router in ("power_of_two", "least_outstanding") and d > 0:
+                    if router == "least_outstanding" and d > 0:
                         continue                      # no model yet: nothing to compare
                     for load in loads:
                         yield router, N, B, d, load

@@ -16,7 +16,7 @@ gives S(n) back, and the two are iterated to a fixed point (the "cavity" method 
 notes; Gupta, Harchol-Balter, Sigman & Whitt 2007 use the same idea for JSQ with a
 state-dependent single-queue approximation).
 
-The node (one instance, max_queue_delay 0, no preferred sizes): at each batch completion q
+The node (one instance, no delay, no preferred sizes): at each batch completion q
 requests wait; it dispatches min(q, B) at once (q = 0: it idles until the next arrival, which
 it serves alone). During a batch's service nothing leaves, so the outstanding count is a pure
 birth process with rates lambda(n); its transition law over one lattice step h is the
@@ -24,6 +24,10 @@ matrix exponential of the (bidiagonal) generator, and the law after t steps foll
 repeated products. The embedded chain on q at completions is solved exactly (up to the
 lattice and the truncation of the count), and the time-average law of the count comes from
 the occupancy of each service.
+
+With a delay (max_queue_delay > 0) the node is not followed by the cavity model itself: the
+answer without the delay fixes a renewal stream (the arrival scv at which the batch-node model
+gives the same p99), and the node with its delay is solved under that stream.
 
 A request arriving at a node with n outstanding (Palm weights pi(n) lambda(n)) finds n - k
 waiting ahead of it and a residual service r: it leaves after r, then f = floor((n - k) / B)
@@ -45,10 +49,13 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import fft, linalg
+from dataclasses import replace
+
+from scipy import fft, linalg, optimize
 
 from ..latency import Accuracy, LatticeLatency
 from ..system import Node, UnstableError
+from .batch import batch_node
 from .service_law import service_lattice, service_upper
 
 __all__ = ["dynamic_router"]
@@ -57,6 +64,7 @@ MAX_SERVICE_POINTS = 200       # lattice points across the longest service time
 MAX_COUNT = 600                # outstanding requests per node the model follows at most
 COARSE_RESOLUTION = 15         # lattice steps per S(1) while the routing rates settle
 FINE_TOLERANCE = 1e-5          # count-law movement that ends the iterations on the fine lattice
+MIN_STREAM_SCV = 0.005         # the smoothest routed stream the delay calibration considers
 
 
 def _pick_rate(pmf: np.ndarray, total_per_node: float, d: int) -> np.ndarray:
@@ -304,8 +312,8 @@ def dynamic_router(node: Node, rate: float, nodes: int, choices: int,
     Parameters
     ----------
     node : Node
-        The (identical) node: one instance, max_queue_delay 0, no preferred sizes, unlimited
-        queue.
+        The (identical) node: one instance, no preferred sizes, unlimited queue. With a
+        max_queue_delay the answer goes through :func:`_with_delay`.
     rate : float
         Total Poisson arrival rate into the cluster (requests per second).
     nodes : int
@@ -330,17 +338,61 @@ def dynamic_router(node: Node, rate: float, nodes: int, choices: int,
     >>> r.accuracy.exactness
     'approximation'
     """
-    if node.instances != 1 or node.max_queue_delay > 0 or node.max_queue_size \
-            or node.preferred_batch_sizes:
+    if node.instances != 1 or node.max_queue_size or node.preferred_batch_sizes:
         raise NotImplementedError(
-            "the dynamic-router model takes nodes with one instance, max_queue_delay 0, no "
-            "preferred sizes and an unlimited queue so far; use qmodel.simulate for this "
-            "cluster")
+            "the dynamic-router model takes nodes with one instance, no preferred sizes and "
+            "an unlimited queue so far; use qmodel.simulate for this cluster")
     if not (rate > 0 and math.isfinite(rate)):
         raise ValueError(f"rate must be a positive number of requests per second, got {rate}")
     if rate >= nodes * node.capacity:
         raise UnstableError(f"rate {rate:g}/s reaches the capacity {nodes * node.capacity:g}/s "
                             f"of {nodes} nodes; lower the rate or add nodes")
+    if node.max_queue_delay > 0:
+        return _with_delay(node, float(rate), int(nodes), int(choices), resolution, tail)
+    return _no_delay(node, float(rate), int(nodes), int(choices), resolution, tail)
+
+
+def _with_delay(node: Node, rate: float, nodes: int, choices: int, resolution: int,
+                tail: float) -> LatticeLatency:
+    """A node with a delay behind the router: a renewal stream calibrated without the delay.
+
+    The cavity model follows Triton's rule without a delay only. Its answer for the same node
+    with max_queue_delay 0 fixes how smooth the routed stream is: the arrival scv x at which
+    the batch-node model fed renewal arrivals (:func:`~qmodel.theory.batch.batch_node`) gives
+    the same p99. The node with its delay is then solved under that renewal stream. Measured
+    within 2.4% of the simulator on p99 (validation/router_accuracy.py, delay S(1)).
+    """
+    twin = replace(node, max_queue_delay=0.0)
+    reference = _no_delay(twin, rate, nodes, choices, resolution, tail)
+    per_node = rate / nodes
+
+    def gap(log_scv):
+        return batch_node(twin, per_node, arrival_scv=math.exp(log_scv)).p99 - reference.p99
+
+    lo, hi = math.log(MIN_STREAM_SCV), 0.0               # routing smooths: scv below Poisson's
+    if gap(lo) >= 0:
+        log_scv = lo                                      # smoother than the family reaches
+    elif gap(hi) <= 0:
+        log_scv = hi
+    else:
+        log_scv = optimize.brentq(gap, lo, hi, xtol=0.02)
+    x = math.exp(log_scv)
+    result = batch_node(node, per_node, arrival_scv=x)
+    policy = "least outstanding" if choices == nodes else f"power of {choices}"
+    result.method = (f"{policy} over {nodes} nodes with a delay: batch node under renewal "
+                     f"arrivals (scv {x:.3g}) calibrated on the cavity model without the delay")
+    result.accuracy = Accuracy(
+        "approximation",
+        f"the routed stream as renewal arrivals with scv {x:.3g}, the value at which the node "
+        f"without its delay matches the mean-field p99 {reference.p99 * 1e3:.4g} ms "
+        f"(state dependence of the arrivals during a formation ignored); node: "
+        f"{result.accuracy.statement}")
+    return result
+
+
+def _no_delay(node: Node, rate: float, nodes: int, choices: int, resolution: int,
+              tail: float) -> LatticeLatency:
+    """The cavity model itself (max_queue_delay 0)."""
     # the rates lambda(n) do not depend on the lattice: settle them on a coarse one (cheap
     # iterations), then finish on the requested one from there
     coarse = _Cavity(node, float(rate), int(nodes), int(choices), COARSE_RESOLUTION, tail)
