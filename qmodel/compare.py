@@ -25,7 +25,8 @@ _WHY = {
     "random": "each node sees Poisson arrivals (interarrival scv 1)",
     "round_robin": "each node sees every N-th arrival (interarrival scv 1/N): smoother queues",
     "power_of_two": "joins the shorter of 2 sampled queues",
-    "least_outstanding": "joins the shortest queue of all",
+    "least_outstanding": "joins the shortest queue of all; with batching the levelled queues "
+                         "take requests in turn, so it is predicted as round robin (tails)",
 }
 
 

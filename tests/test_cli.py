@@ -91,7 +91,7 @@ def test_predict_json_matches_the_api_and_check_simulates(capsys):
 def test_predict_errors_are_one_line(capsys):
     assert main(["predict", *NODE, "--rate", "1e6"]) == 2              # unstable
     assert "capacity" in capsys.readouterr().err
-    assert main(["predict", *NODE, "--rate", "800", "--nodes", "4",
+    assert main(["predict", *NODE, "--rate", "800", "--nodes", "4", "--instances", "2",
                  "--router", "least_outstanding"]) == 3               # not modelled yet
     assert "not modelled yet" in capsys.readouterr().err
 

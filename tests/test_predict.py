@@ -101,7 +101,8 @@ def test_random_router_is_an_exact_mixture_of_its_nodes():
 def test_what_is_not_modelled_yet_says_so():
     node = _node(8, 0, 1)
     with pytest.raises(NotImplementedError, match="least_outstanding"):
-        qm.predict(qm.Cluster(node, count=4, router="least_outstanding"), rate=1000.0)
+        qm.predict(qm.Cluster(_node(1, 0, 1), count=4, router="least_outstanding"),
+                   rate=1000.0)
     # a finite queue shorter than a full batch, with a delay
     with pytest.raises(NotImplementedError, match="max_queue_size=4"):
         qm.predict(qm.Node(node.service, max_batch_size=8, max_queue_size=4,
@@ -305,8 +306,9 @@ def test_power_of_two_mean_field_inside_its_domain(B, load, bound):
 
 def test_dynamic_routers_outside_the_model_say_why():
     node = _node(8, 0, 1)
-    with pytest.raises(NotImplementedError, match="least_outstanding"):
-        qm.predict(qm.Cluster(node, count=128, router="least_outstanding"), rate=1000.0)
+    with pytest.raises(NotImplementedError, match="max_batch_size >= 8"):
+        qm.predict(qm.Cluster(_node(4, 0, 1), count=128, router="least_outstanding"),
+                   rate=1000.0)
     with pytest.raises(NotImplementedError, match="N >= 8"):
         qm.predict(qm.Cluster(node, count=4, router="power_of_two"), rate=1000.0)
     big = qm.Cluster(node, count=32, router="power_of_two")
@@ -332,3 +334,15 @@ def test_power_of_two_with_a_delay_calibrates_a_renewal_stream():
     scv = float(pred.method.split("scv ")[1].split(")")[0])
     assert 0.005 <= scv < 1.0                  # the routed stream is smoother than Poisson
     _within(pred, qm.simulate(cluster, rate=rate, requests=600_000, seed=12), 0.05)
+
+
+@pytest.mark.parametrize("N, load", [(8, 0.7), (32, 0.9)])
+def test_least_outstanding_with_batching_is_close_to_round_robin(N, load):
+    # level outstanding counts send requests to the nodes in turn: the round-robin model was
+    # 0.2% above to 5.6% below the simulated least-outstanding p99 for B >= 8 (these two
+    # measured -1.5% and -2.0%); bound 6% + CI
+    cluster = qm.Cluster(_node(8, 0, 1), count=N, router="least_outstanding")
+    rate = load * cluster.capacity
+    pred = qm.predict(cluster, rate=rate)
+    assert pred.method.startswith(f"least outstanding over {N} nodes as round robin")
+    _within(pred, qm.simulate(cluster, rate=rate, requests=600_000, seed=13), 0.06)
