@@ -309,6 +309,10 @@ def test_dynamic_routers_outside_the_model_say_why():
     with pytest.raises(NotImplementedError, match="max_batch_size >= 8"):
         qm.predict(qm.Cluster(_node(4, 0, 1), count=128, router="least_outstanding"),
                    rate=1000.0)
+    # jittery service: the router reacts to service times, round robin does not (+29%)
+    with pytest.raises(NotImplementedError, match="cv <= 0.1"):
+        qm.predict(qm.Cluster(_node(8, 0, 1, "lognormal"), count=8, router="least_outstanding"),
+                   rate=1000.0)
     with pytest.raises(NotImplementedError, match="N >= 8"):
         qm.predict(qm.Cluster(node, count=4, router="power_of_two"), rate=1000.0)
     big = qm.Cluster(node, count=32, router="power_of_two")
