@@ -26,10 +26,16 @@ A cluster behind a static router is solved node by node and its latency is the r
 mixture of its nodes' latencies. A random (weighted) router splits Poisson traffic into
 independent Poisson streams: exact decomposition. Round robin gives each node every N-th
 arrival: renewal arrivals with Erlang-N gaps (for Poisson input), exact marginally, solved by
-the renewal-arrival models above. A finite ``max_queue_size`` makes the node a loss system (batch-node chain, with
+the renewal-arrival models above. Power of d over identical single-instance nodes: the cavity
+(mean-field) model of :mod:`qmodel.theory.routing`, inside its measured domain (N >= 8 and
+N (1 - load) >= 2.4). Least outstanding over identical single-instance batching nodes
+(max_batch_size >= 8, steady service): the round-robin model, a measured surrogate. Outside
+these, and for dynamic routers under renewal arrivals, predict raises NotImplementedError with
+the reason.
+
+A finite ``max_queue_size`` makes the node a loss system (batch-node chain, with
 ``rejection_fraction``). A :class:`~qmodel.system.Trace` is taken as renewal arrivals with its
-rate and interarrival scv (approximation, stated). Other routers are reported as not yet
-modelled, by name.
+rate and interarrival scv (approximation, stated).
 """
 
 from __future__ import annotations
