@@ -357,3 +357,17 @@ def test_least_outstanding_with_batching_is_close_to_round_robin(N, load):
     pred = qm.predict(cluster, rate=rate)
     assert pred.method.startswith(f"least outstanding over {N} nodes as round robin")
     _within(pred, qm.simulate(cluster, rate=rate, requests=600_000, seed=13), 0.06)
+
+
+def test_dynamic_router_model_checks_its_arguments():
+    from qmodel.theory.routing import dynamic_router
+
+    node = _node(8, 0, 1)
+    with pytest.raises(ValueError, match="choices"):
+        dynamic_router(node, 1000.0, nodes=4, choices=5)
+    with pytest.raises(ValueError, match="nodes"):
+        dynamic_router(node, 1000.0, nodes=0, choices=1)
+    with pytest.raises(ValueError, match="rate"):
+        dynamic_router(node, -1.0, nodes=4, choices=2)
+    with pytest.raises(qm.UnstableError, match="capacity"):
+        dynamic_router(node, 5 * node.capacity, nodes=4, choices=2)

@@ -252,7 +252,6 @@ class _Cavity:
         group[self.k_of - 1, np.arange(M)] = psi
         X = np.zeros((B, Ls, M))
         behind = np.zeros((Ls, M))                    # mean arrivals behind, capped at B
-        j = np.minimum(np.arange(M), B)
         for t, V in self._steps(lam):
             X[:, t, :] = group @ V[self.start]
             # a request that arrives at count n starts the births behind it at n + 1
@@ -344,6 +343,11 @@ def dynamic_router(node: Node, rate: float, nodes: int, choices: int,
             "an unlimited queue so far; use qmodel.simulate for this cluster")
     if not (rate > 0 and math.isfinite(rate)):
         raise ValueError(f"rate must be a positive number of requests per second, got {rate}")
+    if isinstance(nodes, bool) or not isinstance(nodes, int) or nodes < 1:
+        raise ValueError(f"nodes must be a whole number >= 1, got {nodes!r}")
+    if isinstance(choices, bool) or not isinstance(choices, int) or not 1 <= choices <= nodes:
+        raise ValueError(f"choices (d) must be a whole number from 1 to nodes={nodes}, got "
+                         f"{choices!r}")
     if rate >= nodes * node.capacity:
         raise UnstableError(f"rate {rate:g}/s reaches the capacity {nodes * node.capacity:g}/s "
                             f"of {nodes} nodes; lower the rate or add nodes")
