@@ -19,8 +19,8 @@ from qmodel.derivations.printing import to_mathml
 from qmodel.cli import main as cli_main
 from qmodel.derive import main as derive_main
 from qmodel.derive import render
-from qmodel.theory import (allen_cunneen_wait, batch_node, cramer_lundberg, kingman_wait, md1,
-                           mg1, mmc)
+from qmodel.theory import (allen_cunneen_wait, batch_node, cramer_lundberg, gig1, gigc,
+                           kingman_wait, md1, mg1, mmc)
 from qmodel.theory.classical import _erlang_c
 
 SEED = 20240611
@@ -202,6 +202,88 @@ def test_kingman_and_allen_cunneen_match_baselines():
     assert bound(0.5, 1.0, 1.0, 0.5) >= kingman(0.5, 1.0, 1.0, 0.5)
 
 
+def _sojourn_quantile(cdf, p, top):
+    """The p-quantile of a sojourn cdf given as a float function (brentq on [0, top])."""
+    return optimize.brentq(lambda x: cdf(x) - p, 0.0, top, xtol=1e-12)
+
+
+@pytest.mark.parametrize("rate, rate_mu, servers", [(1.6, 1.0, 2), (3.3, 1.0, 4), (0.9, 0.5, 3)])
+def test_fast_server_is_exact_for_mmc_against_gigc(rate, rate_mu, servers):
+    """The approximation with the M/M/1 fast server is the M/M/c tail (evaluated from both
+    results); its sojourn cdf against gigc's lattice, quantiles within two lattice steps."""
+    d = load("fast_server")
+    lam, mu, c, t = (d.symbols[k] for k in ("lam", "mu", "c", "t"))
+    v = {lam: rate, mu: rate_mu, c: servers}
+    composed = d.result("waiting_sf").subs(d.symbols["W1_sf"], d.result("fast_mm1_waiting_sf"))
+    for r in d.results:                   # the definitions: C, rho, a, gamma
+        if r.name in ("erlang_c", "rho", "load", "decay"):
+            composed = composed.subs(r.lhs, r.rhs)
+    composed = sp.lambdify(t, composed.subs(d.symbols["rho"], d.symbols["a"] / c).subs(
+        d.symbols["a"], lam / mu).subs(v).doit())
+    exact = sp.lambdify(t, d.explicit("mmc_waiting_sf").subs(v).doit())
+    for tv in (0.0, 0.5, 3.0, 10.0):
+        assert composed(tv) == pytest.approx(exact(tv), rel=1e-12)
+    assert exact(0.0) == pytest.approx(_erlang_c(servers, rate / rate_mu), rel=1e-12)
+    cdf = sp.lambdify(t, d.explicit("mmc_sojourn_cdf").subs(v).doit(), "math")
+    r = gigc(rate, qm.ServiceTime.affine(1 / rate_mu, jitter="exponential"), 1.0, servers)
+    for p in (0.5, 0.9, 0.99, 0.999):
+        derived = _sojourn_quantile(cdf, p, 200.0 / rate_mu)
+        assert abs(float(r.quantile(p)) - derived) < 2 * r.h, p
+        assert derived == pytest.approx(mmc(rate, rate_mu, servers).quantile(p), rel=1e-9)
+
+
+def test_fast_server_reduces_to_gig1_with_one_server():
+    """c = 1: the scale C/rho is 1, and the M/M/1 sojourn (the derived cdf at c = 1) against
+    gig1's lattice within two lattice steps; gigc(..., 1) is gig1."""
+    d = load("fast_server")
+    lam, mu, c, t, rho, C = (d.symbols[k] for k in ("lam", "mu", "c", "t", "rho", "C"))
+    scale = sp.lambdify(lam, (C / rho).subs(C, d.explicit("erlang_c")).subs(
+        rho, d.explicit("rho")).subs({c: 1, mu: 1}).doit())
+    for rate in (0.1, 0.5, 0.95):
+        assert scale(rate) == pytest.approx(1.0, rel=1e-12)
+    rate, rate_mu = 0.7, 1.3
+    cdf = sp.lambdify(t, d.explicit("mmc_sojourn_cdf").subs({lam: rate, mu: rate_mu, c: 1})
+                      .doit(), "math")
+    exp1 = qm.ServiceTime.affine(1 / rate_mu, jitter="exponential")
+    r = gig1(rate, exp1, 1.0)
+    for p in (0.5, 0.99):
+        assert abs(float(r.quantile(p)) - _sojourn_quantile(cdf, p, 100.0)) < 2 * r.h
+    gamma_service = qm.ServiceTime.affine(1.0, jitter=("gamma", 0.6))
+    assert gigc(0.8, gamma_service, 0.4, 1).p99 == gig1(0.8, gamma_service, 0.4).p99
+
+
+def test_fast_server_mean_scales_the_fast_gig1_mean():
+    """Renewal arrivals and gamma service: gigc's mean wait is C/rho times the mean wait of
+    gig1 with service S/c (the same lattice), as the derived waiting_mean says; with Kingman
+    for the fast server it is Allen-Cunneen (qmodel.theory.allen_cunneen_wait)."""
+    d = load("fast_server")
+    lam, mu, c, ca2, cs2, m1, rho, C = (d.symbols[k] for k in ("lam", "mu", "c", "ca2", "cs2",
+                                                               "m1", "rho", "C"))
+    W1_mean = d.symbols["W1_mean"]
+    rng = _rng(11)
+    for servers, cv, a2 in ((2, 0.6, 0.5), (3, 1.2, 2.0)):
+        m = rng.uniform(0.5, 2.0)
+        rate = rng.uniform(0.5, 0.9) * servers / m
+        service = qm.ServiceTime.affine(m, jitter=("gamma", cv))
+        many = gigc(rate, service, a2, servers)
+        fast = gig1(rate, qm.ServiceTime.affine(m / servers, jitter=("gamma", cv)), a2)
+        assert many.h == pytest.approx(fast.h, rel=1e-12)
+        v = {lam: rate, mu: 1 / m, c: servers}
+        mean = d.result("waiting_mean").subs(C, d.explicit("erlang_c")).subs(
+            rho, d.explicit("rho")).subs(v).doit()
+        derived = float(mean.subs(W1_mean, fast.mean - m / servers))
+        assert many.mean - m == pytest.approx(derived, abs=1e-3 * many.h)
+        assert abs(derived - (fast.mean - m / servers)) > 10 * many.h     # the scale matters
+        v.update({ca2: a2, cs2: cv * cv})
+        kingman_fast = d.result("fast_kingman").subs(rho, d.explicit("rho")).subs(
+            m1, 1 / mu).subs(v)
+        via_fast = float(mean.subs(W1_mean, kingman_fast))
+        allen = float(d.explicit("allen_cunneen").subs(v).doit())
+        reference = allen_cunneen_wait(rate, m, cv * cv, servers, a2)
+        assert via_fast == pytest.approx(reference, rel=1e-12)
+        assert allen == pytest.approx(reference, rel=1e-12)
+
+
 # --------------------------------------------------------------------------------------------
 # batching
 # --------------------------------------------------------------------------------------------
@@ -344,6 +426,126 @@ def test_size_or_timeout_batch_size_against_qmodel_simulator():
 # --------------------------------------------------------------------------------------------
 # routing and pipelines (not in qmodel.theory yet: independent computations)
 # --------------------------------------------------------------------------------------------
+def _splitting_values(name, **values):
+    """A splitting result as a float."""
+    d = load("splitting")
+    return float(d.result(name).subs({d.symbols[k]: v for k, v in values.items()}))
+
+
+def test_splitting_random_router_in_predict():
+    """A random router over identical nodes under Renewal arrivals: predict's cluster answer is
+    the mixture of predict(node, Renewal(rate p, p scv + 1 - p)), the scv from the derived
+    result; a stream with the input's scv would give a different answer."""
+    node = qm.Node(qm.ServiceTime.affine(1.0, jitter=("gamma", 0.5)))
+    rate, scv = 1.4, 2.0
+    cluster = qm.predict(qm.Cluster(node, count=2, router="random"),
+                         arrivals=qm.Renewal(rate, scv))
+    node_scv = _splitting_values("thinned_scv", p=sp.Rational(1, 2), ca2=scv)
+    assert node_scv == pytest.approx(1.5, rel=1e-15)
+    alone = qm.predict(node, arrivals=qm.Renewal(rate / 2, node_scv))
+    assert cluster.p99 == pytest.approx(alone.p99, rel=1e-9)
+    assert cluster.p50 == pytest.approx(alone.p50, rel=1e-9)
+    unchanged = qm.predict(node, arrivals=qm.Renewal(rate / 2, scv))
+    assert abs(unchanged.p99 - alone.p99) > 0.05 * alone.p99
+    # unequal weights, two instances per node (gigc): the request-weighted mixture
+    node2 = qm.Node(qm.ServiceTime.affine(1.0, jitter=("gamma", 0.5)), instances=2)
+    rate = 2.4
+    cluster = qm.predict(qm.Cluster(node2, count=2, router="random", weights=[3, 1]),
+                         arrivals=qm.Renewal(rate, scv))
+    parts = []
+    for share in (sp.Rational(3, 4), sp.Rational(1, 4)):
+        mean_gap = _splitting_values("thinned_mean", p=share, m=1 / rate)
+        node_scv = _splitting_values("thinned_scv", p=share, ca2=scv)
+        parts.append((float(share), qm.predict(node2, arrivals=qm.Renewal(1 / mean_gap,
+                                                                          node_scv))))
+    times = np.array([0.5, 1.0, 2.0, 4.0, 8.0])
+    mixture = sum(w * r.cdf(times) for w, r in parts)
+    np.testing.assert_allclose(cluster.cdf(times), mixture, atol=1e-9)
+
+
+@pytest.mark.parametrize("nodes", [2, 4])
+def test_splitting_round_robin_in_predict(nodes):
+    """Round robin under Renewal arrivals: each node alone with rate / N and the derived scv
+    c_a^2 / N; the thinning scv would give a different answer."""
+    node = qm.Node(qm.ServiceTime.affine(1.0, jitter=("gamma", 0.5)))
+    rate, scv = 0.7 * nodes, 3.0
+    cluster = qm.predict(qm.Cluster(node, count=nodes, router="round_robin"),
+                         arrivals=qm.Renewal(rate, scv))
+    node_scv = _splitting_values("round_robin_scv", ca2=scv, N=nodes)
+    mean_gap = _splitting_values("round_robin_mean", m=1 / rate, N=nodes)
+    alone = qm.predict(node, arrivals=qm.Renewal(1 / mean_gap, node_scv))
+    assert cluster.p99 == pytest.approx(alone.p99, rel=1e-9)
+    assert cluster.p50 == pytest.approx(alone.p50, rel=1e-9)
+    thinned = _splitting_values("thinned_scv", p=sp.Rational(1, nodes), ca2=scv)
+    other = qm.predict(node, arrivals=qm.Renewal(1 / mean_gap, thinned))
+    assert abs(other.p99 - alone.p99) > 0.05 * alone.p99
+
+
+def _batch_se(x, f, batches=40):
+    """f over the whole sample and its standard error from batch means."""
+    parts = np.array([f(b) for b in np.array_split(x, batches)])
+    return f(x), parts.std(ddof=1) / math.sqrt(batches)
+
+
+def test_splitting_monte_carlo():
+    """Gamma renewal input (numpy, fixed seed): the thinned and round-robin gaps' mean, scv and
+    Laplace transform against the derived results, within 5 standard errors; the thinned scv
+    is far from the input's."""
+    d = load("splitting")
+    p_, m_, ca2_, s_, k_, N_, A = (d.symbols[v] for v in ("p", "m", "ca2", "s", "k", "N", "A"))
+    rng = _rng(12)
+    m, scv, share, nodes = 1.0, 2.5, 0.3, 4
+    k = 1 / scv
+    gaps = rng.gamma(k, m / k, 600_000)
+    times = np.cumsum(gaps)
+    thinned = np.diff(times[rng.random(times.size) < share])
+    robin = gaps[: gaps.size // nodes * nodes].reshape(-1, nodes).sum(axis=1)
+    scv_of = lambda x: x.var() / x.mean() ** 2                            # noqa: E731
+    values = {p_: share, m_: m, ca2_: scv, k_: k, N_: nodes}
+    gamma_lst = sp.Lambda(s_, (1 + m_ * s_ / k_) ** (-k_))
+    checks = (
+        (thinned, "thinned_mean", "thinned_scv", d.result("thinned_lst").replace(A, gamma_lst)),
+        (robin, "round_robin_mean", "round_robin_scv", d.result("round_robin_gamma_lst")),
+    )
+    for sample, mean_name, scv_name, lst in checks:
+        mean, se = _batch_se(sample, np.mean)
+        assert abs(mean - float(d.result(mean_name).subs(values))) < 5 * se
+        value, se = _batch_se(sample, scv_of)
+        assert abs(value - float(d.result(scv_name).subs(values))) < 5 * se
+        assert abs(value - scv) > 20 * se                                   # not the input's
+        lst = sp.lambdify(s_, lst.subs(values))
+        for sv in (0.2, 1.0, 3.0):
+            est, se = _batch_se(sample, lambda x: np.exp(-sv * x).mean())
+            assert abs(est - lst(sv)) < 5 * se + 1e-12
+    # Poisson input: the thinned gaps are Exp(p theta)
+    theta = 2.0
+    poisson = np.cumsum(rng.exponential(1 / theta, 200_000))
+    kept = np.diff(poisson[rng.random(poisson.size) < share])
+    lst = sp.lambdify(s_, d.result("thinned_poisson_lst").subs({p_: share,
+                                                                 d.symbols["theta"]: theta}))
+    for sv in (0.3, 1.5):
+        est, se = _batch_se(kept, lambda x: np.exp(-sv * x).mean())
+        assert abs(est - lst(sv)) < 5 * se
+    assert abs(stats.kstest(kept, "expon", args=(0, 1 / (share * theta))).statistic) < 0.01
+
+
+def test_splitting_third_moment_gap():
+    """The third-moment difference against numerical moments of the geometric sum of gamma
+    gaps (exact series in the number of gaps) and of the matched gamma law (scipy)."""
+    d = load("splitting")
+    m, scv, share = 0.8, 0.4, 0.35
+    k = 1 / scv
+    js = np.arange(1, 400)
+    weights = share * (1 - share) ** (js - 1)
+    third = weights @ stats.gamma(js * k, scale=m / k).moment(3)
+    mean, node_scv = m / share, share * scv + 1 - share
+    matched = stats.gamma(1 / node_scv, scale=mean * node_scv).moment(3)
+    derived = float(d.result("thinned_third_moment").subs(
+        {d.symbols["p"]: share, d.symbols["m"]: m, d.symbols["ca2"]: scv}))
+    assert third - matched == pytest.approx(derived, rel=1e-9)
+    assert abs(derived) > 0.01 * matched
+
+
 def test_round_robin_root_against_scipy():
     """Not implemented in qmodel yet: the N = 2 closed form and the general equation against
     scipy's root finder."""
@@ -541,7 +743,7 @@ def test_derive_command(tmp_path, capsys):
     assert derive_main(["--out", str(tmp_path / "docs"), "--format", "md"]) == 0
     assert (tmp_path / "docs" / "index.md").exists()
     assert not (tmp_path / "docs" / "index.html").exists()
-    assert "wrote 12 md files" in capsys.readouterr().out
+    assert f"wrote {len(MODULES) + 1} md files" in capsys.readouterr().out
     with pytest.raises(SystemExit) as err:
         derive_main(["--format", "pdf"])
     assert err.value.code == 2

@@ -17,8 +17,9 @@ from .core import Derivation, Result, Step
 __all__ = ["MODULES", "load", "all_derivations", "Derivation", "Result", "Step"]
 
 # In reading order: classical queues, tails and baselines, batching, routing, pipelines.
-MODULES = ("mmc", "pollaczek_khinchine", "md1", "cramer_lundberg", "kingman", "bulk_service",
-           "inoue", "size_or_timeout", "round_robin", "power_of_d", "tandem")
+MODULES = ("mmc", "pollaczek_khinchine", "md1", "cramer_lundberg", "kingman", "fast_server",
+           "bulk_service", "inoue", "size_or_timeout", "splitting", "round_robin", "power_of_d",
+           "tandem")
 
 
 def load(key: str) -> Derivation:
