@@ -502,17 +502,21 @@ class _SingleInstance:
                 for mm in range(1, min(pmin, N + 1)):
                     self._remainder_small_queue(small[first + mm - 1], first + mm - 1, law, mm)
         rows_small, cols_small = np.nonzero(small)
-        T = sparse.csr_matrix(
-            (np.concatenate(trip_vals + [small[rows_small, cols_small]]),
-             (np.concatenate(trip_rows + [rows_small]), np.concatenate(trip_cols + [cols_small]))),
-            shape=(R, R))
-        # pi (T - I) = 0 with sum(pi) = 1: replace one balance equation by the normalisation
-        M = (T - sparse.identity(R, format="csr")).T.tolil()
-        M[R - 1, :] = np.ones(R)
+        # pi (T - I) = 0 with sum(pi) = 1: the transposed system (T - I)' pi' = 0, built from
+        # the transition triplets directly, with its last balance equation replaced by the
+        # normalisation
+        frm = np.concatenate(trip_rows + [rows_small, np.arange(R)])
+        to = np.concatenate(trip_cols + [cols_small, np.arange(R)])
+        vals = np.concatenate(trip_vals + [small[rows_small, cols_small], -np.ones(R)])
+        keep = to != R - 1
+        M = sparse.csc_matrix(
+            (np.concatenate([vals[keep], np.ones(R)]),
+             (np.concatenate([to[keep], np.full(R, R - 1)]),
+              np.concatenate([frm[keep], np.arange(R)]))), shape=(R, R))
         rhs = np.zeros(R)
         rhs[-1] = 1.0
         # natural order keeps the LU inside the band the queue-length steps make
-        pi = np.clip(sparse_linalg.spsolve(M.tocsc(), rhs, permc_spec="NATURAL"), 0.0, None)
+        pi = np.clip(sparse_linalg.spsolve(M, rhs, permc_spec="NATURAL"), 0.0, None)
         self.pi = pi / pi.sum()
         self.R = R
         self.chain_tail = 0.0 if self.Q else float(sum(
