@@ -26,7 +26,8 @@ _WHY = {
     "round_robin": "each node sees every N-th arrival (interarrival scv 1/N): smoother queues",
     "power_of_two": "joins the shorter of 2 sampled queues",
     "least_outstanding": "joins the shortest queue of all; with batching the levelled queues "
-                         "take requests in turn, so it is predicted as round robin (tails)",
+                         "take requests in turn, so it is predicted as round robin (tails); "
+                         "without, a request waits only when every node is busy",
 }
 
 

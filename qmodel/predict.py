@@ -28,8 +28,9 @@ independent Poisson streams: exact decomposition. Round robin gives each node ev
 arrival: renewal arrivals with Erlang-N gaps (for Poisson input), exact marginally, solved by
 the renewal-arrival models above. Power of d over identical single-instance nodes: the cavity
 (mean-field) model of :mod:`qmodel.theory.routing`, inside its measured domain (N >= 8 and
-N (1 - load) >= 2.4). Least outstanding over identical single-instance batching nodes
-(max_batch_size >= 8, steady service): the round-robin model, a measured surrogate. Outside
+N (1 - load) >= 2.4). Least outstanding over identical one-request nodes (max_batch_size 1):
+the balanced-queue model of :mod:`qmodel.theory.jsq`; over identical single-instance batching
+nodes (max_batch_size >= 8, steady service): the round-robin model, a measured surrogate. Outside
 these, and for dynamic routers under renewal arrivals, predict raises NotImplementedError with
 the reason.
 
@@ -49,6 +50,7 @@ from .system import Cluster, Node, Renewal, Trace, arrivals_from, check_stable
 from .theory.batch import DEFAULT_RESOLUTION, batch_node, check_resolution
 from .theory.classical import mdc, mg1, mmc
 from .theory.lindley import gig1, gigc
+from .theory.jsq import balanced_least_outstanding, supported as jsq_supported
 from .theory.routing import dynamic_router
 
 __all__ = ["predict", "MixtureLatency"]
@@ -61,7 +63,7 @@ _DOMAIN = {"power_of_d": (8, 2.4)}
 # batch chain's lattice, longer-tailed ones to M/G/1 by transform inversion
 LATTICE_MAX_CV = 0.5
 # least outstanding is answered as round robin from this max_batch_size up, for service times
-# this steady (jitter cv): measured within 6.4% there; at cv 0.2 +8%, at cv 0.3 +29%
+# this steady (jitter cv): measured within 10.5% there (full grid); jitter cv 0.2 +8%, cv 0.3 +29%
 LEAST_MIN_BATCH, LEAST_MAX_CV = 8, 0.1
 # the cavity model's lattice (steps per S(1)); its quantiles move < 0.1% from 40 to 100
 DYNAMIC_RESOLUTION = 40
@@ -249,39 +251,52 @@ def _dynamic(cluster: Cluster, rate: float, resolution: int, scv: float) -> Late
 
 
 def _least_outstanding(cluster: Cluster, rate: float, resolution: int) -> Latency:
-    """Least outstanding over batching nodes, answered as round robin (a measured surrogate).
+    """Least outstanding: the balanced-queue model for one-request nodes, round robin for
+    batching nodes (each a measured approximation).
 
-    Joining the node with the fewest outstanding requests keeps the nodes' counts level, so
-    successive requests go to different nodes in turn, much as round robin sends them. With
-    batches of 8 or more the node then sees close to round robin's Erlang-N stream:
-    validation/router_accuracy.py measured the round-robin model within 6.4% of the simulated
-    least-outstanding p99 and 7% of its p95 over N = 2-128, max_batch_size 8 and 32, delay 0
-    and S(1), loads 0.3-0.9; the median runs 5-24% low (least outstanding's requests wait for
-    fuller batches). Without batching the surrogate fails (a freed node takes the next request
-    at once: up to 36% low), and the independent-nodes mean field fails for this router at
-    any size (25-60% low), so neither is used there.
+    One request per batch: :func:`~qmodel.theory.jsq.balanced_least_outstanding` (central-queue
+    count, the shortest node holds floor(n / N), equilibrium residual); p99 within about 5% of
+    the simulator over N = 2-128, loads 0.3-0.95 (validation/router_accuracy.py).
+
+    max_batch_size >= 8: joining the node with the fewest outstanding requests keeps the
+    nodes' counts level, so successive requests go to different nodes in turn, much as round
+    robin sends them, and the node sees close to round robin's Erlang-N stream:
+    validation/router_accuracy.py measured the round-robin model within 10.5% of the simulated
+    least-outstanding p99 (median 1.3%) and 8.1% of its p95 over N = 2-128, max_batch_size 8
+    and 32, delay 0 and S(1), loads 0.3-0.95 (the full grid); the median runs 5-24% low
+    (least outstanding's requests wait for fuller batches). The independent-nodes mean field fails for this router
+    at any size (25-60% low), so it is not used.
     """
     node = cluster.nodes[0]
+    N = len(cluster.nodes)
+    if node.max_batch_size == 1:
+        why = jsq_supported(node)
+        if why is not None:
+            raise NotImplementedError(
+                f"predict() models router 'least_outstanding' over one-request nodes with one "
+                f"instance, an unlimited queue and steady service; this node has {why}. Use "
+                f"qmodel.simulate for it")
+        return balanced_least_outstanding(node, rate, N)
     service = node.service
     steady = service.jitter == "deterministic" or (
         service.jitter in ("lognormal", "gamma") and service.cv <= LEAST_MAX_CV)
     if node.max_batch_size < LEAST_MIN_BATCH or node.instances != 1 \
             or node.preferred_batch_sizes or node.max_queue_size or not steady:
         raise NotImplementedError(
-            f"predict() models router 'least_outstanding' for single-instance nodes with "
-            f"max_batch_size >= {LEAST_MIN_BATCH}, service-time jitter cv <= {LEAST_MAX_CV:g}, "
-            f"no preferred sizes and an unlimited queue (as round robin, measured within 6.4%; "
-            f"with more jitter the router reacts to service times and round robin does not); "
-            f"this node: {node.describe()}. Use qmodel.simulate for it")
+            f"predict() models router 'least_outstanding' for one-request nodes (max_batch_size "
+            f"1) and for single-instance nodes with max_batch_size >= {LEAST_MIN_BATCH}, "
+            f"service-time jitter cv <= {LEAST_MAX_CV:g}, no preferred sizes and an unlimited "
+            f"queue (as round robin, measured within 10.5%; with more jitter the router reacts "
+            f"to service times and round robin does not); this node: {node.describe()}. Use "
+            f"qmodel.simulate for it")
     twin = Cluster(list(cluster.nodes), router="round_robin")
     result = _cluster(twin, rate, resolution)
-    result.method = f"least outstanding over {len(cluster.nodes)} nodes as round robin: " \
-                    f"{result.method}"
+    result.method = f"least outstanding over {N} nodes as round robin: {result.method}"
     result.accuracy = Accuracy(
         "approximation",
         f"least outstanding taken as round robin (level counts send requests to the nodes in "
-        f"turn; measured within 6.4% of the simulated p99 and 7% of the p95 for max_batch_size "
-        f">= {LEAST_MIN_BATCH}; the median runs 5-24% low); {result.accuracy.statement}")
+        f"turn; measured within 10.5% of the simulated p99 and 8.1% of the p95 for "
+        f"max_batch_size >= {LEAST_MIN_BATCH}; the median runs 5-24% low); {result.accuracy.statement}")
     return result
 
 

@@ -8,8 +8,7 @@ load in {0.3, 0.7, 0.9}.
 
 Static routers go through ``qmodel.predict``. The dynamic routers' cavity model
 (:func:`qmodel.theory.routing.dynamic_router`; least outstanding with D = 0 only) is run
-directly on every
-configuration, including those where ``predict`` declines it, so that the table shows where
+directly on every configuration where ``predict`` declines it, so that the table shows where
 the mean field holds and where it does not; the column ``in predict`` says which rows
 ``predict`` answers. Rows are appended to the JSON file as they finish, and a rerun skips the
 configurations already there (an interrupted campaign resumes).
@@ -122,7 +121,7 @@ def _in_predict(r) -> bool:
     if r["router"] in ("random", "round_robin"):
         return True
     if r["router"] == "least_outstanding":
-        return r["B"] >= LEAST_MIN_BATCH
+        return r["B"] >= LEAST_MIN_BATCH or r["B"] == 1
     return mean_field_domain("power_of_d", r["N"], r["load"])
 
 
@@ -142,7 +141,7 @@ def summarise(rows) -> str:
                      f"{e95:>+8.1%}  {'yes' if r['in_predict'] else 'no':>10}  "
                      f"{r['model_s']:>7.2f}")
     lines.append("")
-    lines.append(f"{'family':<42}{'configs':>8}{'p99 median':>12}{'p99 worst':>11}"
+    lines.append(f"{'family':<54}{'configs':>8}{'p99 median':>12}{'p99 worst':>11}"
                  f"{'p95 median':>12}{'p95 worst':>11}{'p50 median':>12}{'p50 worst':>11}")
     families = {}
     for r in rows:
@@ -151,12 +150,14 @@ def summarise(rows) -> str:
         dyn = r["router"] in ("power_of_two", "least_outstanding")
         key = f"{r['router']}" + ("" if not dyn else (" (in predict)" if r["in_predict"]
                                                        else " (outside predict)"))
+        if r["router"] == "least_outstanding" and r["in_predict"]:
+            key += ", B = 1 balanced" if r["B"] == 1 else ", B >= 8 as round robin"
         families.setdefault(key, []).append(r)
     for key, sel in families.items():
         e99 = np.array([abs(r["p99"]["model"] / r["p99"]["sim"] - 1) for r in sel])
         e95 = np.array([abs(r["p95"]["model"] / r["p95"]["sim"] - 1) for r in sel])
         e50 = np.array([abs(r["p50"]["model"] / r["p50"]["sim"] - 1) for r in sel])
-        lines.append(f"{key:<42}{len(sel):>8}{np.median(e99):>12.1%}{e99.max():>11.1%}"
+        lines.append(f"{key:<54}{len(sel):>8}{np.median(e99):>12.1%}{e99.max():>11.1%}"
                      f"{np.median(e95):>12.1%}{e95.max():>11.1%}"
                      f"{np.median(e50):>12.1%}{e50.max():>11.1%}")
     return "\n".join(lines)
@@ -169,10 +170,13 @@ def main(argv=None) -> None:
     ap.add_argument("--summary", type=Path, default=None)
     ap.add_argument("--refresh-models", action="store_true",
                     help="recompute the model columns of the stored rows, keep the simulations")
+    ap.add_argument("--router", choices=ROUTERS, default=None,
+                    help="with --refresh-models: only this router's rows")
     args = ap.parse_args(argv)
     rows = json.loads(args.json.read_text()) if args.json.exists() else []
     if args.refresh_models:
-        rows = refresh_models(rows)
+        keep = [r for r in rows if args.router not in (None, r["router"])]
+        rows = keep + refresh_models([r for r in rows if args.router in (None, r["router"])])
         args.json.write_text(json.dumps(rows, indent=1))
     done = {(r["router"], r["N"], r["B"], r["D"], r["load"]) for r in rows}
     for case in grid(args.quick):
