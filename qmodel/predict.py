@@ -28,7 +28,8 @@ independent Poisson streams: exact decomposition. Round robin gives each node ev
 arrival: renewal arrivals with Erlang-N gaps (for Poisson input), exact marginally, solved by
 the renewal-arrival models above. Power of d over identical single-instance nodes: the cavity
 (mean-field) model of :mod:`qmodel.theory.routing`, inside its measured domain (N >= 8 and
-N (1 - load) >= 2.4). Least outstanding over identical one-request nodes (max_batch_size 1):
+N (1 - load) >= 2.4; for max_batch_size >= 8, N >= 4 and N (1 - load) >= 0.8); power of N
+(every node sampled) is least outstanding. Least outstanding over identical one-request nodes (max_batch_size 1):
 the balanced-queue model of :mod:`qmodel.theory.jsq`; over identical single-instance batching
 nodes (max_batch_size >= 8, steady service): the round-robin model, a measured surrogate. Outside
 these, and for dynamic routers under renewal arrivals, predict raises NotImplementedError with
@@ -55,10 +56,12 @@ from .theory.routing import dynamic_router
 
 __all__ = ["predict", "MixtureLatency"]
 
-# Where the dynamic-router (mean-field) model answers: N >= min_nodes and N (1 - load) >= slack,
-# load the offered rate over the cluster's capacity. Chosen from validation/router_accuracy.py
-# (see the README's accuracy table): outside, the model ran more than 10% optimistic.
-_DOMAIN = {"power_of_d": (8, 2.4)}
+# Where the power-of-d mean-field model answers: N >= min_nodes and N (1 - load) >= slack,
+# load the offered rate over the cluster's capacity, by max_batch_size (the row with the
+# largest key not above it). Chosen from validation/router_accuracy.py's full grid (see the
+# README's accuracy table): outside, the model ran more than 10% optimistic. Batching nodes
+# decouple sooner: with B >= 8 the model held within 9.5% down to N = 4 and N (1 - load) = 0.8.
+_POD_DOMAIN = {1: (8, 2.4), 8: (4, 0.8)}
 # one request per batch, one instance, Poisson: service laws with jitter cv up to this go to the
 # batch chain's lattice, longer-tailed ones to M/G/1 by transform inversion
 LATTICE_MAX_CV = 0.5
@@ -236,17 +239,22 @@ def _dynamic(cluster: Cluster, rate: float, resolution: int, scv: float) -> Late
         raise NotImplementedError(
             f"predict() models router {name!r} over identical nodes only; use qmodel.simulate "
             f"for a mix of nodes")
-    if router.policy == "least_outstanding":
-        return _least_outstanding(cluster, rate, resolution)
     d = router.choices
+    if router.policy == "least_outstanding" or d >= N:
+        # power of N samples every node and breaks ties at random: least outstanding exactly
+        result = _least_outstanding(cluster, rate, resolution)
+        if router.policy != "least_outstanding":
+            result.method = f"power of {d} over {N} nodes is least outstanding: {result.method}"
+        return result
     load = rate / cluster.capacity
-    if not mean_field_domain(router.policy, N, load):
-        min_nodes, slack = _DOMAIN[router.policy]
+    B = nodes[0].max_batch_size
+    if not mean_field_domain(router.policy, N, load, B):
+        min_nodes, slack = _pod_domain(B)
         raise NotImplementedError(
             f"router {name!r}: the mean-field model is validated for N >= {min_nodes} nodes "
-            f"with N x (1 - load) >= {slack:g}; this cluster has N = {N} at load {load:.2f} "
-            f"(N x (1 - load) = {N * (1 - load):.2f}), where the nodes fill up together and "
-            f"the model is optimistic. Use qmodel.simulate for it")
+            f"with N x (1 - load) >= {slack:g} at max_batch_size {B}; this cluster has N = {N} "
+            f"at load {load:.2f} (N x (1 - load) = {N * (1 - load):.2f}), where the nodes fill "
+            f"up together and the model is optimistic. Use qmodel.simulate for it")
     return dynamic_router(nodes[0], rate, N, d, resolution=min(resolution, DYNAMIC_RESOLUTION))
 
 
@@ -300,20 +308,27 @@ def _least_outstanding(cluster: Cluster, rate: float, resolution: int) -> Latenc
     return result
 
 
-def mean_field_domain(policy: str, nodes: int, load: float) -> bool:
+def _pod_domain(max_batch_size: int) -> tuple:
+    return _POD_DOMAIN[max(k for k in _POD_DOMAIN if k <= max_batch_size)]
+
+
+def mean_field_domain(policy: str, nodes: int, load: float, max_batch_size: int = 1) -> bool:
     """Whether predict() answers a dynamic router with the mean-field model.
 
     Examples
     --------
     >>> mean_field_domain("power_of_d", 32, 0.9), mean_field_domain("power_of_d", 4, 0.3)
     (True, False)
+    >>> mean_field_domain("power_of_d", 4, 0.8, max_batch_size=8)
+    True
     >>> mean_field_domain("least_outstanding", 128, 0.3)
     False
     """
-    if policy not in _DOMAIN:
+    if policy != "power_of_d":
         return False
-    min_nodes, slack = _DOMAIN[policy]
-    return nodes >= min_nodes and nodes * (1.0 - load) >= slack
+    min_nodes, slack = _pod_domain(max_batch_size)
+    # a hair of slack for loads such as 0.8 whose N (1 - load) rounds below the bound
+    return nodes >= min_nodes and nodes * (1.0 - load) >= slack - 1e-9
 
 
 class MixtureLatency(Latency):

@@ -323,11 +323,21 @@ def test_dynamic_routers_outside_the_model_say_why():
     with pytest.raises(NotImplementedError, match="cv <= 0.1"):
         qm.predict(qm.Cluster(_node(8, 0, 1, "lognormal"), count=8, router="least_outstanding"),
                    rate=1000.0)
+    # power of two over one-request nodes: N >= 8 and N (1 - load) >= 2.4; over batching nodes
+    # N >= 4 and N (1 - load) >= 0.8
+    single = _node(1, 0, 1)
     with pytest.raises(NotImplementedError, match="N >= 8"):
-        qm.predict(qm.Cluster(node, count=4, router="power_of_two"), rate=1000.0)
-    big = qm.Cluster(node, count=32, router="power_of_two")
+        qm.predict(qm.Cluster(single, count=4, router="power_of_two"), rate=1000.0)
+    big = qm.Cluster(single, count=32, router="power_of_two")
     with pytest.raises(NotImplementedError, match=r"N x \(1 - load\)"):
         qm.predict(big, rate=0.95 * big.capacity)
+    small = qm.Cluster(node, count=3, router="power_of_two")
+    with pytest.raises(NotImplementedError, match="N >= 4"):
+        qm.predict(small, rate=0.5 * small.capacity)
+    four = qm.Cluster(node, count=4, router="power_of_two")
+    with pytest.raises(NotImplementedError, match=r"N x \(1 - load\) >= 0.8"):
+        qm.predict(four, rate=0.9 * four.capacity)
+    assert "cavity" in qm.predict(four, rate=0.8 * four.capacity).method
     with pytest.raises(NotImplementedError, match="one instance"):
         qm.predict(qm.Cluster(_node(8, 1, 2), count=32, router="power_of_two"), rate=1000.0)
     with pytest.raises(NotImplementedError, match="identical nodes"):
@@ -377,6 +387,17 @@ def test_least_outstanding_without_batching_is_the_balanced_model(jitter, N, loa
     assert pred.method == f"least outstanding over {N} one-request nodes: balanced-queue model"
     assert pred.accuracy.exactness == "approximation"
     _within(pred, qm.simulate(cluster, rate=rate, requests=600_000, seed=14), 0.06)
+
+
+def test_power_of_n_is_least_outstanding():
+    # power of two over two nodes samples both and breaks ties at random, as least outstanding
+    # does (the simulator's rule): the same model answers; bound 6% + CI as above
+    cluster = qm.Cluster(_node(1, 0, 1), count=2, router="power_of_two")
+    rate = 0.8 * cluster.capacity
+    pred = qm.predict(cluster, rate=rate)
+    assert pred.method.startswith("power of 2 over 2 nodes is least outstanding: least "
+                                  "outstanding over 2 one-request nodes")
+    _within(pred, qm.simulate(cluster, rate=rate, requests=600_000, seed=15), 0.06)
 
 
 def test_dynamic_router_model_checks_its_arguments():

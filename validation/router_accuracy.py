@@ -122,7 +122,8 @@ def _in_predict(r) -> bool:
         return True
     if r["router"] == "least_outstanding":
         return r["B"] >= LEAST_MIN_BATCH or r["B"] == 1
-    return mean_field_domain("power_of_d", r["N"], r["load"])
+    # power of two over two nodes samples both: least outstanding
+    return r["N"] == 2 or mean_field_domain("power_of_d", r["N"], r["load"], r["B"])
 
 
 def summarise(rows) -> str:
@@ -150,8 +151,10 @@ def summarise(rows) -> str:
         dyn = r["router"] in ("power_of_two", "least_outstanding")
         key = f"{r['router']}" + ("" if not dyn else (" (in predict)" if r["in_predict"]
                                                        else " (outside predict)"))
-        if r["router"] == "least_outstanding" and r["in_predict"]:
+        if dyn and r["in_predict"] and (r["router"] == "least_outstanding" or r["N"] == 2):
             key += ", B = 1 balanced" if r["B"] == 1 else ", B >= 8 as round robin"
+            if r["router"] == "power_of_two":
+                key += " (N = 2: least outstanding)"
         families.setdefault(key, []).append(r)
     for key, sel in families.items():
         e99 = np.array([abs(r["p99"]["model"] / r["p99"]["sim"] - 1) for r in sel])

@@ -38,8 +38,9 @@ full batches, at the node's mean rate); then that batch's service.
 Approximations (the result says so): the independence of the other nodes (exact only as
 N -> infinity with d fixed), the size of the tagged request's own batch from the mean
 arrivals behind it. Errors against the simulator (validation/router_accuracy.py): power of
-two within 9% on p99 where N >= 8 and N (1 - load) >= 2.4, which is where ``qmodel.predict``
-uses it; optimistic by up to 72% with few nodes near saturation. Least outstanding (d = N)
+two within 9.5% on p99 where N >= 8 and N (1 - load) >= 2.4 (max_batch_size below 8) or
+N >= 4 and N (1 - load) >= 0.8 (max_batch_size 8 and more), which is where ``qmodel.predict``
+uses it; optimistic by up to 83% with few nodes near saturation. Least outstanding (d = N)
 never decouples, even for large N: the model ran 25-60% optimistic at N = 32 and 128, and
 ``predict`` does not use it for that router.
 """
