@@ -17,7 +17,7 @@ wait and the exponential tail, plus the mean time a request waits for its batch 
 (b - 1) / (2 rate), capped at the delay (0 without a delay).
 
 Run: ``.venv/bin/python validation/predict_accuracy.py [--quick] [--requests N] [--json FILE]
-[--text FILE] [--only-b B]``
+[--text FILE] [--only-b B] [--refresh-models]``
 """
 
 from __future__ import annotations
@@ -99,6 +99,23 @@ def run_case(case, requests: int, seed: int) -> dict:
     return row
 
 
+def refresh_model(row) -> dict:
+    """Recompute a stored row's prediction (after a model change); the simulation stays."""
+    node = node_of(row["jitter"], row["B"], row["D_over_S1"], row["c"])
+    t0 = time.perf_counter()
+    pred = qm.predict(node, rate=row["rate"])
+    seconds = time.perf_counter() - t0
+    row = dict(row, family=family(pred), method=pred.method, predict_seconds=seconds,
+               lattice_step=getattr(pred, "h", 0.0))
+    h = row["lattice_step"]
+    for name, p in (("p50", 0.5), ("p95", 0.95), ("p99", 0.99)):
+        lo, hi = row[name]["ci99"]
+        q, s = float(pred.quantile(p)), row[name]["simulated"]
+        row[name] = dict(row[name], predicted=q, error=q / s - 1, in_ci=bool(lo <= q <= hi),
+                         in_ci_with_lattice=bool(lo - h <= q <= hi + h))
+    return row
+
+
 def _errors(sel, key):
     return np.abs([r[key]["error"] for r in sel])
 
@@ -163,18 +180,28 @@ def main(argv=None) -> None:
     ap.add_argument("--only-b", type=int, default=None, metavar="B",
                     help="rerun only the configurations with this max_batch_size and merge "
                          "them into the rows already in --json (after a model change)")
+    ap.add_argument("--refresh-models", action="store_true",
+                    help="recompute the predictions of the rows in --json, keep their "
+                         "simulations (with --only-b: only that max_batch_size)")
     ap.add_argument("--text", type=Path, default=None,
                     help="also write the table and summary to this file")
     args = ap.parse_args(argv)
     cases = list(grid(args.quick))
     kept = []
-    if args.only_b is not None:
+    if args.refresh_models:
+        if args.json is None or not args.json.exists():
+            raise SystemExit("--refresh-models needs an existing --json file")
+        stored = json.loads(args.json.read_text())
+        kept = [r for r in stored if args.only_b not in (None, r["B"])]
+        fresh = [refresh_model(r) for r in stored if args.only_b in (None, r["B"])]
+        cases = []
+    elif args.only_b is not None:
         if args.json is None or not args.json.exists():
             raise SystemExit("--only-b merges into an existing --json file")
         kept = [r for r in json.loads(args.json.read_text()) if r["B"] != args.only_b]
         cases = [c for c in cases if c[1] == args.only_b]
     print(HEADER)
-    fresh = []
+    fresh = fresh if args.refresh_models else []
     for case in cases:
         row = run_case(case, int(args.requests), args.seed)
         fresh.append(row)

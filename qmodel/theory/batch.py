@@ -31,8 +31,12 @@ Several instances (approximation)
     instance that had just freed while the others were busy (group 1) blocks for S(k)/c, the
     spacing of instances that take batches in turn (exact for deterministic service in heavy
     traffic). Any other dispatch (group 0) blocks for min over the instances taken j = 1..c-1
-    dispatches ago of their remaining time, each started G_j earlier, G_j a gamma sum of the
-    gaps between dispatches measured in the previous pass of a fixed point (3 passes).
+    dispatches ago of their remaining time, each started G_j earlier, G_j = X_1 + ... + X_j
+    the partial sums of gamma gaps with the mean and spread of the gaps between dispatches
+    measured in the previous pass of a fixed point (3 passes); the expectation over the
+    nested G_j is a backward recursion (taking the instances as independent put the chance
+    that all are busy at light load several times too low: -25% on p99 at B = 4, c = 4,
+    load 0.1).
 
 Renewal arrivals (approximation)
     Counts in an interval follow the stationary renewal law (exact for Erlang interarrival
@@ -316,27 +320,42 @@ class _SingleInstance:
         """Time V from a dispatch until some instance is free, for group-0 dispatches.
 
         Instances take batches in turn, so the instance taken j dispatches ago started G_j
-        earlier, G_j the sum of j gaps between dispatches, and is still busy at v if its
-        batch time S' exceeds v + G_j. Taking S' from the batch-size mix, the G_j gamma with
-        the mean and spread of the gaps of the previous pass, and the instances independent:
-        P(V > v) = P(S(k) > v) prod_{j=1}^{c-1} P(S' > v + G_j). V = 0 means a free instance
-        was waiting.
+        earlier, G_j = X_1 + ... + X_j the sum of the last j gaps between dispatches, and is
+        still busy at v if its batch time S'_j exceeds v + G_j. With the S'_j drawn from the
+        batch-size mix and the gaps X_i independent gammas with the mean and spread of the
+        gaps of the previous pass:
+
+            P(V > v) = P(S(k) > v) E[prod_{j=1}^{c-1} P(S' > v + G_j)].
+
+        The G_j are nested partial sums, so the expectation is taken by a backward recursion
+        over j rather than as a product of marginals (which would treat the instances as
+        independent and, at light load, put the chance that all others are still busy several
+        times too low): H_{c-1}(t) = P(S' > t), H_j(t) = P(S' > t) E[H_{j+1}(t + X)], and the
+        expectation is E[H_1(v + X)]. For deterministic service all others are busy exactly
+        when the last c - 1 dispatches fell within S' - v, which the recursion gives. V = 0
+        means a free instance was waiting.
         """
         w = self.batch_law / self.batch_law.sum()
         mix = w @ self.ps_own
         surv_mix = np.clip(1.0 - np.cumsum(mix), 0.0, 1.0)          # at edges (i + 1/2) h
-        others = np.ones(self.Ls)
-        for j in range(1, self.c):
-            # P(S' > v + G_j), G_j ~ gamma with mean j * gap and variance j * scv * gap^2
-            shape = j / max(self.gap_scv, 1e-6)
-            grid = np.arange(int(math.ceil(stats.gamma.isf(1e-9, shape, scale=j * self.gap / shape)
-                                           / self.h)) + 2) * self.h
-            g_cdf = stats.gamma.cdf(np.concatenate([[0.0], grid + 0.5 * self.h]), shape,
-                                    scale=j * self.gap / shape)
-            g_pmf = np.diff(g_cdf)
-            padded = np.concatenate([surv_mix, np.zeros(grid.size)])
-            others *= np.clip(signal.fftconvolve(padded[::-1], g_pmf)[::-1][grid.size - 1:]
-                              [:self.Ls], 0.0, 1.0)
+        # one gap X ~ gamma with mean gap and scv gap_scv, on the lattice
+        shape = 1.0 / max(self.gap_scv, 1e-6)
+        scale = self.gap / shape
+        top = special.gammainccinv(shape, 1e-9) * scale
+        grid = np.arange(int(math.ceil(top / self.h)) + 2) * self.h
+        g_pmf = np.diff(special.gammainc(shape, np.concatenate([[0.0], grid + 0.5 * self.h])
+                                         / scale))
+
+        def ahead(H):
+            """E[H(t + X)] on the lattice (H is zero beyond it)."""
+            padded = np.concatenate([H, np.zeros(grid.size)])
+            return np.clip(signal.fftconvolve(padded[::-1], g_pmf)[::-1][grid.size - 1:]
+                           [:self.Ls], 0.0, 1.0)
+
+        H = surv_mix.copy()
+        for _ in range(self.c - 2):
+            H = surv_mix * ahead(H)
+        others = ahead(H)
         surv = np.clip(1.0 - np.cumsum(self.ps_own, axis=1), 0.0, 1.0) * others[None, :]
         law = np.empty_like(self.ps_own)
         law[:, 0] = 1.0 - surv[:, 0]
