@@ -9,12 +9,12 @@ from html import unescape
 import numpy as np
 import pytest
 import sympy as sp
-from scipy import integrate, optimize, stats
+from scipy import integrate, optimize, special, stats
 
 import qmodel as qm
 from qmodel.derivations import MODULES, all_derivations, load
 from qmodel.derivations import core as derivation_core
-from qmodel.derivations.core import Mean
+from qmodel.derivations.core import Mean, Prob
 from qmodel.derivations.printing import to_mathml
 from qmodel.cli import main as cli_main
 from qmodel.derive import main as derive_main
@@ -22,6 +22,7 @@ from qmodel.derive import render
 from qmodel.theory import (allen_cunneen_wait, batch_node, cramer_lundberg, gig1, gigc,
                            kingman_wait, md1, mg1, mmc)
 from qmodel.theory.classical import _erlang_c
+from qmodel.theory.jsq import _central_count, balanced_least_outstanding
 
 SEED = 20240611
 TAU0, ALPHA = 1.8874e-3, 0.1438e-3          # Inoue (2021), V100 fit
@@ -613,6 +614,133 @@ def test_power_of_d_fixed_point_against_the_mean_field_ode():
         for tv in (0.5, 2.0, 6.0):
             direct = joins @ stats.gamma.sf(tv, np.arange(1, levels + 1))
             assert sf(tv) == pytest.approx(direct, abs=1e-7)
+
+
+def _least_outstanding_labels(d, count, nodes):
+    """P(q > 0) and E[max(q - 1, 0)] from the derived sums over a count law p(k) (numpy)."""
+    N, k, p = d.symbols["N"], d.symbols["k"], d.symbols["p"]
+    pk = sp.Symbol("p_k")
+    values = []
+    for name in ("waiting_probability", "excess_mean"):
+        total = d.result(name)                              # a sum over k from N to infinity
+        assert total.limits[0][1:] == (N, sp.oo)
+        term = sp.lambdify((k, pk), total.function.subs(p(k), pk).subs(N, nodes), "numpy")
+        ks = np.arange(nodes, count.size)
+        values.append(float(np.sum(term(ks, count[nodes:]) * np.ones(ks.size))))
+    return values
+
+
+@pytest.mark.parametrize("jitter, second", [("deterministic", 1.0), ("exponential", 2.0)])
+def test_least_outstanding_mean_matches_balanced_model(jitter, second):
+    """The derived mean, with E[R] = E[S^2]/(2m) and the labels summed over the count law
+    qmodel uses (_central_count: M/D/N or M/M/N), against balanced_least_outstanding's
+    lattice mean at seeded random points."""
+    d = load("least_outstanding")
+    m_, m2, waiting, excess = (d.symbols[v] for v in ("m", "m2", "waiting", "excess"))
+    mean = d.explicit("latency_mean")                      # E[R] substituted
+    m = 2e-3
+    node = qm.Node(qm.ServiceTime.affine(m, 0.0, jitter=jitter), max_batch_size=1)
+    rng = _rng(13)
+    for _ in range(4):
+        nodes = int(rng.integers(1, 17))
+        rate = rng.uniform(0.3, 0.95) * nodes / m
+        count = _central_count(node.service, rate, nodes)
+        w, e = _least_outstanding_labels(d, count, nodes)
+        derived = float(mean.subs({waiting: w, excess: e, m2: second * m * m, m_: m}))
+        r = balanced_least_outstanding(node, rate, nodes)
+        # Tolerance: the lattice puts the residual on cells i >= 1 with weight P(S > i h),
+        # whose mean is E[R] + h/2 to first order, so the lattice mean lies about
+        # P(q > 0) h / 2 above the formula (< h); the count is cut at 1e-14 and the service
+        # tail beyond the lattice is below 1e-9, hence the small relative slack.
+        assert abs(r.mean - derived) <= r.h + 1e-9 * derived
+        assert r.mean - derived == pytest.approx(w * r.h / 2, abs=0.02 * r.h)
+
+
+def test_least_outstanding_mmn_closed_forms():
+    """Exponential service: the geometric P(q = j), Erlang C, the mean and the latency cdf
+    against the M/M/N count of _central_count, _erlang_c, the general mean with the summed
+    labels, and balanced_least_outstanding's lattice (quantiles within two lattice steps)."""
+    d = load("least_outstanding")
+    lam, m_, N, j, t = (d.symbols[v] for v in ("lam", "m", "N", "j", "t"))
+    m2, waiting, excess = d.symbols["m2"], d.symbols["waiting"], d.symbols["excess"]
+    m = 2e-3
+    node = qm.Node(qm.ServiceTime.affine(m, 0.0, jitter="exponential"), max_batch_size=1)
+    rng = _rng(14)
+    for _ in range(3):
+        nodes = int(rng.integers(2, 9))
+        rate = rng.uniform(0.5, 0.95) * nodes / m
+        v = {lam: rate, m_: m, N: nodes}
+        count = _central_count(node.service, rate, nodes)
+        per_node = np.bincount(np.arange(count.size) // nodes, weights=count)
+        pmf = sp.lambdify(j, d.explicit("mmn_share_pmf").subs(v).doit(), "numpy")
+        np.testing.assert_allclose(pmf(np.arange(1, 8)), per_node[1:8], rtol=1e-9)
+        erlang = float(d.explicit("erlang_c").subs(v).doit())
+        assert erlang == pytest.approx(_erlang_c(nodes, rate * m), rel=1e-12)
+        assert erlang == pytest.approx(1 - per_node[0], rel=1e-9)
+        w, e = _least_outstanding_labels(d, count, nodes)
+        general = float(d.explicit("latency_mean").subs({waiting: w, excess: e,
+                                                         m2: 2 * m * m, m_: m}))
+        closed = float(d.explicit("mmn_latency_mean").subs(v).doit())
+        assert closed == pytest.approx(general, rel=1e-9)
+        r = balanced_least_outstanding(node, rate, nodes)
+        assert abs(r.mean - closed) <= r.h
+        cdf = sp.lambdify(t, d.explicit("mmn_latency_cdf").subs(v).doit(), "math")
+        for p in (0.5, 0.9, 0.99, 0.999):
+            derived = _sojourn_quantile(cdf, p, 500 * m)
+            assert abs(float(r.quantile(p)) - derived) < 2 * r.h, p
+
+
+def test_least_outstanding_residual_and_transform():
+    """R*(s) = (1 - S*(s))/(ms) against quadrature of exp(-sx) P(S > x)/m for gamma service
+    (scipy); its mean and the two special cases symbolically; the mean of L*(s) at s = 0
+    against latency_mean for a small random law of q; the M/D/N pgf against the count of
+    _central_count."""
+    d = load("least_outstanding")
+    m_, s_, z_, N, k = (d.symbols[v] for v in ("m", "s", "z", "N", "k"))
+    Sst, Rst, p = d.symbols["S_star"], d.symbols["R_star"], d.symbols["p"]
+    m2, m3, ER = d.symbols["m2"], d.symbols["m3"], d.symbols["ER"]
+    residual = d.result("residual_lst")
+    moments = 1 - m_ * s_ + m2 * s_ ** 2 / 2 - m3 * s_ ** 3 / 6
+    series = sp.series(residual.subs(Sst(s_), moments), s_, 0, 2).removeO()
+    assert sp.simplify(-series.coeff(s_, 1) - d.result("residual_mean")) == 0
+    det = residual.subs(Sst(s_), sp.exp(-m_ * s_))
+    assert sp.simplify(det - d.result("deterministic_residual_lst")) == 0
+    assert -sp.series(det, s_, 0, 2).removeO().coeff(s_, 1) == m_ / 2     # uniform(0, m)
+    exp_s = 1 / (1 + m_ * s_)
+    assert sp.simplify(residual.subs(Sst(s_), exp_s) - exp_s) == 0         # memoryless
+    assert sp.simplify(d.result("exponential_residual_lst") - exp_s) == 0
+    m, cv = 1.3, 0.6
+    shape = 1 / cv ** 2
+    lst = sp.lambdify(s_, residual.subs(Sst(s_), (1 + m_ * s_ / shape) ** -shape).subs(m_, m))
+    for sv in (0.2, 1.0, 4.0):
+        quad, _ = integrate.quad(lambda x: math.exp(-sv * x)
+                                 * special.gammaincc(shape, shape * x / m) / m, 0, np.inf)
+        assert lst(sv) == pytest.approx(quad, rel=1e-9)
+    # the mean of L*(s) for constant service and a random law of q on 0..4
+    weights = _rng(15).dirichlet(np.ones(5))
+    law = [sp.Rational(int(round(w * 10 ** 6)), 10 ** 6) for w in weights[:4]]
+    law.append(1 - sum(law))
+    q, j = d.symbols["q"], d.symbols["j"]
+    lst = d.result("latency_lst").subs(Rst(s_), d.result("deterministic_residual_lst"))
+    lst = lst.subs(Sst(s_), sp.exp(-m_ * s_))
+    lst = lst.replace(lambda e: isinstance(e, sp.Sum), lambda e: sp.Sum(
+        e.function, (e.limits[0][0], 1, 4)).doit())
+    for value, prob in enumerate(law):
+        lst = lst.subs(Prob(sp.Eq(q, value)), prob)
+    from_lst = -sp.series(lst, s_, 0, 2).removeO().coeff(s_, 1)
+    labels = {d.symbols["waiting"]: 1 - law[0],
+              d.symbols["excess"]: sum(max(v - 1, 0) * pr for v, pr in enumerate(law))}
+    direct = d.explicit("latency_mean").subs(labels).subs(m2, m_ ** 2)
+    assert sp.simplify(from_lst - direct) == 0
+    # the M/D/N count's generating function, with p(0..N-1) from qmodel's count
+    node = qm.Node(qm.ServiceTime.affine(1.0, 0.0), max_batch_size=1)
+    for nodes, rate in ((1, 0.7), (3, 2.4)):
+        count = _central_count(node.service, rate, nodes)
+        pgf = d.result("md_count_pgf").subs({N: nodes, d.symbols["a"]: rate}).doit()
+        pgf = sp.lambdify(z_, pgf.subs({p(i): count[i] for i in range(nodes)}))
+        for zv in (-0.5, 0.3, 0.8):
+            direct = np.dot(count, zv ** np.arange(count.size))
+            assert pgf(zv) == pytest.approx(direct, rel=1e-9)
 
 
 def _tandem_sojourns(arrivals, times):
