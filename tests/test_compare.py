@@ -7,7 +7,8 @@ from qmodel.compare import compare_routers, router_table
 
 
 def test_routers_without_a_model_are_simulated_on_request():
-    node = qm.Node(qm.ServiceTime.affine(2e-3, 0.2e-3), max_batch_size=4, max_queue_delay=1e-3)
+    # least outstanding over batches of at most 2: no model (round robin's is up to 2x off)
+    node = qm.Node(qm.ServiceTime.affine(2e-3, 0.2e-3), max_batch_size=2, max_queue_delay=1e-3)
     rate = 0.6 * 2 * node.capacity
     rows = compare_routers(node, 2, rate, routers=("random", "least_outstanding"))
     assert rows[0].predicted is not None and rows[0].simulated is None

@@ -316,8 +316,9 @@ def test_power_of_two_mean_field_inside_its_domain(B, load, bound):
 
 def test_dynamic_routers_outside_the_model_say_why():
     node = _node(8, 0, 1)
-    with pytest.raises(NotImplementedError, match="max_batch_size >= 8"):
-        qm.predict(qm.Cluster(_node(4, 0, 1), count=128, router="least_outstanding"),
+    # max_batch_size 2: the round-robin surrogate ran up to twice the simulated p99
+    with pytest.raises(NotImplementedError, match="max_batch_size >= 4"):
+        qm.predict(qm.Cluster(_node(2, 0, 1), count=128, router="least_outstanding"),
                    rate=1000.0)
     # jittery service: the router reacts to service times, round robin does not (+29%)
     with pytest.raises(NotImplementedError, match="cv <= 0.1"):
@@ -360,16 +361,18 @@ def test_power_of_two_with_a_delay_calibrates_a_renewal_stream():
     _within(pred, qm.simulate(cluster, rate=rate, requests=600_000, seed=12), 0.05)
 
 
-@pytest.mark.parametrize("N, load", [(8, 0.7), (32, 0.9)])
-def test_least_outstanding_with_batching_is_close_to_round_robin(N, load):
+@pytest.mark.parametrize("B, N, load, bound", [(8, 8, 0.7, 0.06), (8, 32, 0.9, 0.06),
+                                               (4, 8, 0.7, 0.13)])
+def test_least_outstanding_with_batching_is_close_to_round_robin(B, N, load, bound):
     # level outstanding counts send requests to the nodes in turn: the round-robin model was
-    # 0.2% above to 5.6% below the simulated least-outstanding p99 for B >= 8 (these two
-    # measured -1.5% and -2.0%); bound 6% + CI
-    cluster = qm.Cluster(_node(8, 0, 1), count=N, router="least_outstanding")
+    # 0.2% above to 5.6% below the simulated least-outstanding p99 for B >= 8 on the quick
+    # router grid (these two measured -1.5% and -2.0%), within 12.8% at B = 4
+    # (validation/least_outstanding_small_batch.py); bound 6% (B = 8) or 13% (B = 4) + CI
+    cluster = qm.Cluster(_node(B, 0, 1), count=N, router="least_outstanding")
     rate = load * cluster.capacity
     pred = qm.predict(cluster, rate=rate)
     assert pred.method.startswith(f"least outstanding over {N} nodes as round robin")
-    _within(pred, qm.simulate(cluster, rate=rate, requests=600_000, seed=13), 0.06)
+    _within(pred, qm.simulate(cluster, rate=rate, requests=600_000, seed=13), bound)
 
 
 @pytest.mark.parametrize("jitter, N, load", [("deterministic", 4, 0.8), ("exponential", 2, 0.9),
