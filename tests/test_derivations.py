@@ -22,7 +22,8 @@ from qmodel.derive import render
 from qmodel.theory import (allen_cunneen_wait, batch_node, cramer_lundberg, gig1, gigc,
                            kingman_wait, md1, mg1, mmc)
 from qmodel.theory.classical import _erlang_c
-from qmodel.theory.jsq import _central_count, balanced_least_outstanding
+from qmodel.theory.jsq import (_central_count, balanced_least_outstanding,
+                               waiting_probability)
 
 SEED = 20240611
 TAU0, ALPHA = 1.8874e-3, 0.1438e-3          # Inoue (2021), V100 fit
@@ -617,11 +618,12 @@ def test_power_of_d_fixed_point_against_the_mean_field_ode():
 
 
 def _least_outstanding_labels(d, count, nodes):
-    """P(q > 0) and E[max(q - 1, 0)] from the derived sums over a count law p(k) (numpy)."""
+    """The central queue's P(q_c > 0) and E[max(q_c - 1, 0)] from the derived sums over a count
+    law p(k) (numpy)."""
     N, k, p = d.symbols["N"], d.symbols["k"], d.symbols["p"]
     pk = sp.Symbol("p_k")
     values = []
-    for name in ("waiting_probability", "excess_mean"):
+    for name in ("central_waiting", "central_excess"):
         total = d.result(name)                              # a sum over k from N to infinity
         assert total.limits[0][1:] == (N, sp.oo)
         term = sp.lambdify((k, pk), total.function.subs(p(k), pk).subs(N, nodes), "numpy")
@@ -630,14 +632,27 @@ def _least_outstanding_labels(d, count, nodes):
     return values
 
 
+def _least_outstanding_waiting(d, central, nodes, offered):
+    """P(q > 0) by the derived rule, with the chain's P(b = N) from
+    qmodel.theory.jsq.waiting_probability and Erlang C from qmodel.theory.classical._erlang_c."""
+    return float(d.result("waiting_probability").subs({
+        d.symbols["w_c"]: central,
+        d.symbols["busy"]: waiting_probability(nodes, offered / nodes),
+        d.symbols["C"]: _erlang_c(nodes, offered)}))
+
+
 @pytest.mark.parametrize("jitter, second", [("deterministic", 1.0), ("exponential", 2.0)])
 def test_least_outstanding_mean_matches_balanced_model(jitter, second):
-    """The derived mean, with E[R] = E[S^2]/(2m) and the labels summed over the count law
-    qmodel uses (_central_count: M/D/N or M/M/N), against balanced_least_outstanding's
-    lattice mean at seeded random points."""
+    """The derived mean in the central queue's labels, with E[R] = E[S^2]/(2m), the labels
+    summed over the count law qmodel uses (_central_count: M/D/N or M/M/N) and P(q > 0) by the
+    derived correction, against balanced_least_outstanding's lattice mean at seeded random
+    points; the same mean through excess_mean and latency_mean."""
     d = load("least_outstanding")
-    m_, m2, waiting, excess = (d.symbols[v] for v in ("m", "m2", "waiting", "excess"))
-    mean = d.explicit("latency_mean")                      # E[R] substituted
+    m_, m2, w_, wc_ = (d.symbols[v] for v in ("m", "m2", "w", "w_c"))
+    waiting, excess, central_excess = (d.symbols[v] for v in ("waiting", "excess",
+                                                              "central_excess"))
+    mean = d.explicit("latency_mean_central")              # E[R] substituted
+    mean_q = d.explicit("latency_mean")
     m = 2e-3
     node = qm.Node(qm.ServiceTime.affine(m, 0.0, jitter=jitter), max_batch_size=1)
     rng = _rng(13)
@@ -645,49 +660,121 @@ def test_least_outstanding_mean_matches_balanced_model(jitter, second):
         nodes = int(rng.integers(1, 17))
         rate = rng.uniform(0.3, 0.95) * nodes / m
         count = _central_count(node.service, rate, nodes)
-        w, e = _least_outstanding_labels(d, count, nodes)
-        derived = float(mean.subs({waiting: w, excess: e, m2: second * m * m, m_: m}))
+        wc, xc = _least_outstanding_labels(d, count, nodes)
+        w = _least_outstanding_waiting(d, wc, nodes, rate * m)
+        if nodes == 1:                                      # the chain is M/M/1: no correction
+            assert w == pytest.approx(wc, rel=1e-9)
+        labels = {w_: w, wc_: wc, central_excess: xc, m2: second * m * m, m_: m}
+        derived = float(mean.subs(labels))
+        e = float(d.result("excess_mean").subs(labels))      # the same mean in the labels of q
+        assert float(mean_q.subs(labels).subs({excess: e, waiting: w})) == \
+            pytest.approx(derived, rel=1e-12)
         r = balanced_least_outstanding(node, rate, nodes)
         # Tolerance: the lattice puts the residual on cells i >= 1 with weight P(S > i h),
         # whose mean is E[R] + h/2 to first order, so the lattice mean lies about
-        # P(q > 0) h / 2 above the formula (< h); the count is cut at 1e-14 and the service
-        # tail beyond the lattice is below 1e-9, hence the small relative slack.
+        # P(q > 0) h / 2 above the formula (< h); the count is cut at 1e-14, the chain's
+        # extras where their tail is below 1e-12, and the service tail beyond the lattice is
+        # below 1e-9, hence the small relative slack.
         assert abs(r.mean - derived) <= r.h + 1e-9 * derived
         assert r.mean - derived == pytest.approx(w * r.h / 2, abs=0.02 * r.h)
 
 
 def test_least_outstanding_mmn_closed_forms():
-    """Exponential service: the geometric P(q = j), Erlang C, the mean and the latency cdf
-    against the M/M/N count of _central_count, _erlang_c, the general mean with the summed
-    labels, and balanced_least_outstanding's lattice (quantiles within two lattice steps)."""
+    """Exponential service: the central geometric count and Erlang C against _central_count and
+    _erlang_c; w = P(b = N) from waiting_probability is the derived P(q > 0) (P(q_c > 0) = C);
+    the rescaled geometric P(q = j), the mean (closed form against the general mean with the
+    summed labels) and the latency cdf against balanced_least_outstanding's lattice (quantiles
+    within two lattice steps)."""
     d = load("least_outstanding")
     lam, m_, N, j, t = (d.symbols[v] for v in ("lam", "m", "N", "j", "t"))
-    m2, waiting, excess = d.symbols["m2"], d.symbols["waiting"], d.symbols["excess"]
+    m2, w_, wc_, busy = (d.symbols[v] for v in ("m2", "w", "w_c", "busy"))
+    central_excess = d.symbols["central_excess"]
+    erlang_c, waiting_b, share, mean_central, mean_closed, latency_cdf = (
+        d.explicit(name) for name in ("erlang_c", "mmn_waiting", "mmn_share_pmf",
+                                      "latency_mean_central", "mmn_latency_mean",
+                                      "mmn_latency_cdf"))
     m = 2e-3
     node = qm.Node(qm.ServiceTime.affine(m, 0.0, jitter="exponential"), max_batch_size=1)
     rng = _rng(14)
     for _ in range(3):
         nodes = int(rng.integers(2, 9))
         rate = rng.uniform(0.5, 0.95) * nodes / m
-        v = {lam: rate, m_: m, N: nodes}
+        chain = waiting_probability(nodes, rate * m / nodes)
+        v = {lam: rate, m_: m, N: nodes, busy: chain, w_: chain}
         count = _central_count(node.service, rate, nodes)
         per_node = np.bincount(np.arange(count.size) // nodes, weights=count)
-        pmf = sp.lambdify(j, d.explicit("mmn_share_pmf").subs(v).doit(), "numpy")
-        np.testing.assert_allclose(pmf(np.arange(1, 8)), per_node[1:8], rtol=1e-9)
-        erlang = float(d.explicit("erlang_c").subs(v).doit())
+        erlang = float(erlang_c.subs(v).doit())
         assert erlang == pytest.approx(_erlang_c(nodes, rate * m), rel=1e-12)
         assert erlang == pytest.approx(1 - per_node[0], rel=1e-9)
-        w, e = _least_outstanding_labels(d, count, nodes)
-        general = float(d.explicit("latency_mean").subs({waiting: w, excess: e,
-                                                         m2: 2 * m * m, m_: m}))
-        closed = float(d.explicit("mmn_latency_mean").subs(v).doit())
+        wc, xc = _least_outstanding_labels(d, count, nodes)
+        w = _least_outstanding_waiting(d, wc, nodes, rate * m)
+        assert w == pytest.approx(chain, rel=1e-9)          # P(q > 0) = P(b = N) = w
+        assert float(waiting_b.subs(v)) == chain
+        assert chain < erlang                               # least outstanding waits less
+        corrected = per_node[1:8] * w / (1 - per_node[0])   # as balanced_least_outstanding
+        pmf = sp.lambdify(j, share.subs(v).doit(), "numpy")
+        np.testing.assert_allclose(pmf(np.arange(1, 8)), corrected, rtol=1e-9)
+        general = float(mean_central.subs({w_: w, wc_: wc, central_excess: xc, m2: 2 * m * m,
+                                           m_: m}))
+        closed = float(mean_closed.subs(v).doit())
         assert closed == pytest.approx(general, rel=1e-9)
         r = balanced_least_outstanding(node, rate, nodes)
+        # the lattice mean lies about w h / 2 above (see the test above)
         assert abs(r.mean - closed) <= r.h
-        cdf = sp.lambdify(t, d.explicit("mmn_latency_cdf").subs(v).doit(), "math")
+        cdf = sp.lambdify(t, latency_cdf.subs(v).doit(), "math")
         for p in (0.5, 0.9, 0.99, 0.999):
             derived = _sojourn_quantile(cdf, p, 500 * m)
             assert abs(float(r.quantile(p)) - derived) < 2 * r.h, p
+
+
+def _busy_extras_chain(d, nodes, load, extras):
+    """P(b = N) of the busy-nodes/extras chain built from the derivation's rate table (mu = 1):
+    states (0, 0) and (b, e) for b = 1..N, e = 0..extras (no move leads to (0, e > 0); arrivals
+    beyond ``extras`` are dropped), Q dense, pi Q = 0 with one equation replaced by
+    sum(pi) = 1, solved by numpy."""
+    b, e, N, lam, mu = (d.symbols[v] for v in ("b", "e", "N", "lam", "mu"))
+    moves = []
+    for name in ("chain_idle", "chain_join", "chain_extra", "chain_single"):
+        lhs = next(r.lhs for r in d.results if r.name == name)
+        assert tuple(lhs.args[:2]) == (b, e)
+        rate = sp.lambdify((b, e), d.result(name).subs({N: nodes, lam: load * nodes, mu: 1}),
+                           "math")
+        target = sp.lambdify((b, e), lhs.args[2:], "math")
+        moves.append((rate, target))
+    states = [(0, 0)] + [(bb, ee) for bb in range(1, nodes + 1) for ee in range(extras + 1)]
+    index = {state: i for i, state in enumerate(states)}
+    Q = np.zeros((len(states), len(states)))
+    for (bb, ee), i in index.items():
+        for rate, target in moves:
+            value = float(rate(bb, ee))
+            to = tuple(int(v) for v in target(bb, ee))
+            if value > 0:
+                if to not in index:                         # only the cut: an arrival
+                    assert (bb, to) == (nodes, (nodes, extras + 1)), (bb, ee, to)
+                    continue
+                Q[i, index[to]] += value
+        Q[i, i] = -Q[i].sum()
+    A = Q.T.copy()
+    A[-1] = 1.0
+    rhs = np.zeros(len(states))
+    rhs[-1] = 1.0
+    pi = np.linalg.solve(A, rhs)
+    return sum(pi[index[(nodes, ee)]] for ee in range(extras + 1))
+
+
+def test_least_outstanding_waiting_chain():
+    """waiting_probability against the derivation's chain: one node is M/M/1, P(b = 1) = rho
+    (the derivation's N = 1 step; the chain from the rate table cut at 800 extras, tail
+    0.95^800 < 1e-17); for two nodes an independent dense solve of the chain from the derived
+    rate table, cut at 400 extras (tail 0.9^400 < 1e-18), to 1e-9."""
+    d = load("least_outstanding")
+    for rho in (0.3, 0.7, 0.95):
+        assert waiting_probability(1, rho) == pytest.approx(rho, abs=1e-12)
+        assert _busy_extras_chain(d, 1, rho, 800) == pytest.approx(rho, abs=1e-9)
+    for rho in (0.3, 0.6, 0.9):
+        direct = _busy_extras_chain(d, 2, rho, 400)
+        assert waiting_probability(2, rho) == pytest.approx(direct, abs=1e-9)
+        assert direct < _erlang_c(2, 2 * rho)               # below the central queue's
 
 
 def test_least_outstanding_residual_and_transform():
@@ -698,7 +785,7 @@ def test_least_outstanding_residual_and_transform():
     d = load("least_outstanding")
     m_, s_, z_, N, k = (d.symbols[v] for v in ("m", "s", "z", "N", "k"))
     Sst, Rst, p = d.symbols["S_star"], d.symbols["R_star"], d.symbols["p"]
-    m2, m3, ER = d.symbols["m2"], d.symbols["m3"], d.symbols["ER"]
+    m2, m3 = d.symbols["m2"], d.symbols["m3"]
     residual = d.result("residual_lst")
     moments = 1 - m_ * s_ + m2 * s_ ** 2 / 2 - m3 * s_ ** 3 / 6
     series = sp.series(residual.subs(Sst(s_), moments), s_, 0, 2).removeO()
@@ -720,7 +807,7 @@ def test_least_outstanding_residual_and_transform():
     weights = _rng(15).dirichlet(np.ones(5))
     law = [sp.Rational(int(round(w * 10 ** 6)), 10 ** 6) for w in weights[:4]]
     law.append(1 - sum(law))
-    q, j = d.symbols["q"], d.symbols["j"]
+    q = d.symbols["q"]
     lst = d.result("latency_lst").subs(Rst(s_), d.result("deterministic_residual_lst"))
     lst = lst.subs(Sst(s_), sp.exp(-m_ * s_))
     lst = lst.replace(lambda e: isinstance(e, sp.Sum), lambda e: sp.Sum(

@@ -175,11 +175,15 @@ def main(argv=None) -> None:
                     help="recompute the model columns of the stored rows, keep the simulations")
     ap.add_argument("--router", choices=ROUTERS, default=None,
                     help="with --refresh-models: only this router's rows")
+    ap.add_argument("--nodes", type=int, default=None,
+                    help="with --refresh-models: only the rows with this many nodes")
     args = ap.parse_args(argv)
     rows = json.loads(args.json.read_text()) if args.json.exists() else []
     if args.refresh_models:
-        keep = [r for r in rows if args.router not in (None, r["router"])]
-        rows = keep + refresh_models([r for r in rows if args.router in (None, r["router"])])
+        def chosen(r):
+            return args.router in (None, r["router"]) and args.nodes in (None, r["N"])
+        rows = [r for r in rows if not chosen(r)] + refresh_models([r for r in rows
+                                                                    if chosen(r)])
         args.json.write_text(json.dumps(rows, indent=1))
     done = {(r["router"], r["N"], r["B"], r["D"], r["load"]) for r in rows}
     for case in grid(args.quick):

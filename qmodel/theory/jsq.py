@@ -12,19 +12,25 @@ nodes' counts within one of each other most of the time. The model takes that as
    q - 1 full services behind it, then its own: latency = R + q S (q + 1 service times in
    all, counting R as one), with R the equilibrium residual of S (density P(S > x) / E[S];
    uniform on (0, S) for deterministic service, S itself for exponential service).
+3. How often a request waits at all is corrected. The central queue has every server busy
+   more often than least outstanding, whose nodes can idle while others hold a queue (at
+   N = 128, load 0.9: 15% against 4% simulated). A two-dimensional Markov chain follows the
+   busy nodes b and the extra requests e queued behind them, for exponential service: an
+   arrival takes an idle node (b + 1) or, with all busy, joins a shortest queue (e + 1); a
+   node holding extras finishes at rate mu each (e - 1, min(e, b) such nodes, extras spread
+   evenly), a node holding one request finishes and idles (b - 1). Its P(b = N) is least
+   outstanding's waiting probability under exponential service; for other service laws the
+   central queue's waiting probability is scaled by the same ratio P(b = N) / Erlang C. The
+   law of q given q >= 1 stays as in 2.
 
 The latency law is assembled on a time lattice of step h = E[S] / resolution by transforms:
 L(s) = P(q = 0) S(s) + R(s) S(s) sum_{q >= 1} P(q = q) S(s)^(q - 1).
 
 What it is: an approximation, with its error measured against the simulator
-(validation/router_accuracy.py, one-request nodes, N = 2-128, loads 0.3-0.95): p99 within
-about 5% where the p99 falls among the waiting requests. It overstates how often a request
-waits (the central queue has every server busy more often than least outstanding does; at
-N = 128, load 0.9: 15% against 4% simulated), so a quantile that sits right where waiting
-starts can come out high (p95 up to +67% there, the pessimistic side). For service times with
-jitter other than exponential the count comes from M/D/N with the mean service time, measured
-for lognormal jitter up to cv 0.3 (p99 within 8%); at cv 0.7 and more it misses by 10-20%,
-and ``predict`` does not use it there.
+(validation/router_accuracy.py, one-request nodes, N = 2-128, loads 0.3-0.95; see the README's
+table). For service times with jitter other than exponential the count comes from M/D/N with
+the mean service time, measured for lognormal jitter up to cv 0.3; at cv 0.7 and more it
+misses by 10-20%, and ``predict`` does not use it there.
 
 References
 ----------
@@ -36,15 +42,18 @@ Post Office Electrical Engineers Journal 25 (the M/D/c count, via :func:`~.class
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
-from scipy import fft, special, stats
+from scipy import fft, sparse, special, stats
+from scipy.sparse import linalg as sparse_linalg
 
 from ..latency import Accuracy, LatticeLatency
 from ..system import Node
-from .classical import mdc
+from .classical import _erlang_c, mdc
 from .service_law import service_lattice
 
-__all__ = ["balanced_least_outstanding", "LEAST_B1_MAX_CV"]
+__all__ = ["balanced_least_outstanding", "waiting_probability", "LEAST_B1_MAX_CV"]
 
 # lognormal/gamma jitter up to this cv takes its count from M/D/N (measured within 8% at 0.3)
 LEAST_B1_MAX_CV = 0.3
@@ -71,6 +80,65 @@ def _central_count(service, rate: float, nodes: int) -> np.ndarray:
     arrivals = stats.poisson.pmf(np.arange(int(a + 40.0 * np.sqrt(a) + 40.0)), a)
     p = np.convolve(waiting, arrivals)
     return p / p.sum()
+
+
+def waiting_probability(nodes: int, load: float, tail: float = 1e-12) -> float:
+    """P(all N nodes busy) under least outstanding with exponential service (step 3 above).
+
+    The chain on (b busy nodes, e extra requests) is cut where the extras' geometric tail (ratio
+    ``load``) falls below ``tail``, and extras are kept only within 4 sqrt(N) + 4 busy levels
+    of N (a node freeing below that drops them; the mass there is below 1e-5 of the answer's).
+
+    Examples
+    --------
+    >>> round(waiting_probability(1, 0.7), 12)       # one node: M/M/1, P(wait) = load
+    0.7
+    >>> round(waiting_probability(128, 0.9), 3)      # Erlang C is 0.169 here
+    0.045
+    """
+    lam = load * nodes
+    extras = int(math.ceil(math.log(tail) / math.log(load))) + 2
+    low = max(nodes - int(math.ceil(4.0 * math.sqrt(nodes))) - 4, 1)
+    # states: (b, 0) for b = 0..N, then (b, e) for e = 1..extras and b = low..N
+    busy = np.concatenate([np.arange(nodes + 1), np.repeat(np.arange(low, nodes + 1), extras)])
+    extra = np.concatenate([np.zeros(nodes + 1, int),
+                            np.tile(np.arange(1, extras + 1), nodes + 1 - low)])
+
+    def index(b, e):
+        return np.where(e == 0, b, nodes + 1 + (b - low) * extras + (e - 1))
+    states = np.arange(busy.size)
+    src, dst, rate = [], [], []
+
+    def move(mask, b, e, r):
+        src.append(states[mask])
+        dst.append(index(b, e))
+        rate.append(np.broadcast_to(np.asarray(r, float), (int(mask.sum()),)))
+    m = busy < nodes
+    move(m, busy[m] + 1, extra[m], lam)                           # an idle node takes it
+    m = (busy == nodes) & (extra < extras)
+    move(m, busy[m], extra[m] + 1, lam)                           # all busy: joins a queue
+    doubled = np.minimum(extra, busy)
+    m = doubled > 0
+    move(m, busy[m], extra[m] - 1, doubled[m])                    # a node with extras finishes
+    single = busy - doubled
+    m = single > 0
+    below = busy[m] - 1
+    move(m, below, np.where(below < low, 0, extra[m]), single[m])  # a lone request finishes
+    src, dst, rate = np.concatenate(src), np.concatenate(dst), np.concatenate(rate)
+    R = busy.size
+    leaving = np.bincount(src, weights=rate, minlength=R)
+    # pi Q = 0 with sum(pi) = 1: the transposed system, last equation replaced by the sum
+    rows = np.concatenate([dst, states])
+    cols = np.concatenate([src, states])
+    vals = np.concatenate([rate, -leaving])
+    keep = rows != R - 1
+    A = sparse.csc_matrix((np.concatenate([vals[keep], np.ones(R)]),
+                           (np.concatenate([rows[keep], np.full(R, R - 1)]),
+                            np.concatenate([cols[keep], states]))), shape=(R, R))
+    rhs = np.zeros(R)
+    rhs[-1] = 1.0
+    pi = np.clip(sparse_linalg.spsolve(A, rhs), 0.0, None)
+    return float(pi[busy == nodes].sum() / pi.sum())
 
 
 def supported(node: Node) -> str | None:
@@ -126,7 +194,7 @@ def balanced_least_outstanding(node: Node, rate: float, nodes: int,
     >>> node = qm.Node(qm.ServiceTime.affine(2e-3, 0.0), max_batch_size=1)
     >>> r = balanced_least_outstanding(node, rate=1600.0, nodes=4)       # load 0.8
     >>> round(r.p50 * 1e3, 2), round(r.p99 * 1e3, 1)
-    (2.35, 7.3)
+    (2.19, 7.3)
     """
     why = supported(node)
     if why is not None:
@@ -137,6 +205,14 @@ def balanced_least_outstanding(node: Node, rate: float, nodes: int,
     per_node = np.bincount(np.arange(count.size) // nodes, weights=count)
     keep = np.nonzero(per_node > _CUT)[0]
     per_node = per_node[:keep[-1] + 1]
+    # how often a request waits: least outstanding's, not the central queue's (step 3)
+    central_wait = 1.0 - per_node[0]
+    load = rate * mean / nodes
+    ratio = waiting_probability(nodes, load) / _erlang_c(nodes, rate * mean)
+    waiting = min(central_wait * ratio, 1.0)
+    if central_wait > 0:
+        per_node[1:] *= waiting / central_wait
+    per_node[0] = 1.0 - waiting
     h = mean / resolution
     # the latency is at most (q_max + 1) service times; the service law's own tail needs room
     # too, which the lattice's last point absorbs (reported as overflow)
@@ -153,13 +229,13 @@ def balanced_least_outstanding(node: Node, rate: float, nodes: int,
     for prob in per_node[:0:-1]:
         behind = behind * S + prob
     pmf = fft.irfft(per_node[0] * S + R * S * behind, size)[:size]
-    waiting = 1.0 - per_node[0]
-    statement = (f"balanced-queue model: central-queue M/{'M' if service.jitter == 'exponential' else 'D'}/"
-                 f"{nodes} count, the shortest node holds floor(n / N), equilibrium residual "
-                 f"(Nelson & Philips 1989 in spirit); measured p99 within about 5% of the "
-                 f"simulator where the p99 lies among waiting requests, pessimistic near where "
-                 f"waiting starts (it takes P(wait) = {waiting:.3g} from the central queue, "
-                 f"above least outstanding's); lattice step h = {h * 1e3:.4g} ms")
+    kind = "M" if service.jitter == "exponential" else "D"
+    statement = (f"balanced-queue model: central-queue M/{kind}/{nodes} count, the shortest "
+                 f"node holds floor(n / N), equilibrium residual (Nelson & Philips 1989 in "
+                 f"spirit), P(wait) = {waiting:.3g} from the busy-nodes/extras chain (the "
+                 f"central queue's {central_wait:.3g} scaled by {ratio:.3g}); measured against "
+                 f"the simulator in validation/router_accuracy.py; lattice step "
+                 f"h = {h * 1e3:.4g} ms")
     if overflow > 1e-9:
         statement += f"; service tail beyond the lattice {overflow:.1e}"
     return LatticeLatency(
