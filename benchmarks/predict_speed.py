@@ -5,8 +5,9 @@ asks for at most 10 ms, target 1 ms), the script times ``qmodel.predict`` (warm:
 calls after one warm-up call, in this process) and prints the distribution of those times. For
 three of the nodes it also times what a simulation needs to give p99 to about +-1% (95% CI):
 qmodel's own simulator, and a SimPy model of the same node (benchmarks/peers.py), whose time is
-extrapolated from a 100,000-request run at its measured requests per second. Last, it times
-cluster predictions for the static routers and power of two.
+extrapolated from a 100,000-request run at its measured requests per second. Then it times
+cluster predictions for the static routers and power of two, and last what predict's
+simulation fallback takes where no model covers the cluster.
 
 Run: ``.venv/bin/python benchmarks/predict_speed.py [--quick]`` (part of ``make bench``)
 """
@@ -73,8 +74,8 @@ def main(argv=None):
                     for load in loads:
                         node = node_of(B, d, c, jitter)
                         rate = load * node.capacity
-                        seconds = warm_time(lambda: qm.predict(node, rate=rate))
-                        method = qm.predict(node, rate=rate).method
+                        seconds = warm_time(lambda: qm.predict(node, rate=rate, fallback="raise"))
+                        method = qm.predict(node, rate=rate, fallback="raise").method
                         rows.append((jitter, B, d, c, load, seconds))
                         print(f"{jitter:9} B={B:<3} D={d:.1f}xS(1) c={c:<2}       {load:5.2f} "
                               f"{seconds * 1e3:13.2f}  {method}", flush=True)
@@ -89,7 +90,7 @@ def main(argv=None):
     for B, d, c, load in ((8, 0.0, 1, 0.7), (8, 2.0, 1, 0.9), (32, 0.5, 4, 0.7)):
         node = node_of(B, d, c, "det")
         rate = load * node.capacity
-        pred = warm_time(lambda: qm.predict(node, rate=rate))
+        pred = warm_time(lambda: qm.predict(node, rate=rate, fallback="raise"))
         sim_s, sim_n = simulated_p99_time(node, rate)
         t0 = time.perf_counter()
         simpy_batching_node(rate, BASE, PER_ITEM, B, d * S1, c, 100_000, seed=1)
@@ -109,9 +110,20 @@ def main(argv=None):
             for B in (8, 32):
                 cluster = qm.Cluster(node_of(B, 0.0, 1, "det"), count=N, router=router)
                 rate = 0.7 * cluster.capacity
-                seconds = warm_time(lambda: qm.predict(cluster, rate=rate), repeat=1)
+                seconds = warm_time(lambda: qm.predict(cluster, rate=rate, fallback="raise"),
+                                    repeat=1)
                 print(f"  {router:13} N={N:<4} B={B:<3} predict {seconds * 1e3:9.1f} ms",
                       flush=True)
+
+    print("\nNo model, simulation fallback (least outstanding, B = 8, D = 0, two instances per "
+          "node, load 0.7; one cold call):")
+    for N in ((4, 32) if args.quick else (4, 32, 128)):
+        cluster = qm.Cluster(node_of(8, 0.0, 2, "det"), count=N, router="least_outstanding")
+        t0 = time.perf_counter()
+        pred = qm.predict(cluster, rate=0.7 * cluster.capacity)
+        seconds = time.perf_counter() - t0
+        print(f"  least_outstanding N={N:<4} predict {seconds:6.1f} s  ({pred.method}; "
+              f"{pred.accuracy.statement.split('; no analytic')[0]})", flush=True)
 
 
 if __name__ == "__main__":

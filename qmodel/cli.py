@@ -147,6 +147,9 @@ def build_parser() -> argparse.ArgumentParser:
                    metavar="REQUESTS",
                    help="also simulate (default 2e6 requests) and print both side by side")
     g.add_argument("--seed", type=_count, default=1, help="seed of the --check simulation")
+    g.add_argument("--no-fallback", action="store_true",
+                   help="where no model covers the system, fail (exit 3) instead of answering "
+                        "by simulation")
     g.add_argument("--json", action="store_true", help="print JSON instead of a table")
     rout = sub.add_parser(
         "routers", help="compare routers for the same nodes and load",
@@ -280,7 +283,9 @@ def _predict_text(rep: dict, check: dict | None) -> str:
 
     lines = [rep["system"], f"load {rep['arrival_rate']:,.1f} req/s   method: {rep['method']}", ""]
     if check is None:
-        lines.append(f"{'':8}{'predicted':>12}")
+        # the fallback for a system no model covers is a simulation: label the column so
+        heading = "simulated" if rep.get("exactness") == "simulation" else "predicted"
+        lines.append(f"{'':8}{heading:>12}")
         for name in ("p50", "p95", "p99", "p999", "mean"):
             lines.append(f"{name:8}{ms(rep[name])}")
     else:
@@ -305,7 +310,8 @@ def _predict_command(args) -> int:
         system = _system_from(args)
         arrivals = _arrivals_from(args)
         kwargs = {} if args.resolution is None else {"resolution": args.resolution}
-        result = predict(system, arrivals=arrivals, **kwargs)
+        result = predict(system, arrivals=arrivals,
+                         fallback="raise" if args.no_fallback else "simulate", **kwargs)
         check = None
         if args.check is not None:
             sim = simulate(system, arrivals=arrivals, requests=args.check, seed=args.seed)

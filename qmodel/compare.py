@@ -99,7 +99,7 @@ def compare_routers(node: Node, count: int, rate: float, routers=ROUTERS, *,
         cluster = Cluster(node, count=count, router=router)
         note = _WHY.get(router, "")
         try:
-            predicted = predict(cluster, rate=rate)
+            predicted = predict(cluster, rate=rate, fallback="raise")
         except NotImplementedError as err:
             predicted, note = None, f"not predicted: {err}"
         simulated = None

@@ -31,9 +31,14 @@ the renewal-arrival models above. Power of d over identical single-instance node
 N (1 - load) >= 2.4; for max_batch_size >= 8, N >= 4 and N (1 - load) >= 0.8); power of N
 (every node sampled) is least outstanding. Least outstanding over identical one-request nodes (max_batch_size 1):
 the balanced-queue model of :mod:`qmodel.theory.jsq`; over identical single-instance batching
-nodes (max_batch_size >= 4, steady service): the round-robin model, a measured surrogate. Outside
-these, and for dynamic routers under renewal arrivals, predict raises NotImplementedError with
-the reason.
+nodes (max_batch_size >= 4, steady service): the round-robin model, a measured surrogate.
+
+Where no model covers the system (dynamic routers over nodes with several instances, preferred
+sizes, a finite queue, a mix of nodes or renewal arrivals; power of d outside its measured
+domain; a few node shapes), predict falls back to qmodel's simulator and says so: ``method``
+starts with "simulation fallback", ``accuracy.exactness`` is "simulation" with the p99's
+confidence interval, and the reason no model answers is in the statement. That takes seconds,
+not milliseconds; ``fallback="raise"`` raises NotImplementedError with the reason instead.
 
 A finite ``max_queue_size`` makes the node a loss system (batch-node chain, with
 ``rejection_fraction``). A :class:`~qmodel.system.Trace` is taken as renewal arrivals with its
@@ -47,7 +52,8 @@ from dataclasses import replace
 import numpy as np
 
 from .latency import Accuracy, Latency
-from .system import Cluster, Node, Renewal, Trace, arrivals_from, check_stable
+from .sim import run as sim_run
+from .system import Cluster, Node, Renewal, Trace, arrivals_from, as_cluster, check_stable
 from .theory.batch import DEFAULT_RESOLUTION, batch_node, check_resolution
 from .theory.classical import mdc, mg1, mmc
 from .theory.lindley import gig1, gigc
@@ -73,12 +79,21 @@ LEAST_MIN_BATCH, LEAST_MAX_CV = 4, 0.1
 # the cavity model's lattice (steps per S(1)); its quantiles move < 0.1% from 40 to 100
 DYNAMIC_RESOLUTION = 40
 
+# The simulation fallback: at least this many requests (and enough for MIN_REPLICAS replicas
+# long against the start-up transient), four times more while the p99's 95% confidence
+# interval is wider than FALLBACK_CI of it, up to FALLBACK_MAX_REQUESTS; a fixed seed makes the
+# answer reproducible.
+FALLBACK_REQUESTS, FALLBACK_MAX_REQUESTS, FALLBACK_CI, FALLBACK_SEED = 1_000_000, 16_000_000, \
+    0.02, 0
+FALLBACKS = ("simulate", "raise")
+
 # Deterministic arrivals (Renewal scv 0) are taken as gamma gaps with this scv (Erlang-1000):
 # the Lindley lattice needs a spread, and the difference is far below the lattice step.
 MIN_SCV = 1e-3
 
 
-def predict(system, rate=None, *, arrivals=None, resolution: int = DEFAULT_RESOLUTION) -> Latency:
+def predict(system, rate=None, *, arrivals=None, resolution: int = DEFAULT_RESOLUTION,
+            fallback: str = "simulate") -> Latency:
     """Predicted sojourn-time distribution of a node or cluster under an arrival process.
 
     Parameters
@@ -91,17 +106,23 @@ def predict(system, rate=None, *, arrivals=None, resolution: int = DEFAULT_RESOL
         approximation, stated in the result.
     resolution : int
         Lattice steps per batch-of-one service time for the numeric batch models.
+    fallback : {"simulate", "raise"}
+        What to do where no model covers the system: simulate it (seconds; the result says
+        "simulation fallback" in ``method`` and why in ``accuracy``), or raise
+        NotImplementedError with the reason.
 
     Returns
     -------
     Latency
-        With ``method`` (which solver) and ``accuracy`` (exact, numerical or approximation,
-        and the error statement).
+        With ``method`` (which solver) and ``accuracy`` (exact, numerical, approximation or
+        simulation, and the error statement).
 
     Raises
     ------
     UnstableError
         If the offered load reaches the system's capacity.
+    NotImplementedError
+        With ``fallback="raise"``, where no model covers the system (the message says why).
 
     Examples
     --------
@@ -117,6 +138,20 @@ def predict(system, rate=None, *, arrivals=None, resolution: int = DEFAULT_RESOL
     if not isinstance(system, (Node, Cluster)):
         raise ValueError(f"predict() takes a qmodel.Node or qmodel.Cluster, got "
                          f"{type(system).__name__}")
+    if fallback not in FALLBACKS:
+        raise ValueError(f"fallback={fallback!r} is unknown; use 'simulate' (answer by "
+                         f"simulation where no model covers the system) or 'raise'")
+    check_stable(system, float(process.rate))
+    try:
+        return _model(system, process, resolution)
+    except NotImplementedError as err:
+        if fallback == "raise":
+            raise
+        return _simulated(system, process, reason=str(err))
+
+
+def _model(system, process, resolution: int) -> Latency:
+    """The analytic answer, or NotImplementedError saying why there is none."""
     trace_note = None
     if isinstance(process, Trace):
         # the models take a renewal stream: keep the trace's rate and gap variability, drop
@@ -128,7 +163,6 @@ def predict(system, rate=None, *, arrivals=None, resolution: int = DEFAULT_RESOL
                       f"its effect)")
     scv = float(process.scv) if isinstance(process, Renewal) else 1.0
     rate = float(process.rate)
-    check_stable(system, rate)
     if isinstance(system, Node):
         result = _node(system, rate, resolution, scv)
     elif len(system.nodes) == 1:
@@ -138,6 +172,38 @@ def predict(system, rate=None, *, arrivals=None, resolution: int = DEFAULT_RESOL
     if trace_note:
         result.accuracy = Accuracy("approximation",
                                    f"{trace_note}; {result.accuracy.statement}")
+    return result
+
+
+def _simulated(system, process, reason: str) -> Latency:
+    """The simulator's answer where no model covers the system, labelled as such.
+
+    Enough requests for every replica to outlast the start-up transient (the simulator's own
+    rule, with its minimum of replicas), at least FALLBACK_REQUESTS, and four times more while
+    the p99's 95% confidence interval is wider than FALLBACK_CI of it (up to
+    FALLBACK_MAX_REQUESTS). A Trace is replayed whole.
+    """
+    cluster = as_cluster(system)
+    if isinstance(process, Trace):
+        requests = None
+    else:
+        load = min(process.rate / cluster.capacity, 0.999)
+        per_node = min(sim_run.PER_NODE_CEILING, max(sim_run.PER_NODE_FLOOR,
+                                                     sim_run.PER_NODE_LOAD_FACTOR / (1 - load)))
+        requests = int(min(FALLBACK_MAX_REQUESTS, max(
+            FALLBACK_REQUESTS, sim_run.MIN_REPLICAS * len(cluster.nodes) * per_node)))
+    while True:
+        result = sim_run.simulate(system, arrivals=process, requests=requests,
+                                  seed=FALLBACK_SEED)
+        if requests is None or requests >= FALLBACK_MAX_REQUESTS or result.groups < 2:
+            break
+        lo, hi = result.ci(0.99)
+        if (hi - lo) / 2 <= FALLBACK_CI * result.p99:
+            break
+        requests = min(4 * requests, FALLBACK_MAX_REQUESTS)
+    result.method = f"simulation fallback ({result.method}, seed {FALLBACK_SEED})"
+    result.accuracy = Accuracy("simulation", f"{result.accuracy.statement}; no analytic "
+                                             f"model: {reason}")
     return result
 
 

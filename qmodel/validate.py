@@ -143,7 +143,7 @@ def _predicted(system, rate):
 
     t0 = time.perf_counter()
     try:
-        pred = predict(system, rate=rate)
+        pred = predict(system, rate=rate, fallback="raise")
         for _, p in QUANTILES:         # some results are lazy: time the numbers, not a promise
             pred.quantile(p)
         reason = None
@@ -229,7 +229,7 @@ def measure_curve(spec: dict, loads) -> dict:
     t0 = time.perf_counter()
     points = []
     for load in loads:
-        r = predict(system, rate=load * system.capacity)
+        r = predict(system, rate=load * system.capacity, fallback="raise")
         points.append({"load": load, "throughput": r.throughput, "p99": r.p99})
     return {**_tags({**spec, "load": loads[0], "rate": None}), "points": points,
             "seconds": time.perf_counter() - t0}

@@ -91,9 +91,19 @@ def test_predict_json_matches_the_api_and_check_simulates(capsys):
 def test_predict_errors_are_one_line(capsys):
     assert main(["predict", *NODE, "--rate", "1e6"]) == 2              # unstable
     assert "capacity" in capsys.readouterr().err
-    assert main(["predict", *NODE, "--rate", "800", "--nodes", "4", "--instances", "2",
-                 "--router", "least_outstanding"]) == 3               # not modelled yet
+    no_model = [*NODE, "--rate", "800", "--nodes", "4", "--instances", "2",
+                "--router", "least_outstanding"]
+    assert main(["predict", *no_model, "--no-fallback"]) == 3          # not modelled yet
     assert "not modelled yet" in capsys.readouterr().err
+
+
+def test_predict_without_a_model_answers_by_simulation(capsys):
+    no_model = [*NODE, "--rate", "800", "--nodes", "4", "--instances", "2",
+                "--router", "least_outstanding"]
+    assert main(["predict", *no_model, "--json"]) == 0
+    rep = json.loads(capsys.readouterr().out)
+    assert rep["method"].startswith("simulation fallback")
+    assert rep["exactness"] == "simulation" and rep["p99"] > rep["p50"] > 0
 
 
 def test_routers_compares_every_router(tmp_path, capsys):

@@ -105,11 +105,12 @@ def test_what_is_not_modelled_yet_says_so():
     wild = qm.Node(qm.ServiceTime.affine(TAU0, ALPHA, jitter=("lognormal", 1.0)),
                    max_batch_size=1)
     with pytest.raises(NotImplementedError, match="jitter lognormal with cv 1"):
-        qm.predict(qm.Cluster(wild, count=4, router="least_outstanding"), rate=1000.0)
+        qm.predict(qm.Cluster(wild, count=4, router="least_outstanding"), rate=1000.0,
+                   fallback="raise")
     # a finite queue shorter than a full batch, with a delay
     with pytest.raises(NotImplementedError, match="max_queue_size=4"):
         qm.predict(qm.Node(node.service, max_batch_size=8, max_queue_size=4,
-                           max_queue_delay=1e-3), rate=100.0)
+                           max_queue_delay=1e-3), rate=100.0, fallback="raise")
 
 
 @pytest.mark.parametrize("preferred", [(), (2, 8)])
@@ -319,33 +320,62 @@ def test_dynamic_routers_outside_the_model_say_why():
     # max_batch_size 2: the round-robin surrogate ran up to twice the simulated p99
     with pytest.raises(NotImplementedError, match="max_batch_size >= 4"):
         qm.predict(qm.Cluster(_node(2, 0, 1), count=128, router="least_outstanding"),
-                   rate=1000.0)
+                   rate=1000.0, fallback="raise")
     # jittery service: the router reacts to service times, round robin does not (+29%)
     with pytest.raises(NotImplementedError, match="cv <= 0.1"):
         qm.predict(qm.Cluster(_node(8, 0, 1, "lognormal"), count=8, router="least_outstanding"),
-                   rate=1000.0)
+                   rate=1000.0, fallback="raise")
     # power of two over one-request nodes: N >= 8 and N (1 - load) >= 2.4; over batching nodes
     # N >= 4 and N (1 - load) >= 0.8
     single = _node(1, 0, 1)
     with pytest.raises(NotImplementedError, match="N >= 8"):
-        qm.predict(qm.Cluster(single, count=4, router="power_of_two"), rate=1000.0)
+        qm.predict(qm.Cluster(single, count=4, router="power_of_two"), rate=1000.0,
+                   fallback="raise")
     big = qm.Cluster(single, count=32, router="power_of_two")
     with pytest.raises(NotImplementedError, match=r"N x \(1 - load\)"):
-        qm.predict(big, rate=0.95 * big.capacity)
+        qm.predict(big, rate=0.95 * big.capacity, fallback="raise")
     small = qm.Cluster(node, count=3, router="power_of_two")
     with pytest.raises(NotImplementedError, match="N >= 4"):
-        qm.predict(small, rate=0.5 * small.capacity)
+        qm.predict(small, rate=0.5 * small.capacity, fallback="raise")
     four = qm.Cluster(node, count=4, router="power_of_two")
     with pytest.raises(NotImplementedError, match=r"N x \(1 - load\) >= 0.8"):
-        qm.predict(four, rate=0.9 * four.capacity)
+        qm.predict(four, rate=0.9 * four.capacity, fallback="raise")
     assert "cavity" in qm.predict(four, rate=0.8 * four.capacity).method
     with pytest.raises(NotImplementedError, match="one instance"):
-        qm.predict(qm.Cluster(_node(8, 1, 2), count=32, router="power_of_two"), rate=1000.0)
+        qm.predict(qm.Cluster(_node(8, 1, 2), count=32, router="power_of_two"), rate=1000.0,
+                   fallback="raise")
     with pytest.raises(NotImplementedError, match="identical nodes"):
         qm.predict(qm.Cluster([node] * 15 + [_node(4, 0, 1)], router="power_of_two"),
-                   rate=1000.0)
+                   rate=1000.0, fallback="raise")
     with pytest.raises(NotImplementedError, match="Poisson"):
-        qm.predict(big, arrivals=qm.Renewal(1000.0, scv=0.5))
+        qm.predict(big, arrivals=qm.Renewal(1000.0, scv=0.5), fallback="raise")
+
+
+def test_no_model_falls_back_to_the_simulator_and_says_so():
+    """Least outstanding over two-instance nodes has no model: predict answers by simulation,
+    labelled as such, reproducibly (fixed seed), and matches a simulation of its own."""
+    cluster = qm.Cluster(_node(8, 0, 2), count=4, router="least_outstanding")
+    rate = 0.7 * cluster.capacity
+    with pytest.raises(NotImplementedError, match="least_outstanding"):
+        qm.predict(cluster, rate=rate, fallback="raise")
+    pred = qm.predict(cluster, rate=rate)
+    assert pred.method.startswith("simulation fallback")
+    assert pred.accuracy.exactness == "simulation"
+    assert "no analytic model" in pred.accuracy.statement
+    assert "least_outstanding" in pred.accuracy.statement           # the reason, from the model
+    lo, hi = pred.ci(0.99)
+    assert (hi - lo) / 2 <= 0.02 * pred.p99                          # the fallback's CI target
+    assert qm.predict(cluster, rate=rate).p99 == pred.p99            # fixed seed
+    # against an independent run: both are estimates, so the bound is the sum of their 99%
+    # intervals' half-widths (wider than the interval of the difference)
+    sim = qm.simulate(cluster, rate=rate, requests=600_000, seed=12)
+    for p in (0.95, 0.99):
+        (a, b), (c, d) = pred.ci(p, level=0.99), sim.ci(p, level=0.99)
+        assert abs(pred.quantile(p) - sim.quantile(p)) <= (b - a) / 2 + (d - c) / 2, p
+    with pytest.raises(ValueError, match="fallback='maybe'"):
+        qm.predict(cluster, rate=rate, fallback="maybe")
+    with pytest.raises(qm.UnstableError):                          # checked before any model
+        qm.predict(cluster, rate=1.01 * cluster.capacity)
 
 
 def test_power_of_two_with_a_delay_calibrates_a_renewal_stream():

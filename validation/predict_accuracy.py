@@ -76,7 +76,7 @@ def run_case(case, requests: int, seed: int) -> dict:
     node = node_of(jitter, B, d, c)
     rate = load * node.capacity
     t0 = time.perf_counter()
-    pred = qm.predict(node, rate=rate)
+    pred = qm.predict(node, rate=rate, fallback="raise")
     seconds = time.perf_counter() - t0
     sim = qm.simulate(node, rate=rate, requests=requests, seed=seed)
     row = {"jitter": jitter, "B": B, "D_over_S1": d, "c": c, "load": load, "rate": rate,
@@ -103,7 +103,7 @@ def refresh_model(row) -> dict:
     """Recompute a stored row's prediction (after a model change); the simulation stays."""
     node = node_of(row["jitter"], row["B"], row["D_over_S1"], row["c"])
     t0 = time.perf_counter()
-    pred = qm.predict(node, rate=row["rate"])
+    pred = qm.predict(node, rate=row["rate"], fallback="raise")
     seconds = time.perf_counter() - t0
     row = dict(row, family=family(pred), method=pred.method, predict_seconds=seconds,
                lattice_step=getattr(pred, "h", 0.0))

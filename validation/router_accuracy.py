@@ -53,7 +53,7 @@ def model(router, N, B, d, load):
     rate = load * cluster.capacity
     start = time.perf_counter()
     try:
-        pred, in_predict = qm.predict(cluster, rate=rate), True
+        pred, in_predict = qm.predict(cluster, rate=rate, fallback="raise"), True
     except NotImplementedError:
         choices = N if router == "least_outstanding" else 2
         pred, in_predict = dynamic_router(node, rate, N, choices,
@@ -90,7 +90,7 @@ def run_case(router, N, B, d, load, seed=7) -> dict:
     start = time.perf_counter()
     in_predict = True
     try:
-        pred = qm.predict(cluster, rate=rate)
+        pred = qm.predict(cluster, rate=rate, fallback="raise")
     except NotImplementedError:
         in_predict = False
         choices = N if router == "least_outstanding" else 2

@@ -221,7 +221,7 @@ def batch_node(node: Node, rate: float, resolution: int = DEFAULT_RESOLUTION,
             f"max_queue_size={queue} < max_batch_size={node.max_batch_size}. Raise "
             f"max_queue_size to at least {node.max_batch_size}, or use qmodel.simulate")
     if queue > _SingleInstance.MAX_QUEUE_STATES:
-        raise ValueError(
+        raise NotImplementedError(
             f"max_queue_size={queue} is more queue states than the batch model solves "
             f"({_SingleInstance.MAX_QUEUE_STATES}); use qmodel.simulate for this node, or "
             f"max_queue_size=0 (unlimited) if the load is below capacity")
@@ -448,7 +448,7 @@ class _SingleInstance:
             theta = _decay_rate(self.A[full * B + K - 1], K)
             N = B + self.J + int(math.ceil(-math.log(self.tail) / theta)) + 1
         if N > self.MAX_QUEUE_STATES:
-            raise ValueError(
+            raise NotImplementedError(
                 f"the batch model's queue does not drain fast enough at rate {self.rate:g}/s "
                 f"(it would need {N:,} queue states): the load is too close to what the model "
                 f"sees as capacity. Lower the rate, or use qmodel.simulate for this node")
