@@ -626,9 +626,9 @@ class _SingleInstance:
             self.after[r_idx] += float(np.einsum("xs,xs->", mass[:, young], wait))
 
     # --- tagged request ------------------------------------------------------------------
-    def arrival_view(self):
-        """Z[q, r]: probability a Poisson arrival finds a batch in service with residual r*h
-        and q requests waiting (PASTA)."""
+    def dispatch_cycle(self):
+        """The records' batch sizes, the mean and scv of the time between dispatches, and the
+        utilisation (all the c > 1 gap iteration needs from a pass)."""
         B, N, R1 = self.B, self.N, self.R1
         sizes = np.concatenate([np.arange(1, B + 1), np.repeat(self.leaving, N)])
         left = np.concatenate([np.zeros(B, int), np.tile(np.arange(1, N + 1),
@@ -651,6 +651,12 @@ class _SingleInstance:
         var = np.dot(self.pi, block_var[self.rec_law] + idle_var
                      + (rec_mean - np.dot(self.pi, rec_mean)) ** 2)
         self.cycle_scv = float(var / np.dot(self.pi, rec_mean) ** 2)
+
+    def arrival_view(self):
+        """Z[q, r]: probability a Poisson arrival finds a batch in service with residual r*h
+        and q requests waiting (PASTA)."""
+        B, N, R1 = self.B, self.N, self.R1
+        weight = self.weight
         top = N + self.J                     # q waiting: left behind plus arrivals so far
         Z = np.zeros((top, self.Ls))
         for g in range(self.groups):
@@ -922,7 +928,7 @@ class _SingleInstance:
     def solve(self) -> BatchNodeLatency:
         self.arrivals_during_service()
         self.chain()
-        self.arrival_view()
+        self.dispatch_cycle()
         for _ in range(self.ITERATIONS if self.c > 1 else 0):
             # c > 1: group 0's blocking law from this pass's batch sizes and gaps
             if self.gap is not None and abs(self.cycle / self.gap - 1) < 1e-3 \
@@ -934,7 +940,7 @@ class _SingleInstance:
             self._pois_hat = None
             self.arrivals_during_service()
             self.chain()
-            self.arrival_view()
+            self.dispatch_cycle()
         needed = self.lattice_points_needed()
         if needed > self.max_points:
             # Long queues: a coarser lattice keeps the work bounded; the step stays small
@@ -942,7 +948,8 @@ class _SingleInstance:
             self.set_lattice(self.h * needed / self.max_points)
             self.arrivals_during_service()
             self.chain()
-            self.arrival_view()
+            self.dispatch_cycle()
+        self.arrival_view()
         self.before_own_batch()
         self.own_batch()
         self.sojourn()
