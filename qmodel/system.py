@@ -529,7 +529,7 @@ class Cluster:
                                  "give one weight per node")
             if not np.all(np.isfinite(w)) or np.any(w < 0) or w.sum() <= 0:
                 raise ValueError("Cluster.weights must be finite, >= 0 and sum to a positive "
-                                 f"number, got {list(w)}")
+                                 f"number, got {w.tolist()}")
             weights = tuple((w / w.sum()).tolist())
         if policy == "power_of_d":
             choices = _positive_int(choices, "Cluster.choices")
