@@ -374,6 +374,12 @@ def test_no_model_falls_back_to_the_simulator_and_says_so():
         assert abs(pred.quantile(p) - sim.quantile(p)) <= (b - a) / 2 + (d - c) / 2, p
     with pytest.raises(ValueError, match="fallback='maybe'"):
         qm.predict(cluster, rate=rate, fallback="maybe")
+    # a single node no model covers (a queue shorter than a batch, with a delay) falls back too
+    short = qm.Node(_node(8, 0, 1).service, max_batch_size=8, max_queue_size=4,
+                    max_queue_delay=1e-3)
+    node_pred = qm.predict(short, rate=500.0)
+    assert node_pred.method.startswith("simulation fallback")
+    assert "max_queue_size=4" in node_pred.accuracy.statement
     with pytest.raises(qm.UnstableError):                          # checked before any model
         qm.predict(cluster, rate=1.01 * cluster.capacity)
 
