@@ -28,17 +28,19 @@ independent Poisson streams: exact decomposition. Round robin gives each node ev
 arrival: renewal arrivals with Erlang-N gaps (for Poisson input), exact marginally, solved by
 the renewal-arrival models above. Power of d over identical single-instance nodes: the cavity
 (mean-field) model of :mod:`qmodel.theory.routing`, inside its measured domain (N >= 8 and
-N (1 - load) >= 2.4; for max_batch_size >= 8, N >= 4 and N (1 - load) >= 0.8); power of N
-(every node sampled) is least outstanding. Least outstanding over identical one-request nodes (max_batch_size 1):
-the balanced-queue model of :mod:`qmodel.theory.jsq`; over identical single-instance batching
-nodes (max_batch_size >= 4, steady service): the round-robin model, a measured surrogate.
+N (1 - load) >= 2.4; for max_batch_size >= 8, N >= 4 and N (1 - load) >= 0.8); power of N (every
+node sampled) is least outstanding. Least outstanding over identical one-request nodes
+(max_batch_size 1): the balanced-queue model of :mod:`qmodel.theory.jsq`; over identical
+single-instance batching nodes (max_batch_size >= 4, steady service): the round-robin model, a
+measured surrogate (also under renewal arrivals from max_batch_size 8).
 
 Where no model covers the system (dynamic routers over nodes with several instances, preferred
-sizes, a finite queue, a mix of nodes or renewal arrivals; power of d outside its measured
-domain; a few node shapes), predict falls back to qmodel's simulator and says so: ``method``
-starts with "simulation fallback", ``accuracy.exactness`` is "simulation" with the p99's
-confidence interval, and the reason no model answers is in the statement. That takes seconds,
-not milliseconds; ``fallback="raise"`` raises NotImplementedError with the reason instead.
+sizes, a finite queue or a mix of nodes; power of d, or least outstanding without batching,
+under renewal arrivals; power of d outside its measured domain; a few node shapes), predict
+falls back to qmodel's simulator and says so: ``method`` starts with "simulation fallback",
+``accuracy.exactness`` is "simulation" with the p99's confidence interval, and the reason no
+model answers is in the statement. That takes seconds, not milliseconds; ``fallback="raise"``
+raises NotImplementedError with the reason instead.
 
 A finite ``max_queue_size`` makes the node a loss system (batch-node chain, with
 ``rejection_fraction``). A :class:`~qmodel.system.Trace` is taken as renewal arrivals with its
@@ -76,6 +78,9 @@ LATTICE_MAX_CV = 0.5
 # B = 4 (validation/least_outstanding_small_batch.py; B = 2: +103%); jitter cv 0.2 +8%, cv 0.3
 # +29%
 LEAST_MIN_BATCH, LEAST_MAX_CV = 4, 0.1
+# under renewal arrivals, from this max_batch_size (measured within 7.4% on p99 at B = 8 and 32,
+# validation/least_outstanding_renewal.py; not measured below)
+LEAST_RENEWAL_MIN_BATCH = 8
 # the cavity model's lattice (steps per S(1)); its quantiles move < 0.1% from 40 to 100
 DYNAMIC_RESOLUTION = 40
 
@@ -299,10 +304,6 @@ def _dynamic(cluster: Cluster, rate: float, resolution: int, scv: float) -> Late
     router, nodes = cluster.router, cluster.nodes
     N = len(nodes)
     name = router.name
-    if scv != 1.0:
-        raise NotImplementedError(
-            f"predict() models router {name!r} for Poisson arrivals only; use qmodel.simulate "
-            f"for renewal or trace arrivals")
     if any(node != nodes[0] for node in nodes):
         raise NotImplementedError(
             f"predict() models router {name!r} over identical nodes only; use qmodel.simulate "
@@ -310,10 +311,14 @@ def _dynamic(cluster: Cluster, rate: float, resolution: int, scv: float) -> Late
     d = router.choices
     if router.policy == "least_outstanding" or d >= N:
         # power of N samples every node and breaks ties at random: least outstanding exactly
-        result = _least_outstanding(cluster, rate, resolution)
+        result = _least_outstanding(cluster, rate, resolution, scv)
         if router.policy != "least_outstanding":
             result.method = f"power of {d} over {N} nodes is least outstanding: {result.method}"
         return result
+    if scv != 1.0:
+        raise NotImplementedError(
+            f"predict() models router {name!r} for Poisson arrivals only; use qmodel.simulate "
+            f"for renewal or trace arrivals")
     load = rate / cluster.capacity
     B = nodes[0].max_batch_size
     if not mean_field_domain(router.policy, N, load, B):
@@ -326,7 +331,8 @@ def _dynamic(cluster: Cluster, rate: float, resolution: int, scv: float) -> Late
     return dynamic_router(nodes[0], rate, N, d, resolution=min(resolution, DYNAMIC_RESOLUTION))
 
 
-def _least_outstanding(cluster: Cluster, rate: float, resolution: int) -> Latency:
+def _least_outstanding(cluster: Cluster, rate: float, resolution: int,
+                       scv: float = 1.0) -> Latency:
     """Least outstanding: the balanced-queue model for one-request nodes, round robin for
     batching nodes (each a measured approximation).
 
@@ -347,6 +353,11 @@ def _least_outstanding(cluster: Cluster, rate: float, resolution: int) -> Latenc
     """
     node = cluster.nodes[0]
     N = len(cluster.nodes)
+    if scv != 1.0 and node.max_batch_size < LEAST_RENEWAL_MIN_BATCH:
+        raise NotImplementedError(
+            f"predict() models router 'least_outstanding' under renewal arrivals only for "
+            f"batching nodes with max_batch_size >= {LEAST_RENEWAL_MIN_BATCH} (as round robin); "
+            f"this node has max_batch_size {node.max_batch_size}. Use qmodel.simulate for it")
     if node.max_batch_size == 1:
         why = jsq_supported(node)
         if why is not None:
@@ -368,11 +379,15 @@ def _least_outstanding(cluster: Cluster, rate: float, resolution: int) -> Latenc
             f"more jitter the router reacts to service times and round robin does not); this "
             f"node: {node.describe()}. Use qmodel.simulate for it")
     twin = Cluster(list(cluster.nodes), router="round_robin")
-    result = _cluster(twin, rate, resolution)
+    result = _cluster(twin, rate, resolution, scv)
     result.method = f"least outstanding over {N} nodes as round robin: {result.method}"
     measured = ("within 10.5% of the simulated p99 and 8.1% of the p95 for max_batch_size >= 8"
                 if node.max_batch_size >= 8 else
                 "within 12.8% of the simulated p99 and 3.7% of the p95 for max_batch_size 4-7")
+    if scv != 1.0:
+        measured += (f"; under renewal arrivals (here scv {scv:.3g}) within 7.4% of the p99 and "
+                     f"4.7% of the p95 at max_batch_size 8 and 32, N = 4-32, scv 0.5 and 2, "
+                     f"validation/least_outstanding_renewal.py")
     result.accuracy = Accuracy(
         "approximation",
         f"least outstanding taken as round robin (level counts send requests to the nodes in "
