@@ -90,6 +90,11 @@ __all__ = ["batch_node", "BatchNodeLatency"]
 # for another resolution. 100 keeps the quantile error near 1% of S(1) and a solve in
 # milliseconds for deterministic service.
 DEFAULT_RESOLUTION = 100
+# Mass the model may leave out (queue lengths beyond the chain, service times beyond the
+# lattice): 1e-7 is 1e-4 of the mass above p99.9, and against 1e-10 it moved quantiles by at
+# most 1.2% (lognormal jitter, where the shorter service support also makes the lattice finer;
+# deterministic service: 7e-5) and cut the median predict time by 15% (benchmarks grid).
+DEFAULT_TAIL = 1e-7
 
 
 class BatchNodeLatency(LatticeLatency):
@@ -180,7 +185,7 @@ def check_resolution(resolution) -> int:
 
 
 def batch_node(node: Node, rate: float, resolution: int = DEFAULT_RESOLUTION,
-               tail: float = 1e-10, arrival_scv: float = 1.0) -> BatchNodeLatency:
+               tail: float = DEFAULT_TAIL, arrival_scv: float = 1.0) -> BatchNodeLatency:
     """Sojourn-time distribution of a batching node with Poisson (or renewal) arrivals.
 
     Parameters
@@ -196,7 +201,8 @@ def batch_node(node: Node, rate: float, resolution: int = DEFAULT_RESOLUTION,
     resolution : int
         Lattice steps per batch-of-one mean service time; the quantile error shrinks like 1/it.
     tail : float
-        Truncation: stationary queue-length mass left out of the embedded chain.
+        Truncation: stationary queue-length mass left out of the embedded chain, and the
+        service-time mass beyond the lattice's longest service time.
     arrival_scv : float
         Squared coefficient of variation of the interarrival times (1: Poisson). Renewal
         arrivals are an approximation: counts in an interval follow the stationary renewal law
