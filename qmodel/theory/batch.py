@@ -93,7 +93,8 @@ DEFAULT_RESOLUTION = 100
 # Mass the model may leave out (queue lengths beyond the chain, service times beyond the
 # lattice): 1e-7 is 1e-4 of the mass above p99.9, and against 1e-10 it moved quantiles by at
 # most 1.2% (lognormal jitter, where the shorter service support also makes the lattice finer;
-# deterministic service: 7e-5) and cut the median predict time by 15% (benchmarks grid).
+# deterministic service: 7e-5) and cut the median predict time by 15% (72 nodes of the
+# benchmarks/predict_speed.py grid; that script: median 40 -> 35 ms).
 DEFAULT_TAIL = 1e-7
 
 
