@@ -283,7 +283,7 @@ def _predict_text(rep: dict, check: dict | None) -> str:
 
     lines = [rep["system"], f"load {rep['arrival_rate']:,.1f} req/s   method: {rep['method']}", ""]
     if check is None:
-        # the fallback for a system no model covers is a simulation: label the column so
+        # where no model covers the system, predict's answer is a simulation: say so
         heading = "simulated" if rep.get("exactness") == "simulation" else "predicted"
         lines.append(f"{'':8}{heading:>12}")
         for name in ("p50", "p95", "p99", "p999", "mean"):

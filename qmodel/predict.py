@@ -192,9 +192,7 @@ def _simulated(system, process, reason: str) -> Latency:
     if isinstance(process, Trace):
         requests = None
     else:
-        load = min(process.rate / cluster.capacity, 0.999)
-        per_node = min(sim_run.PER_NODE_CEILING, max(sim_run.PER_NODE_FLOOR,
-                                                     sim_run.PER_NODE_LOAD_FACTOR / (1 - load)))
+        per_node = sim_run.arrivals_per_replica_node(cluster, process.rate)
         requests = int(min(FALLBACK_MAX_REQUESTS, max(
             FALLBACK_REQUESTS, sim_run.MIN_REPLICAS * len(cluster.nodes) * per_node)))
     while True:
@@ -348,8 +346,9 @@ def _least_outstanding(cluster: Cluster, rate: float, resolution: int,
     and 32, delay 0 and S(1), loads 0.3-0.95 (the full grid), and
     validation/least_outstanding_small_batch.py within 12.8% (p99) and 3.7% (p95) at
     max_batch_size 4; the median runs 5-24% low (least outstanding's requests wait for fuller
-    batches). At max_batch_size 2 it is up to twice the simulated p99 and is not used. The independent-nodes mean field fails for this router
-    at any size (25-60% low), so it is not used.
+    batches). At max_batch_size 2 it is up to twice the simulated p99 and is not used. The
+    independent-nodes mean field fails for this router at any size (25-60% low), so it is not
+    used.
     """
     node = cluster.nodes[0]
     N = len(cluster.nodes)

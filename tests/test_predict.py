@@ -467,3 +467,11 @@ def test_dynamic_router_model_checks_its_arguments():
         dynamic_router(node, -1.0, nodes=4, choices=2)
     with pytest.raises(qm.UnstableError, match="capacity"):
         dynamic_router(node, 5 * node.capacity, nodes=4, choices=2)
+
+
+def test_waiting_probability_names_bad_input():
+    from qmodel.theory.jsq import waiting_probability
+    with pytest.raises(ValueError, match="nodes must be a whole number"):
+        waiting_probability(0, 0.5)
+    with pytest.raises(ValueError, match="load must lie strictly between 0 and 1"):
+        waiting_probability(4, 1.2)

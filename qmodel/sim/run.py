@@ -49,6 +49,21 @@ MIN_REPLICAS = 8
 MAX_SECTIONS = 32
 
 
+def arrivals_per_replica_node(cluster, rate: float) -> float:
+    """Arrivals each node needs per replica for the start-up transient not to bias the tail:
+    max(2000, 400 / (1 - load)), at most 50,000 (see PER_NODE_FLOOR above).
+
+    Examples
+    --------
+    >>> import qmodel as qm
+    >>> node = qm.Node(qm.ServiceTime.affine(1e-3))                 # capacity 1000/s
+    >>> round(arrivals_per_replica_node(qm.Cluster(node), 900.0), 6)
+    4000.0
+    """
+    load = min(rate / cluster.capacity, 0.999)
+    return min(PER_NODE_CEILING, max(PER_NODE_FLOOR, PER_NODE_LOAD_FACTOR / (1 - load)))
+
+
 def simulate(system, rate=None, *, arrivals=None, requests: int | None = None, seed=None,
              lanes: int | None = None, warmup: float = 0.1, backend: str = "auto",
              engine: str = "auto", progress=False) -> SampledLatency:
@@ -112,8 +127,8 @@ def simulate(system, rate=None, *, arrivals=None, requests: int | None = None, s
     elif isinstance(source, Trace) and requests > source.times.size:
         raise ValueError(f"requests={requests} exceeds the {source.times.size} arrivals of the "
                          "Trace; leave requests out to replay the whole trace")
+    per_node = arrivals_per_replica_node(cluster, source.rate)
     load = min(source.rate / cluster.capacity, 0.999)
-    per_node = min(PER_NODE_CEILING, max(PER_NODE_FLOOR, PER_NODE_LOAD_FACTOR / (1 - load)))
     if lanes is None:
         replicas = int(np.clip(requests // (nodes * per_node), MIN_REPLICAS, MAX_REPLICAS))
     else:

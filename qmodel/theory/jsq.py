@@ -96,6 +96,13 @@ def waiting_probability(nodes: int, load: float, tail: float = 1e-12) -> float:
     >>> round(waiting_probability(128, 0.9), 3)      # Erlang C is 0.169 here
     0.045
     """
+    if isinstance(nodes, bool) or not isinstance(nodes, (int, np.integer)) or nodes < 1:
+        raise ValueError(f"nodes must be a whole number >= 1, got {nodes!r}")
+    if not 0.0 < load < 1.0:
+        raise ValueError(f"load must lie strictly between 0 and 1 (the offered rate over the "
+                         f"nodes' capacity), got {load!r}")
+    if not 0.0 < tail < 1.0:
+        raise ValueError(f"tail must lie strictly between 0 and 1, e.g. 1e-12, got {tail!r}")
     lam = load * nodes
     extras = int(math.ceil(math.log(tail) / math.log(load))) + 2
     low = max(nodes - int(math.ceil(4.0 * math.sqrt(nodes))) - 4, 1)
