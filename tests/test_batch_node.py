@@ -115,3 +115,50 @@ def test_lindley_matches_mm1_and_md1(rho):
     for p in (0.5, 0.95, 0.99):
         assert abs(exp.quantile(p) - mmc(rho, 1.0, 1).quantile(p)) <= 2 * exp.h
         assert abs(det.quantile(p) - md1(rho, 1.0).quantile(p)) <= 2 * det.h
+
+
+def _dense_stationary(T):
+    """Reference: the left eigenvector of T for eigenvalue 1, normalised."""
+    w, v = np.linalg.eig(T.T)
+    pi = np.real(v[:, np.argmin(abs(w - 1))])
+    return pi / pi.sum()
+
+
+def _triplets(T):
+    frm, to = np.nonzero(T)
+    return frm, to, T[frm, to]
+
+
+@pytest.mark.parametrize("groups", [1, 2])
+def test_banded_stationary_solver_matches_dense(groups):
+    # a skip-free-to-the-left chain like the batch chain's: down by at most 3, up by up to 7
+    from qmodel.theory.batch import _stationary_banded
+    rng = np.random.default_rng(5)
+    n = 60
+    T = np.zeros((n, n))
+    for i in range(n):
+        lo, hi = max(i - 3, 0), min(i + 8, n)
+        T[i, lo:hi] = rng.random(hi - lo)
+        T[i] /= T[i].sum()
+    within = np.arange(n)
+    order = within if groups == 1 else (within % (n // 2)) * 2 + within // (n // 2)
+    pi = _stationary_banded(*_triplets(T), n, order)
+    np.testing.assert_allclose(pi, _dense_stationary(T), atol=1e-12)
+    np.testing.assert_allclose(pi @ T, pi, atol=1e-12)
+
+
+def test_banded_stationary_solver_where_the_first_states_are_transient():
+    # states 0-29 lead away for good: the normalisation row of state 0 sees no mass, so the
+    # solver must fall back to the row of the most likely state
+    from qmodel.theory.batch import _stationary_banded
+    n = 80
+    T = np.zeros((n, n))
+    for i in range(30):
+        T[i, i + 1] = 1.0
+    for i in range(30, n):
+        T[i, max(i - 1, 30)] += 0.6
+        T[i, min(i + 1, n - 1)] += 0.4
+    pi = _stationary_banded(*_triplets(T), n, np.arange(n))
+    assert pi[:30].sum() < 1e-12
+    np.testing.assert_allclose(pi @ T, pi, atol=1e-12)
+    assert abs(pi.sum() - 1) < 1e-12

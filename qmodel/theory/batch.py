@@ -15,7 +15,7 @@ Dispatch records
     reaches D. The age of the oldest request matters there; after a batch that left nobody it
     follows exactly from the arrival times during the blocking (the first of n arrivals). The
     chain is truncated where its stationary tail mass, from the Cramer-Lundberg decay rate of
-    the homogeneous part, is below ``tail``; it is solved as a sparse linear system.
+    the homogeneous part, is below ``tail``; it is solved as a banded linear system.
 
 A request's sojourn
     A request arriving while the queue is blocked finds q waiting and a residual blocking time;
@@ -77,8 +77,8 @@ import math
 import warnings
 
 import numpy as np
-from scipy import fft, optimize, signal, sparse, special, stats
-from scipy.sparse import linalg as sparse_linalg
+from scipy import fft, optimize, signal, special, stats
+from scipy.linalg import lapack
 
 from ..latency import Accuracy, LatticeLatency
 from ..system import Node, UnstableError
@@ -170,6 +170,58 @@ def _decay_rate(increment_pmf: np.ndarray, step: int) -> float:
     while log_mgf(hi) < 0:
         hi *= 2
     return optimize.brentq(log_mgf, 1e-9, hi) if log_mgf(1e-9) < 0 else 1e-9
+
+
+def _stationary_banded(frm, to, vals, size: int, order: np.ndarray) -> np.ndarray:
+    """Stationary law pi of a Markov chain given as transition triplets (frm, to, vals).
+
+    The balance equations pi (T - I) = 0 are solved as a banded system (LAPACK gbsv, LU with
+    partial pivoting) with the states numbered ``order`` and then reversed. The batch chain's
+    queue steps down by at most a batch per dispatch and up by up to a service's arrivals, so
+    the matrix lies in a band; reversed, the narrow side (the step down) is below the diagonal,
+    which keeps the LU's fill to the band (measured on the benchmarks/predict_speed.py grid:
+    2-6x faster than SuperLU on the same system in natural order, same answers to 1e-11).
+    One balance equation is redundant; it is replaced by a normalisation over the states that
+    its row of the band reaches, so the band stays intact. Should those states carry no mass
+    (the system is then singular) the next window's row is tried, and should they carry almost
+    none, the solve is repeated with the row of the most likely state.
+    """
+    index = size - 1 - np.asarray(order)           # state -> row/column of the system
+    i_all, j_all = index[to], index[frm]
+    kl = max(int((i_all - j_all).max(initial=0)), 1)
+    ku = max(int((j_all - i_all).max(initial=0)), 1)
+    height = 2 * kl + ku + 1                        # gbsv's storage: kl more rows for the fill
+
+    def solve(row):
+        """Solve with balance equation ``row`` replaced by sum(pi[window]) = 1."""
+        window = np.arange(max(row - kl, 0), min(row + ku + 1, size))
+        keep = i_all != row
+        others = np.flatnonzero(np.arange(size) != row)
+        i = np.concatenate([i_all[keep], others, np.full(window.size, row)])
+        j = np.concatenate([j_all[keep], others, window])
+        v = np.concatenate([vals[keep], -np.ones(others.size), np.ones(window.size)])
+        ab = np.bincount((kl + ku + i - j) * size + j, v, height * size).reshape(height, size)
+        rhs = np.zeros(size)
+        rhs[row] = 1.0
+        _, _, x, info = lapack.dgbsv(kl, ku, ab, rhs, overwrite_ab=True, overwrite_b=True)
+        x = np.clip(x, 0.0, None)
+        if info != 0 or not x.sum() > 0:
+            return None                             # the window holds no stationary mass
+        return x / x.sum(), window
+
+    # from the row of the chain's first state, then windows further on until one holds mass
+    for row in range(size - 1, -1, -(kl + ku + 1)):
+        solved = solve(row)
+        if solved is not None:
+            break
+    else:
+        raise ArithmeticError("the batch chain's balance equations are singular for every "
+                              "normalisation tried")
+    pi, window = solved
+    if pi[window].sum() < 1e-6:
+        better = solve(int(np.argmax(pi)))
+        pi = better[0] if better is not None else pi
+    return pi[index]
 
 
 def _fft_len(n: int) -> int:
@@ -533,30 +585,14 @@ class _SingleInstance:
                 for mm in range(1, min(pmin, N + 1)):
                     self._remainder_small_queue(small[first + mm - 1], first + mm - 1, law, mm)
         rows_small, cols_small = np.nonzero(small)
-        # pi (T - I) = 0 with sum(pi) = 1: the transposed system (T - I)' pi' = 0, built from
-        # the transition triplets directly, with its last balance equation replaced by the
-        # normalisation
-        frm = np.concatenate(trip_rows + [rows_small, np.arange(R)])
-        to = np.concatenate(trip_cols + [cols_small, np.arange(R)])
-        vals = np.concatenate(trip_vals + [small[rows_small, cols_small], -np.ones(R)])
-        keep = to != R - 1
-        rows = np.concatenate([to[keep], np.full(R, R - 1)])
-        cols = np.concatenate([frm[keep], np.arange(R)])
-        # The queue steps down by at most K per dispatch and up by up to J - 1, so the system
-        # lies in a band and natural order keeps the LU inside it. With one instance, SuperLU
-        # factors the same band 2-4x faster with rows and columns in reverse order (measured
-        # on the benchmarks/predict_speed.py grid, e.g. lognormal B = 64, load 0.9: 250 -> 80
-        # ms); with several, the two record groups interleave and natural order is faster.
-        flip = self.groups == 1
-        if flip:
-            rows, cols = R - 1 - rows, R - 1 - cols
-        M = sparse.csc_matrix((np.concatenate([vals[keep], np.ones(R)]), (rows, cols)),
-                              shape=(R, R))
-        rhs = np.zeros(R)
-        rhs[0 if flip else -1] = 1.0
-        pi = sparse_linalg.spsolve(M, rhs, permc_spec="NATURAL")
-        pi = np.clip(pi[::-1] if flip else pi, 0.0, None)
-        self.pi = pi / pi.sum()
+        frm = np.concatenate(trip_rows + [rows_small])
+        to = np.concatenate(trip_cols + [cols_small])
+        vals = np.concatenate(trip_vals + [small[rows_small, cols_small]])
+        # Instances interleave the record groups, so that a queue length's records lie side
+        # by side and the system stays banded.
+        within = np.arange(R)
+        order = (within % R1) * self.groups + within // R1
+        self.pi = _stationary_banded(frm, to, vals, R, order)
         self.R = R
         self.chain_tail = 0.0 if self.Q else float(sum(
             self.pi[g * R1 + B + i * N + N - self.J:g * R1 + B + (i + 1) * N].sum()
