@@ -82,6 +82,7 @@ from scipy.linalg import lapack
 
 from ..latency import Accuracy, LatticeLatency
 from ..system import Node, UnstableError
+from .blas import one_blas_thread
 from .service_law import service_lattice, service_upper
 
 __all__ = ["batch_node", "BatchNodeLatency"]
@@ -113,6 +114,16 @@ def _poisson_table(rate: float, times: np.ndarray, count: int) -> np.ndarray:
     out = np.exp(logp)
     out[(mu[:, 0] == 0), 1:] = 0.0
     return out
+
+
+def _poisson_pmf(j: int, mu: np.ndarray) -> np.ndarray:
+    """P(Poisson(mu) = j) for one count j over an array of means (one column of
+    :func:`_poisson_table`)."""
+    mu = np.asarray(mu, float)
+    if j == 0:
+        return np.exp(-mu)
+    with np.errstate(divide="ignore"):
+        return np.exp(j * np.log(mu) - mu - special.gammaln(j + 1))
 
 
 def _renewal_counts(rate: float, scv: float, times: np.ndarray, count: int) -> np.ndarray:
@@ -191,16 +202,17 @@ def _stationary_banded(frm, to, vals, size: int, order: np.ndarray) -> np.ndarra
     kl = max(int((i_all - j_all).max(initial=0)), 1)
     ku = max(int((j_all - i_all).max(initial=0)), 1)
     height = 2 * kl + ku + 1                        # gbsv's storage: kl more rows for the fill
+    # (T - I)' in band storage: entry (i, j) at [kl + ku + i - j, j]; duplicates add up
+    band = np.bincount((kl + ku + i_all - j_all) * size + j_all, vals,
+                       height * size).reshape(height, size)
+    band[kl + ku] -= 1.0
 
     def solve(row):
-        """Solve with balance equation ``row`` replaced by sum(pi[window]) = 1."""
+        """Solve with balance equation ``row`` replaced by sum(pi[window]) = 1, the window
+        being every column that row has in the band."""
         window = np.arange(max(row - kl, 0), min(row + ku + 1, size))
-        keep = i_all != row
-        others = np.flatnonzero(np.arange(size) != row)
-        i = np.concatenate([i_all[keep], others, np.full(window.size, row)])
-        j = np.concatenate([j_all[keep], others, window])
-        v = np.concatenate([vals[keep], -np.ones(others.size), np.ones(window.size)])
-        ab = np.bincount((kl + ku + i - j) * size + j, v, height * size).reshape(height, size)
+        ab = band.copy()
+        ab[kl + ku + row - window, window] = 1.0
         rhs = np.zeros(size)
         rhs[row] = 1.0
         _, _, x, info = lapack.dgbsv(kl, ku, ab, rhs, overwrite_ab=True, overwrite_b=True)
@@ -237,6 +249,7 @@ def check_resolution(resolution) -> int:
     return resolution
 
 
+@one_blas_thread
 def batch_node(node: Node, rate: float, resolution: int = DEFAULT_RESOLUTION,
                tail: float = DEFAULT_TAIL, arrival_scv: float = 1.0) -> BatchNodeLatency:
     """Sojourn-time distribution of a batching node with Poisson (or renewal) arrivals.
@@ -355,6 +368,24 @@ class _SingleInstance:
         # long tail can make the step longer than a short delay)
         self.Da = max(int(round(self.D / self.h)), 1 if self.D > 0 else 0)
         self._pois_hat = None
+        # what depends on the lattice but not on the blocking laws (which the c > 1 passes
+        # change): arrival counts over each lattice time, and the formation tables
+        mu = self.rate * float(self.times[-1])
+        count = max(int(mu + 12 * math.sqrt(max(self.scv, 1.0) * mu) + 30), self.B + 4)
+        self.pois_lattice = self.counts(self.times, count)
+        self._formation_tables()
+
+    def _formation_tables(self):
+        """Batch-size laws and mean waits of the formations the chain starts: an arrival to
+        an idle node, and a formation after a batch that left nobody, its oldest a*h old
+        (a < Da) when the instance frees."""
+        self.idle_sizes, self.idle_time = None, 1.0 / self.rate
+        if self.pmin > 1:            # an arrival to an idle node starts a formation of one
+            idle_sizes, idle_wait = self.formation_all(np.array([self.D]))
+            self.idle_sizes = idle_sizes[1, 0]
+            self.idle_time += float(idle_wait[1, 0])
+        r_grid = self.D - np.arange(self.Da) * self.h
+        self.young_sizes, self.young_wait = self.formation_all(r_grid)
 
     def _blocking_laws(self):
         """Blocking laws ps[g * B + k - 1] of each record group g and batch size k.
@@ -468,9 +499,7 @@ class _SingleInstance:
         G[k-1, n, a] = P(n arrivals during S(k), the first of them a*h before the end), for
         n < pmin: the age of the oldest waiting request when the instance frees.
         """
-        mu = self.rate * float(self.times[-1])
-        J = max(int(mu + 12 * math.sqrt(max(self.scv, 1.0) * mu) + 30), self.B + 4)
-        pois = self.counts(self.times, J)
+        pois = self.pois_lattice
         A = self.ps @ pois
         # keep the counts any blocking law reaches with probability above 1e-14: the bound
         # above is for the longest service time on the lattice, far beyond the typical one
@@ -545,14 +574,6 @@ class _SingleInstance:
         dest_imm = destination(self.table[np.minimum(n_all, B)])
         dest_exc = destination(np.minimum(n_all, B))
         exc0, exc_m = self._exceeded_counts(N)
-        self.idle_sizes, self.idle_time = None, 1.0 / self.rate
-        if pmin > 1:                 # an arrival to an idle node starts a formation of one
-            idle_sizes, idle_wait = self.formation_all(np.array([D]))
-            self.idle_sizes = idle_sizes[1, 0]
-            self.idle_time += float(idle_wait[1, 0])
-        # formations after a batch that left nobody: the oldest is a*h old, a < Da
-        r_grid = D - np.arange(self.Da) * self.h
-        self.young_sizes, self.young_wait = self.formation_all(r_grid)
         self.after = np.zeros(R)     # mean idle + formation time after each record's blocking
         x = np.arange(self.J)
         A_pos = self.A_pos
@@ -582,8 +603,7 @@ class _SingleInstance:
                     expired = (D > 0) & (ready / self.rate >= D)
                     add(first + ready - 1, np.where(expired, dest_exc[ready], dest_imm[ready]),
                         atom)
-                for mm in range(1, min(pmin, N + 1)):
-                    self._remainder_small_queue(small[first + mm - 1], first + mm - 1, law, mm)
+                self._remainder_small_queue(small, first, law)
         rows_small, cols_small = np.nonzero(small)
         frm = np.concatenate(trip_rows + [rows_small])
         to = np.concatenate(trip_cols + [cols_small])
@@ -648,25 +668,38 @@ class _SingleInstance:
                 T[recs, :B] += (G @ self.young_sizes[n0, :G.shape[1]])[:, 1:]
                 self.after[recs] += G @ self.young_wait[n0, :G.shape[1]]
 
-    def _remainder_small_queue(self, row, r_idx, law, m):
-        """Record (k, m >= 1) followed by fewer than pmin waiting: the oldest is a left-behind
-        request; its age is taken as the blocking time plus m / rate (approximation)."""
-        pmin, D, B = self.pmin, self.D, self.B
+    def _remainder_small_queue(self, small, first, law):
+        """Records (k, m), 1 <= m < pmin (rows first + m - 1 of ``small``), followed by fewer
+        than pmin waiting: the oldest is a left-behind request; its age is taken as the
+        blocking time plus m / rate (approximation)."""
+        pmin, D, B, rate = self.pmin, self.D, self.B, self.rate
+        top = min(pmin - 1, self.N)
+        if top < 1:
+            return
+        m = np.arange(1, top + 1)
         p = self.ps[law]
-        on = np.flatnonzero(p > 0)
-        age = self.times[on] + m / self.rate
-        old = age >= D
-        young = ~old
-        X = pmin - m                                           # x = 0..X-1 new arrivals
-        mass = p[on][None, :] * self.pois_s[on, :X].T          # (x, s)
-        row[m - 1:m - 1 + X] += mass[:, old].sum(axis=1)
-        if young.any():
+        # blocking times s below young[m - 1] leave the oldest younger than D: the batch
+        # still forms; from there on the delay has run out and n = m + x go at once
+        young = (self.times[None, :] + m[:, None] / rate < D).sum(axis=1)
+        # suffix[s0, x] = P(blocking index >= s0, x arrivals during it)
+        suffix = np.zeros((self.Ls + 1, pmin))
+        suffix[:-1] = np.cumsum((p[:, None] * self.pois_s[:, :pmin])[::-1], axis=0)[::-1]
+        mm, n = np.nonzero(m[:, None] <= np.arange(1, pmin)[None, :])   # n = m + x < pmin
+        mm, n = mm + 1, n + 1
+        small[first + mm - 1, n - 1] += suffix[young[mm - 1], n - mm]
+        for mm in np.flatnonzero(young > 0) + 1:
+            on = np.flatnonzero(p[:young[mm - 1]] > 0)
+            if not on.size:
+                continue
+            X = pmin - mm                                       # x = 0..X-1 new arrivals
+            mass = p[on][None, :] * self.pois_s[on, :X].T       # (x, s)
             # the formation tables on the lattice of ages (time left D - a*h)
-            a_idx = np.minimum(np.rint(age[young] / self.h).astype(int), self.Da - 1)
-            sizes = self.young_sizes[m:m + X][:, a_idx]
-            wait = self.young_wait[m:m + X][:, a_idx]
-            row[:B] += np.einsum("xs,xsk->k", mass[:, young], sizes)[1:]
-            self.after[r_idx] += float(np.einsum("xs,xs->", mass[:, young], wait))
+            age = self.times[on] + mm / rate
+            a_idx = np.minimum(np.rint(age / self.h).astype(int), self.Da - 1)
+            sizes = self.young_sizes[mm:mm + X][:, a_idx]
+            wait = self.young_wait[mm:mm + X][:, a_idx]
+            small[first + mm - 1, :B] += np.einsum("xs,xsk->k", mass, sizes)[1:]
+            self.after[first + mm - 1] += float(np.einsum("xs,xs->", mass, wait))
 
     # --- tagged request ------------------------------------------------------------------
     def dispatch_cycle(self):
@@ -923,7 +956,7 @@ class _SingleInstance:
         longest = int(r_idx.max()) if r_idx.size else 0
         tau_idx = np.arange(longest)
         if self.scv == 1.0:
-            dens = h * self.rate * _poisson_table(self.rate, tau_idx * h, need)[:, need - 1]
+            dens = h * self.rate * _poisson_pmf(need - 1, self.rate * tau_idx * h)
         else:   # the need-th arrival: differences of P(N(t) >= need) on the lattice
             edges = np.concatenate([[0.0], (tau_idx + 0.5) * h])
             reached = 1.0 - self.counts(edges, need).sum(axis=1)
