@@ -57,7 +57,6 @@ from .latency import Accuracy, Latency
 from .sim import run as sim_run
 from .system import Cluster, Node, Renewal, Trace, arrivals_from, as_cluster, check_stable
 from .theory.batch import DEFAULT_RESOLUTION, batch_node, check_resolution
-from .theory.blas import one_blas_thread
 from .theory.classical import mdc, mg1, mmc
 from .theory.lindley import gig1, gigc
 from .theory.jsq import balanced_least_outstanding, supported as jsq_supported
@@ -98,7 +97,6 @@ FALLBACKS = ("simulate", "raise")
 MIN_SCV = 1e-3
 
 
-@one_blas_thread
 def predict(system, rate=None, *, arrivals=None, resolution: int = DEFAULT_RESOLUTION,
             fallback: str = "simulate") -> Latency:
     """Predicted sojourn-time distribution of a node or cluster under an arrival process.

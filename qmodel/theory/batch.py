@@ -893,19 +893,17 @@ class _SingleInstance:
         g = sum(np.tensordot(per_request[r], self.G[lw], axes=1)      # (pmin, Ls)
                 for r, lw in zip(m0, laws))
         g[1, 0] += idle                                                # an arrival to idle
-        a_idx = np.arange(self.Ls)
-        for n0 in range(1, pmin):
-            w = g[n0]
-            old = a_idx >= Da if D > 0 else np.ones(self.Ls, bool)
-            on = np.flatnonzero(old & (w > 0))
-            self.H.points(n0, on, w[on])
-            self.H.uniform(n0, 0, on, w[on] * (n0 - 1))
-            young = np.flatnonzero(~old & (w > 0))
-            if young.size:
-                self._formation(n0, young, w[young], (n0 - 1), young, oldest_counted=True)
+        n0 = np.arange(1, pmin)[:, None]
+        a_idx = np.arange(self.Ls)[None, :]
+        old = (a_idx >= Da) if D > 0 else np.ones_like(a_idx, bool)
+        # the oldest's delay ran out: all n0 go at once, the oldest aged a, the rest U[0, a]
+        self.H.points(n0, a_idx, g[1:] * old)
+        self.H.uniform(n0, 0, a_idx, g[1:] * old * (n0 - 1))
+        # otherwise a formation: the oldest counted, n0 - 1 others with ages U[0, a]
+        n_y, a_y = np.nonzero(~old & (g[1:] > 0))
+        parts = [(n_y + 1, a_y, g[n_y + 1, a_y], n_y.astype(float), a_y, np.ones(n_y.size))]
         # after a batch that left m behind: the m left-behind requests were counted when they
         # missed their first batch; here the x newcomers (ages U[0, s]) and the formation
-        cases = {n0: [] for n0 in range(2, pmin)}
         for g_, i, m in ((g_, i, m) for g_ in range(self.groups)
                          for i in range(len(self.leaving)) for m in range(1, pmin - 1)):
             rec = g_ * R1 + self.B + i * self.N + (m - 1)
@@ -919,60 +917,52 @@ class _SingleInstance:
             mass = per_request[rec] * p[on][None, :] * self.pois_s[on][:, 1:pmin - m].T  # (x, s)
             self.H.uniform(m + x, 0, on[old][None, :], mass[:, old] * x)
             if (~old).any():
-                a_young = np.rint(age[~old] / h).astype(int)
-                for xi in range(x.shape[0]):
-                    cases[m + xi + 1].append((a_young, mass[xi, ~old],
-                                              np.full(a_young.size, xi + 1), on[~old]))
-        for n0, parts in cases.items():
-            if parts:
-                a_idx, mass, count, span = (np.concatenate(z) for z in zip(*parts))
-                self._formation(n0, np.minimum(a_idx, Da - 1), mass, count, span,
-                                oldest_counted=False)
+                # formations of n0 = m + x, the oldest (not counted here) aged a, x newcomers
+                # with ages U[0, s]
+                a_young = np.minimum(np.rint(age[~old] / h).astype(int), Da - 1)
+                shape = (x.size, a_young.size)
+                parts.append((np.broadcast_to(m + x, shape).ravel(),
+                              np.broadcast_to(a_young, shape).ravel(), mass[:, ~old].ravel(),
+                              np.broadcast_to(x, shape).ravel().astype(float),
+                              np.broadcast_to(on[~old], shape).ravel(), np.zeros(np.prod(shape))))
+        self._formation(*(np.concatenate(z) for z in zip(*parts)))
 
-    def _formation(self, n0, a_idx, mass, spread_count, spread_len, oldest_counted):
-        """Add the members of formations that start with n0 waiting, the oldest aged a_idx*h.
+    def _formation(self, n0, a_idx, mass, spread_count, spread_len, oldest):
+        """Add the members of formations: case i starts with n0[i] waiting, the oldest aged
+        a_idx[i]*h, with probability mass[i].
 
-        ``spread_count`` members (besides the oldest, if ``oldest_counted``) have ages uniform
-        on [0, spread_len*h] at the start; newcomers join until pmin or the delay.
+        spread_count[i] members (besides the oldest, which is added where oldest[i] is 1) have
+        ages uniform on [0, spread_len[i]*h] at the start; newcomers join until pmin are there
+        or the oldest's delay runs out. All arrays have one entry per case.
         """
         pmin, Da, h = self.pmin, self.Da, self.h
-        need = pmin - n0
-        r_idx = Da - a_idx                                     # time left, in steps
-        r = r_idx * h
-        pois = self.counts(r, need)
-        # the delay runs out first, x newcomers joined: (cases, x) arrays
-        x = np.arange(need)[None, :]
-        w = mass[:, None] * pois
-        k = n0 + x
-        if oldest_counted:
-            self.H.points(n0 + np.arange(need), Da, w.sum(axis=0))
-        count = np.broadcast_to(np.asarray(spread_count, float), a_idx.shape)
-        if count.any():
-            lo = np.broadcast_to(r_idx[:, None], w.shape)
-            hi = lo + np.broadcast_to(np.reshape(spread_len, (-1, 1)), w.shape)
-            self.H.uniform(k, lo, hi, w * count[:, None])
-        self.H.uniform(k, 0, r_idx[:, None], w * x)
+        if not n0.size:
+            return
+        need = (pmin - n0)[:, None]                            # arrivals that complete the batch
+        r_idx = (Da - a_idx)[:, None]                          # time left, in steps
+        # the delay runs out first, x < need newcomers joined: (cases, x) arrays
+        w = mass[:, None] * self.counts(r_idx[:, 0] * h, pmin - 1)
+        case, x = np.nonzero((w > 0) & (np.arange(pmin - 1)[None, :] < need))
+        w, k, r_case = w[case, x], n0[case] + x, r_idx[case, 0]
+        self.H.points(k, Da, w * oldest[case])
+        self.H.uniform(k, r_case, r_case + spread_len[case], w * spread_count[case])
+        self.H.uniform(k, 0, r_case, w * x)
         # pmin reached at tau (the need-th arrival) before the delay runs out
-        longest = int(r_idx.max()) if r_idx.size else 0
-        tau_idx = np.arange(longest)
+        tau_idx = np.arange(int(r_idx.max()))
         if self.scv == 1.0:
-            dens = h * self.rate * _poisson_pmf(need - 1, self.rate * tau_idx * h)
+            dens = h * self.rate * _poisson_table(self.rate, tau_idx * h, pmin - 1).T
         else:   # the need-th arrival: differences of P(N(t) >= need) on the lattice
             edges = np.concatenate([[0.0], (tau_idx + 0.5) * h])
-            reached = 1.0 - self.counts(edges, need).sum(axis=1)
-            dens = np.clip(np.diff(reached), 0.0, None)
-        ok = tau_idx[None, :] < r_idx[:, None]                  # (cases, tau)
-        w = mass[:, None] * dens[None, :] * ok
-        by_tau = w.sum(axis=0)
-        self.H.uniform(pmin, 0, tau_idx, by_tau * (need - 1))    # newcomers before the last
-        self.H.points(pmin, np.zeros(1, int), np.array([by_tau.sum()]))   # the last one
+            reached = 1.0 - np.cumsum(self.counts(edges, pmin - 1), axis=1).T
+            dens = np.clip(np.diff(reached, axis=1), 0.0, None)
+        w = mass[:, None] * dens[need[:, 0] - 1] * (tau_idx[None, :] < r_idx)   # (cases, tau)
+        # newcomers before the last: uniform on [0, tau]; the last one waits no time
+        self.H.uniform(pmin, 0, tau_idx, (w * (need - 1)).sum(axis=0))
+        self.H.points(pmin, np.zeros(1, int), np.array([w.sum()]))
         case, t = np.nonzero(w)
         w = w[case, t]
-        if oldest_counted:
-            self.H.points(pmin, a_idx[case] + t, w)
-        if count.any():
-            self.H.uniform(pmin, t, t + np.broadcast_to(spread_len, a_idx.shape)[case],
-                           w * count[case])
+        self.H.points(pmin, a_idx[case] + t, w * oldest[case])
+        self.H.uniform(pmin, t, t + spread_len[case], w * spread_count[case])
 
     def sojourn(self):
         H = self.H.result()

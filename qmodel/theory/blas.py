@@ -1,8 +1,8 @@
-"""One BLAS thread while a model computes.
+"""One BLAS thread while the batch model computes.
 
-The models' matrices are small (a few thousand rows at most) and their BLAS calls short, so a
-multi-threaded BLAS spends more on waking and syncing its threads than it gains, and on a busy
-machine much more: on the 2-core development machine, with OpenBLAS's default 2 threads, the
+The batch model's matrices are small (a few thousand rows at most) and its BLAS calls short,
+so a multi-threaded BLAS spends more on waking and syncing its threads than it gains, and on a
+busy machine much more: on the 2-core development machine, with OpenBLAS's default 2 threads, the
 batch model of a 4-instance node (max_batch_size 16, load 0.7) took 44-250 ms per call against
 30-37 ms with one thread, and no node of benchmarks/predict_speed.py ran faster with two.
 threadpoolctl sets the limit for the call only and restores it after.
