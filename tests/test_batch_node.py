@@ -1,11 +1,13 @@
 """The batch-node model against exact results: M/D/1, M/M/1, Inoue's mean, its own bookkeeping."""
 
+import math
+
 import numpy as np
 import pytest
 from scipy import optimize, stats
 
 import qmodel as qm
-from qmodel.theory import batch_node, md1, mmc
+from qmodel.theory import batch_node, md1, mg1, mmc
 from qmodel.theory.lindley import gig1
 
 TAU0, ALPHA = 1.8874e-3, 0.1438e-3          # Inoue (2021), V100 fit
@@ -108,13 +110,33 @@ def test_finite_queue_one_request_per_batch_is_mm1k(queue, load):
 
 
 @pytest.mark.parametrize("rho", [0.5, 0.8, 0.95])
-def test_lindley_matches_mm1_and_md1(rho):
-    # GI/G/1 with Poisson arrivals is M/G/1: the lattice solver against the exact formulas
+def test_pollaczek_khinchine_lattice_matches_mm1_md1_and_mg1(rho):
+    # GI/G/1 with Poisson arrivals is M/G/1, solved by the Pollaczek-Khinchine formula on the
+    # lattice: against the exact M/M/1, M/D/1 and the transform inversion of M/G/1 (lognormal)
     exp = gig1(rho, qm.ServiceTime.affine(1.0, jitter="exponential"), arrival_scv=1.0)
     det = gig1(rho, qm.ServiceTime.affine(1.0), arrival_scv=1.0)
+    logn_service = qm.ServiceTime.affine(1.0, jitter=("lognormal", 0.5))
+    logn = gig1(rho, logn_service, arrival_scv=1.0)
+    assert "Pollaczek-Khinchine" in exp.method
     for p in (0.5, 0.95, 0.99):
         assert abs(exp.quantile(p) - mmc(rho, 1.0, 1).quantile(p)) <= 2 * exp.h
         assert abs(det.quantile(p) - md1(rho, 1.0).quantile(p)) <= 2 * det.h
+        assert abs(logn.quantile(p) - mg1(rho, logn_service).quantile(p)) <= 2 * logn.h
+
+
+@pytest.mark.parametrize("scv", [0.5, 2.0])
+@pytest.mark.parametrize("rho", [0.5, 0.9])
+def test_lindley_recursion_matches_gim1(scv, rho):
+    # Renewal (gamma) arrivals and exponential service: GI/M/1, whose sojourn time is exactly
+    # exponential with rate mu (1 - sigma), sigma the root in (0, 1) of
+    # sigma = A*(mu (1 - sigma)), A*(s) = (1 + s scv / rate)^(-1 / scv) the gamma transform
+    mu, rate = 1.0, rho
+    sigma = optimize.brentq(lambda z: z - (1 + mu * (1 - z) * scv / rate) ** (-1 / scv),
+                            1e-12, 1 - 1e-12)
+    r = gig1(rate, qm.ServiceTime.affine(1 / mu, jitter="exponential"), arrival_scv=scv)
+    assert "Lindley" in r.method
+    for p in (0.5, 0.95, 0.99):
+        assert abs(r.quantile(p) - (-math.log(1 - p) / (mu * (1 - sigma)))) <= 2 * r.h
 
 
 def _dense_stationary(T):

@@ -223,4 +223,5 @@ def derive() -> Derivation:
         symbols={"lam": lam, "mu": mu, "c": c, "a": a, "rho": rho, "C": C, "t": t, "gamma": gam,
                  "ca2": ca2, "cs2": cs2, "m1": m1, "W1_sf": W1_sf, "W1_mean": W1_mean},
         implemented_by="qmodel.theory.lindley.gigc (the fast server by Lindley's recursion "
-                       "on a lattice, scaled by _erlang_c / rho)")
+                       "on a lattice, or for Poisson arrivals the Pollaczek-Khinchine formula "
+                       "on it, scaled by _erlang_c / rho)")

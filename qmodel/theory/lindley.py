@@ -7,6 +7,13 @@ fold of the negative part onto 0, iterated until the law stops moving (the discr
 the Wiener-Hopf equation; see Asmussen, "Applied Probability and Queues", 2003, ch. III and
 VIII). Exact up to the lattice step and the stopping tolerance, both stated in the result.
 
+With Poisson arrivals the same law has a closed form, the Pollaczek-Khinchine formula (Pollaczek
+1930, Khinchine 1932): the wait is a geometric sum, P(N = n) = (1 - rho) rho^n, of independent
+equilibrium residual service times, density P(S > t) / E[S] (Asmussen 2003, ch. VIII.5). On
+the lattice that is one FFT, (1 - rho) / (1 - rho y^), instead of the recursion's thousands of
+iterations near saturation (load 0.9 with 4 servers: 2,909 iterations, 450 ms, against 1.5 ms
+for the same quantiles to the lattice step), so Poisson arrivals take that path.
+
 Interarrival times are gamma with the given squared coefficient of variation (the law qmodel's
 ``Renewal`` simulates); service times are S(k) of a :class:`~qmodel.system.ServiceTime`.
 """
@@ -68,7 +75,9 @@ def _lindley_wait(rate: float, service: ServiceTime, arrival_scv: float, batch_s
                   points: int, tolerance: float, max_iterations: int, speedup: int = 1):
     """Stationary GI/G/1 waiting-time pmf on a lattice, for service times S(k) / ``speedup``.
 
-    Returns ``(w, h, iterations)``: ``w[i]`` is P(Wq in cell i) on the lattice of step ``h``.
+    Returns ``(w, h, name, how)``: ``w[i]`` is P(Wq in cell i) on the lattice of step ``h``;
+    ``name`` the method (the Pollaczek-Khinchine formula for Poisson arrivals, else Lindley's
+    recursion) and ``how`` its numerical statement (iterations and stopping rule).
     A server ``speedup`` times faster serves in S/speedup; on a lattice of step speedup * h the
     law of S is the law of S/speedup on step h, so the service lattice is built at that step.
     """
@@ -89,6 +98,9 @@ def _lindley_wait(rate: float, service: ServiceTime, arrival_scv: float, batch_s
     h = span / points
     Ls = int(math.ceil(s_top / h)) + 2
     s_pmf = service_lattice(service, [batch_size], h * speedup, Ls)[0][0]
+    if arrival_scv == 1.0:
+        w = _pollaczek_khinchine_wait(_with_mean(s_pmf, h, mean_s), rho, points + Ls + 2)
+        return w, h, "Pollaczek-Khinchine", "Pollaczek-Khinchine formula by one FFT, no iteration"
     La = int(math.ceil(a_law.isf(1e-14) / h)) + 2
     a_edges = np.concatenate([[0.0], (np.arange(La) + 0.5) * h])
     a_pmf = np.diff(a_law.cdf(a_edges))
@@ -120,7 +132,29 @@ def _lindley_wait(rate: float, service: ServiceTime, arrival_scv: float, batch_s
         moved_before = moved
         if it > 10 and moved * r / (1.0 - r) < tolerance:
             break
-    return w, h, it + 1
+    return w, h, "Lindley recursion", (f"{it + 1} iterations of Lindley's recursion, remaining "
+                                       f"cdf movement below {tolerance:g} (geometric "
+                                       f"extrapolation)")
+
+
+def _pollaczek_khinchine_wait(s_pmf: np.ndarray, rho: float, length: int) -> np.ndarray:
+    """M/G/1 waiting-time pmf on the lattice: (1 - rho) sum_n rho^n Y^{*n}, one FFT.
+
+    Y is the equilibrium residual of the lattice service law S: cell k holds
+    P(S > k h) h / E[S], spread uniformly over the cell, which is kept as half its mass at
+    each end (that keeps every summand's mean exact). The FFT runs over twice ``length``
+    points so that the geometric sum's tail beyond the lattice (below 1e-10 by the choice of
+    the lattice) does not wrap onto it.
+    """
+    cell = np.clip(1.0 - np.cumsum(s_pmf), 0.0, None)      # P(S > k h), S on lattice points
+    cell /= cell.sum()
+    residual = np.zeros(cell.size + 1)
+    residual[:-1] += 0.5 * cell
+    residual[1:] += 0.5 * cell
+    n = fft.next_fast_len(2 * length, real=True)
+    w = fft.irfft((1.0 - rho) / (1.0 - rho * fft.rfft(residual, n)), n)[:length]
+    w = np.clip(w, 0.0, None)
+    return w / w.sum()
 
 
 def gig1(rate, service: ServiceTime, arrival_scv: float, batch_size: int = 1,
@@ -146,8 +180,9 @@ def gig1(rate, service: ServiceTime, arrival_scv: float, batch_size: int = 1,
     Returns
     -------
     LatticeLatency
-        With ``method`` "GI/G/1 numerical (Lindley)" and the lattice step and stopping rule in
-        ``accuracy``.
+        With ``method`` "GI/G/1 numerical (...)" naming Lindley's recursion or, for Poisson
+        arrivals, the Pollaczek-Khinchine formula, and the lattice step (and for the recursion
+        the stopping rule) in ``accuracy``.
 
     Examples
     --------
@@ -159,16 +194,15 @@ def gig1(rate, service: ServiceTime, arrival_scv: float, batch_size: int = 1,
     True
     """
     rate = _checked(rate, arrival_scv)
-    w, h, iterations = _lindley_wait(rate, service, arrival_scv, batch_size, points,
-                                     tolerance, max_iterations)
+    w, h, name, how = _lindley_wait(rate, service, arrival_scv, batch_size, points, tolerance,
+                                    max_iterations)
     mean_s = float(service.mean(batch_size))
     s_pmf = _service_pmf(service, batch_size, h)
     sojourn = np.convolve(w, s_pmf)
     return LatticeLatency(
-        sojourn, h, method="GI/G/1 numerical (Lindley recursion on a lattice)",
+        sojourn, h, method=f"GI/G/1 numerical ({name} on a lattice)",
         accuracy=Accuracy("numerical", f"lattice step h = {h * 1e3:.4g} ms (quantiles within "
-                                       f"about 2h); {iterations} iterations, remaining cdf movement "
-                                       f"below {tolerance:g} (geometric extrapolation)"),
+                                       f"about 2h); {how}"),
         throughput=rate, utilization=rate * mean_s, batch_size_distribution={batch_size: 1.0})
 
 
@@ -221,8 +255,8 @@ def gigc(rate, service: ServiceTime, arrival_scv: float, servers: int,
     if servers == 1:
         return gig1(rate, service, arrival_scv, points=points, tolerance=tolerance,
                     max_iterations=max_iterations)
-    w, h, iterations = _lindley_wait(rate, service, arrival_scv, 1, points, tolerance,
-                                     max_iterations, speedup=servers)
+    w, h, name, how = _lindley_wait(rate, service, arrival_scv, 1, points, tolerance,
+                                    max_iterations, speedup=servers)
     mean_s = float(service.mean(1))
     load = rate * mean_s
     scale = _erlang_c(servers, load) / (load / servers)
@@ -231,9 +265,9 @@ def gigc(rate, service: ServiceTime, arrival_scv: float, servers: int,
     s_pmf = _service_pmf(service, 1, h)
     return LatticeLatency(
         np.convolve(wait, s_pmf), h,
-        method=f"GI/G/{servers} fast-server approximation (Lindley lattice, Erlang C scaling)",
+        method=f"GI/G/{servers} fast-server approximation ({name} lattice, Erlang C scaling)",
         accuracy=Accuracy("approximation", f"c servers as one c-times-faster server, probability "
                                            f"of waiting scaled by Erlang C / rho (exact for "
                                            f"M/M/c); lattice step h = {h * 1e3:.4g} ms, "
-                                           f"{iterations} iterations"),
+                                           f"{how}"),
         throughput=rate, utilization=load / servers, batch_size_distribution={1: 1.0})
