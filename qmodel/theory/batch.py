@@ -574,6 +574,9 @@ class _SingleInstance:
         dest_imm = destination(self.table[np.minimum(n_all, B)])
         dest_exc = destination(np.minimum(n_all, B))
         exc0, exc_m = self._exceeded_counts(N)
+        # without a delay, or with preferred sizes {B}, the delay-expired dispatch is the
+        # preferred one: no separate transitions
+        expiry = self.D > 0 and pmin < B
         self.after = np.zeros(R)     # mean idle + formation time after each record's blocking
         x = np.arange(self.J)
         A_pos = self.A_pos
@@ -583,8 +586,9 @@ class _SingleInstance:
             laws = slice(g * B, (g + 1) * B)
             add(g * R1 + np.arange(B)[:, None], full * R1 + dest_imm[x[big]][None, :],
                 (self.A[laws] - exc0[laws])[:, big])
-            add(g * R1 + np.arange(B)[:, None], full * R1 + dest_exc[x[big]][None, :],
-                exc0[laws][:, big])
+            if expiry:
+                add(g * R1 + np.arange(B)[:, None], full * R1 + dest_exc[x[big]][None, :],
+                    exc0[laws][:, big])
             for k in self.leaving:
                 first = g * R1 + B + self.leaving.index(k) * N
                 law = g * B + k - 1
@@ -595,7 +599,8 @@ class _SingleInstance:
                 late = exc_m[law]                                          # (m, x)
                 add(rows[big], full * R1 + dest_imm[n_next[big]],
                     (np.broadcast_to(A_pos[law], n_next.shape) - late)[big])
-                add(rows[big], full * R1 + dest_exc[n_next[big]], late[big])
+                if expiry:
+                    add(rows[big], full * R1 + dest_exc[n_next[big]], late[big])
                 # blocked for no time (a free instance at once): the next one goes at once too
                 atom = self.A[law][0] - A_pos[law][0]
                 if atom > 0:
