@@ -165,17 +165,21 @@ def test_fast_server_is_exact_for_mmc_and_gig1_for_one_server():
 
 
 def test_one_request_per_batch_with_any_service_law_is_mg1():
-    # a long-tailed law goes to the transform inversion ...
-    node = qm.Node(qm.ServiceTime.affine(2e-3, jitter=("gamma", 1.5)), max_batch_size=1)
-    pred = qm.predict(node, rate=400.0)
-    assert pred.method.startswith("M/G/1")
-    assert pred.p99 == pytest.approx(qm.theory.mg1(400.0, node.service).p99)
-    # ... a moderate one to the (faster) batch chain, which agrees with it within its lattice
-    node = qm.Node(qm.ServiceTime.affine(2e-3, jitter=("lognormal", 0.3)), max_batch_size=1)
-    pred = qm.predict(node, rate=450.0)
-    assert pred.method.startswith("batch node")
-    for p in (0.5, 0.95, 0.99):
-        assert abs(pred.quantile(p) - qm.theory.mg1(450.0, node.service).quantile(p)) <= pred.h
+    # gamma (a closed-form transform) and long-tailed lognormal go to the transform inversion
+    for jitter in (("gamma", 1.5), ("gamma", 0.3), ("lognormal", 1.5)):
+        node = qm.Node(qm.ServiceTime.affine(2e-3, jitter=jitter), max_batch_size=1)
+        pred = qm.predict(node, rate=400.0)
+        assert pred.method.startswith("M/G/1")
+        assert pred.p99 == pytest.approx(qm.theory.mg1(400.0, node.service).p99)
+    # ... lognormal up to cv 1 to the (faster) Pollaczek-Khinchine lattice, which agrees with
+    # it within its lattice step
+    for cv in (0.3, 1.0):
+        node = qm.Node(qm.ServiceTime.affine(2e-3, jitter=("lognormal", cv)), max_batch_size=1)
+        pred = qm.predict(node, rate=450.0)
+        assert "Pollaczek-Khinchine" in pred.method
+        for p in (0.5, 0.95, 0.99):
+            exact = qm.theory.mg1(450.0, node.service).quantile(p)
+            assert abs(pred.quantile(p) - exact) <= pred.h
 
 
 def test_a_trace_is_taken_as_renewal_arrivals_with_its_rate_and_scv():

@@ -836,7 +836,7 @@ class _SingleInstance:
                     self._next_batch_after(left, n, k)
                 self.H.dense[k, :self.Le] += G[n]
             if not next_batch and pmin > 1:
-                self._late_small_batch(M, pois)
+                self._late_small_batch(M, pois, G)
         self._formation_members()
 
     def _passed_over(self, M, pois, n, k):
@@ -856,30 +856,38 @@ class _SingleInstance:
         later = signal.fftconvolve(left, law)[:self.Le]
         self.H.dense[size, :self.Le] += np.clip(later, 0.0, None)
 
-    def _late_small_batch(self, M, pois):
+    def _late_small_batch(self, M, pois, G):
         """A request that waited through full batches and then finds fewer than pmin waiting.
 
         The oldest request ahead of it is taken to be (j - 1) / rate older, and a formation
         that still has to wait is taken to last its mean time (approximations of a case that
-        needs a long queue followed by a lull).
+        needs a long queue followed by a lull). ``G[n]`` is the mass of n waiting, j-th of them,
+        summed over j (the convolution of M with the arrivals behind).
         """
         D, pmin = self.D, self.pmin
+        j = np.arange(1, self.K + 1)[:, None]
+        old = (self.E[None, :] + (j - 1) / self.rate >= D) | (D == 0)       # (j, e)
+        # the oldest's delay has run out: the n = j + x < pmin waiting go at once; summed over
+        # j that is G restricted to such requests
+        if old.all():
+            early = G[1:pmin]
+        else:
+            padded = np.vstack([np.zeros((1, self.Le)), M * old])
+            early = np.clip(signal.fftconvolve(padded, pois[:pmin], axes=0)[1:pmin], 0.0, None)
+        self.H.dense[1:pmin, :self.Le] += early
         for j in range(1, min(self.K, pmin - 1) + 1):
-            age = self.E + (j - 1) / self.rate
-            mass = M[j - 1][None, :] * pois[:pmin - j]          # (x, e): n = j + x waiting
-            old = (age >= D) | (D == 0)
-            self.H.dense[j:pmin, :self.Le] += mass * old
-            young = np.flatnonzero(~old & (M[j - 1] > 0))
+            young = np.flatnonzero(~old[j - 1] & (M[j - 1] > 0))
             if not young.size:
                 continue
-            r = D - age[young]
+            mass = M[j - 1][None, young] * pois[:pmin - j, young]     # (x, e): n = j + x
+            r = D - (self.E[young] + (j - 1) / self.rate)
             # the batch leaves when pmin is reached or the delay runs out: its size law is
             # exact given r; its leaving time is taken at the mean of that wait
             all_sizes, all_wait = self.formation_all(r)
             sizes, wait = all_sizes[j:pmin], all_wait[j:pmin]       # n = j + x waiting
             when = young[None, :] + np.rint(wait / self.h).astype(int)
             self.H.points(np.arange(self.B + 1)[None, None, :], when[:, :, None],
-                          mass[:, young][:, :, None] * sizes)
+                          mass[:, :, None] * sizes)
 
     def _formation_members(self):
         """Requests whose batch forms at an instance-free epoch with fewer than pmin waiting,
