@@ -139,4 +139,4 @@ def derive() -> Derivation:
         steps=tuple(steps), results=results,
         symbols={"lam": lam, "z": z, "B": B, "pi": pi, "A": A, "S": S, "k": k, "x": x},
         implemented_by="qmodel.theory.batch.batch_node (the same chain, truncated and solved "
-                       "as a sparse linear system on a time lattice)")
+                       "as a banded linear system on a time lattice)")
