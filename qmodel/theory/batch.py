@@ -348,8 +348,9 @@ class _SingleInstance:
         # instance (exact). With c > 1 (approximation, see _blocking_laws) dispatch records
         # come in two groups: group 1 when the dispatch went to an instance that had just
         # freed with all others busy, group 0 otherwise. Each request still takes its own
-        # batch's full S(k).
-        self.groups = 1 if self.c == 1 else 2
+        # batch's full S(k). (_blocking_laws sets the number of groups: one in the first pass,
+        # where both block alike.)
+        self.groups = 1
         self.batch_law = None         # c > 1: batch sizes and gaps of the previous pass
         self.gap = self.gap_scv = None
         # the lattice: ``resolution`` steps per S(1), coarser where the service law's support
@@ -404,15 +405,19 @@ class _SingleInstance:
         - group 0, any other dispatch: see :meth:`_staggered_law`.
 
         The first pass uses S(k)/c for both; later passes use the batch sizes and the time
-        between dispatches of the previous pass.
+        between dispatches of the previous pass. While both groups block alike, where a
+        record leads does not depend on its group, so the first pass solves the chain with
+        the groups lumped into one (the same answer, half the states).
         """
         if self.c == 1:
             self.ps, self.means = self.ps_own, self.own_means
             return
         sizes = range(1, self.B + 1)
         full = service_lattice(self.node.service, sizes, self.h * self.c, self.Ls)[0]
-        free = full if self.batch_law is None else self._staggered_law()
-        self.ps = np.vstack([free, full])
+        if self.batch_law is None:
+            self.groups, self.ps = 1, full
+        else:
+            self.groups, self.ps = 2, np.vstack([self._staggered_law(), full])
         self.means = self.ps @ self.times
 
     def _staggered_law(self):
