@@ -184,3 +184,20 @@ def test_banded_stationary_solver_where_the_first_states_are_transient():
     assert pi[:30].sum() < 1e-12
     np.testing.assert_allclose(pi @ T, pi, atol=1e-12)
     assert abs(pi.sum() - 1) < 1e-12
+
+
+@pytest.mark.parametrize("k", [1, 3, 8])
+def test_erlang_counts_match_their_definition(k):
+    # N(t) = floor((P + U) / k), P ~ Poisson(k rate t), U uniform on 0..k-1: the definition,
+    # summed over U with Poisson cdfs, against the triangular-weight computation
+    from qmodel.theory.batch import _erlang_counts
+    rate, times, count = 50.0, np.linspace(0.0, 0.4, 9), 80
+    n = np.arange(count)[None, :]
+    mean = k * rate * times[:, None]
+    cdf = stats.poisson.cdf
+    direct = sum(cdf(n * k + k - 1 - u, mean) - cdf(n * k - u - 1, mean) for u in range(k)) / k
+    got = _erlang_counts(rate, k, times, count)
+    np.testing.assert_allclose(got, direct, atol=1e-13)
+    np.testing.assert_allclose(got.sum(axis=1), 1.0, atol=1e-12)
+    # mean count rate t (stationary renewal process)
+    np.testing.assert_allclose(got @ np.arange(count), rate * times, atol=1e-9)

@@ -159,14 +159,25 @@ def _renewal_counts(rate: float, scv: float, times: np.ndarray, count: int) -> n
 
 
 def _erlang_counts(rate: float, k: int, times: np.ndarray, count: int) -> np.ndarray:
-    n = np.arange(count)[None, :]
-    mean = k * rate * np.asarray(times, float)[:, None]
-    out = np.zeros((len(times), count))
-    for u in range(k):
-        # P(n k <= P + u <= n k + k - 1)
-        out += (stats.poisson.cdf(n * k + k - 1 - u, mean)
-                - stats.poisson.cdf(n * k - u - 1, mean))
-    return out / k
+    """P[t, n] = P(N(times[t]) = n), n < count, for the stationary Erlang-k renewal process.
+
+    N(t) = floor((P + U) / k) with P ~ Poisson(k rate t) completed phases and U uniform on
+    0..k-1 (the phase at time 0), so P(N = n) = sum_j P(P = j) max(0, 1 - |j - n k| / k): a
+    triangular weighting of the Poisson law around n k. The Poisson law is cut into blocks
+    of k (block n holds j = n k .. n k + k - 1); count n takes block n with weights
+    (k - o) / k and block n - 1 with weights o / k (o the offset in the block). Positive
+    terms only, and one Poisson table instead of 2k cdf evaluations per count.
+    """
+    times = np.asarray(times, float)
+    length = count * k
+    offset = np.arange(k)
+    out = np.empty((times.size, count))
+    rows = max(1, 2_000_000 // length)             # at most 2 million table entries at once
+    for lo in range(0, times.size, rows):
+        blocks = _poisson_table(k * rate, times[lo:lo + rows], length).reshape(-1, count, k)
+        out[lo:lo + rows] = blocks @ ((k - offset) / k)
+        out[lo:lo + rows, 1:] += blocks[:, :-1] @ (offset / k)
+    return out
 
 
 def _decay_rate(increment_pmf: np.ndarray, step: int) -> float:
