@@ -709,9 +709,9 @@ class _SingleInstance:
         # suffix[s0, x] = P(blocking index >= s0, x arrivals during it)
         suffix = np.zeros((self.Ls + 1, pmin))
         suffix[:-1] = np.cumsum((p[:, None] * self.pois_s[:, :pmin])[::-1], axis=0)[::-1]
-        mm, n = np.nonzero(m[:, None] <= np.arange(1, pmin)[None, :])   # n = m + x < pmin
-        mm, n = mm + 1, n + 1
-        small[first + mm - 1, n - 1] += suffix[young[mm - 1], n - mm]
+        left, waiting = np.nonzero(m[:, None] <= np.arange(1, pmin)[None, :])
+        left, waiting = left + 1, waiting + 1          # record (k, left), then left <= n < pmin
+        small[first + left - 1, waiting - 1] += suffix[young[left - 1], waiting - left]
         for mm in np.flatnonzero(young > 0) + 1:
             on = np.flatnonzero(p[:young[mm - 1]] > 0)
             if not on.size:
