@@ -201,3 +201,20 @@ def test_erlang_counts_match_their_definition(k):
     np.testing.assert_allclose(got.sum(axis=1), 1.0, atol=1e-12)
     # mean count rate t (stationary renewal process)
     np.testing.assert_allclose(got @ np.arange(count), rate * times, atol=1e-9)
+
+
+def test_batch_node_limits_blas_to_one_thread_for_the_call_only():
+    from threadpoolctl import threadpool_info, threadpool_limits
+    from qmodel.theory import blas
+
+    def blas_threads():
+        return sorted(i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas")
+
+    with threadpool_limits(limits=2, user_api="blas"):      # a caller's setting to restore
+        before = blas_threads()
+        seen = []
+        blas.one_blas_thread(lambda: seen.append(blas_threads()))()
+        batch_node(qm.Node(qm.ServiceTime.affine(1e-3, 1e-4), max_batch_size=4), rate=1000.0)
+        assert before == [2] * len(before)
+        assert seen == [[1] * len(before)]
+        assert blas_threads() == before
