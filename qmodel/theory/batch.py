@@ -45,7 +45,12 @@ Several instances (approximation)
     1.9%, 15.4 / 2.1% (converged: worst 27.9%); on a holdout of 108 nodes off that grid
     (validation/multi_instance_holdout.py: another S(k), B 2-64, 2, 3 and 8 instances): 18.8 /
     2.0%, 20.2 / 3.7%, 25.0 / 4.1%. Two passes beat three on both sets (one pass has the best
-    medians but the worst grid worst case).
+    medians but the worst grid worst case). Where it goes wrong (holdout, B = 64, 2 instances,
+    no delay, load 0.8, p99 +14%): each pass raises the scv of the gaps (0.04, 0.19, 0.43,
+    0.64), a more spread gap makes the other instance more often free at a dispatch, so more
+    batches of one (model 12% of batches, simulator 3.5%), which spreads the gaps further;
+    the implied utilisation exceeds 1 (1.04). Keeping the first pass's scv and iterating
+    only the mean halves the medians but not the worst cases (measured, not adopted).
 
 Renewal arrivals (approximation)
     Counts in an interval follow the stationary renewal law (exact for Erlang interarrival
