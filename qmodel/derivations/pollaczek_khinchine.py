@@ -25,6 +25,7 @@ def derive() -> Derivation:
     -------
     Derivation
         Results ``rho``, ``arrivals_pgf``, ``queue_pgf``, ``transform`` (W*(s)),
+        ``geometric_sum`` and ``residual_transform`` (the same W*(s) as a geometric sum),
         ``waiting_mean``, ``sojourn_mean`` and ``mm1_waiting_sf``.
 
     Examples
@@ -103,6 +104,21 @@ def derive() -> Derivation:
         "with the moment series of S*(s).",
         (eq(W(s), series + sp.Order(s ** 2)), eq(Mean(Wq), wait_mean_rho))))
 
+    # --- the geometric-sum form (what the lattice computes) ----------------------------------
+    Se = sp.Function("S_e^*")
+    residual = (1 - Sst(s)) / (s * m1)
+    geometric = (1 - rho) / (1 - rho * Se(s))
+    check_zero(sp.simplify(geometric.subs(Se(s), residual).subs(rho, lam * m1)
+                           - target.subs(rho, lam * m1)), "geometric-sum form")
+    steps.append(Step(
+        "Divide numerator and denominator by s: with the equilibrium residual service time "
+        "S_e, density P(S > x)/E[S] and transform S_e*(s) = (1 - S*(s))/(s E[S]), the "
+        "transform is that of a geometric sum, W_q = Y₁ + ... + Y_N with P(N = n) = "
+        "(1 - ρ)ρⁿ and Yᵢ i.i.d. ~ S_e (Beneš's form; Asmussen 2003, VIII.5). sympy checks "
+        "the two forms agree. On a lattice this is one FFT: (1 - ρ)/(1 - ρ ŷ), ŷ the discrete "
+        "Fourier transform of S_e's lattice law.",
+        (eq(Se(s), residual), eq(W(s), geometric))))
+
     # --- exponential service ------------------------------------------------------------------
     mm1 = sp.apart(sp.simplify(target.subs(Sst(s), mu / (mu + s)).subs(rho, lam / mu)), s)
     tail = sp.inverse_laplace_transform(sp.simplify((1 - mm1) / s), s, t)
@@ -121,6 +137,10 @@ def derive() -> Derivation:
                                                              "departure (= seen by an arrival)"),
         Result("transform", W(s), target, "waiting-time transform, inverted numerically by "
                                           "mg1"),
+        Result("geometric_sum", W(s), geometric, "the same transform as a geometric sum of "
+                                                 "equilibrium residual service times S_e*(s)"),
+        Result("residual_transform", Se(s), residual, "transform of S_e, density "
+                                                      "P(S > x)/E[S]"),
         Result("waiting_mean", Mean(Wq), wait_mean_rho, ""),
         Result("sojourn_mean", Mean(sp.Symbol("T")), m1 + wait_mean_rho, ""),
         Result("mm1_waiting_sf", Prob(gt(Wq, t)), mm1_sf, "exponential service"),
@@ -143,6 +163,7 @@ def derive() -> Derivation:
                      "FIFO, unlimited queue", "stability: ρ = λE[S] < 1"),
         steps=tuple(steps), results=results,
         symbols={"lam": lam, "mu": mu, "s": s, "z": z, "t": t, "rho": rho, "m1": m1, "m2": m2,
-                 "S_star": Sst},
+                 "S_star": Sst, "Se_star": Se},
         implemented_by="qmodel.theory.classical.mg1 (transform inverted by Euler summation; "
-                       "waiting_mean)")
+                       "waiting_mean) and qmodel.theory.lindley._pollaczek_khinchine_wait (the "
+                       "geometric sum on a lattice, for gig1 and gigc under Poisson arrivals)")
