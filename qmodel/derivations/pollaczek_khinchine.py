@@ -157,7 +157,9 @@ def derive() -> Derivation:
                  "D. G. Kendall (1953), Stochastic processes occurring in the theory of queues "
                  "and their analysis by the method of the imbedded Markov chain, Annals of "
                  "Mathematical Statistics 24",
-                 "L. Kleinrock (1975), Queueing Systems, vol. I: Theory, Wiley, ch. 5"),
+                 "L. Kleinrock (1975), Queueing Systems, vol. I: Theory, Wiley, ch. 5",
+                 "S. Asmussen (2003), Applied Probability and Queues, 2nd ed., Springer, "
+                 "ch. VIII.5 (the geometric-sum form)"),
         assumptions=("Poisson arrivals of rate λ", "one server; i.i.d. service times S with "
                      "transform S*(s) and finite second moment, independent of the arrivals",
                      "FIFO, unlimited queue", "stability: ρ = λE[S] < 1"),
