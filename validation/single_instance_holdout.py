@@ -64,8 +64,8 @@ def run() -> list[dict]:
                          "in_ci_with_lattice": bool(lo - h <= q <= hi + h)}
         rows.append(row)
         print(f"B={B:<3} D={d:.1f}xS(1) preferred {preferred:6} load {load:4.2f} {jitter:13} "
-              f"{row['family']:13} p95 {row['p95']['error']:+6.1%}  p99 {row['p99']['error']:+6.1%}",
-              flush=True)
+              f"{row['family']:13} p95 {row['p95']['error']:+6.1%}  "
+              f"p99 {row['p99']['error']:+6.1%}", flush=True)
     return rows
 
 
