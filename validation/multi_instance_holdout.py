@@ -18,12 +18,11 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
-from pathlib import Path
 
 import numpy as np
 
 import qmodel as qm
+from results_io import add_output_arguments, write_outputs
 from qmodel.theory import batch
 
 BASE, PER_ITEM = 4e-3, 0.4e-3
@@ -97,16 +96,10 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--passes", type=int, nargs="+", default=[1, 2, 3],
                     help="gap-iteration pass counts to compare (default 1 2 3)")
-    ap.add_argument("--json", type=Path, default=None, help="write all rows to this file")
-    ap.add_argument("--text", type=Path, default=None, help="write the summary to this file")
+    add_output_arguments(ap)
     args = ap.parse_args(argv)
     rows = run(args.passes)
-    text = summarise(rows, args.passes)
-    print(text)
-    if args.json:
-        args.json.write_text(json.dumps(rows, indent=1))
-    if args.text:
-        args.text.write_text(text + "\n")
+    write_outputs(args, rows, summarise(rows, args.passes))
 
 
 if __name__ == "__main__":

@@ -22,12 +22,11 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
-from pathlib import Path
 
 import numpy as np
 
 import qmodel as qm
+from results_io import add_output_arguments, write_outputs
 
 BASE, PER_ITEM = 4e-3, 0.4e-3
 REQUESTS, SEED = 4_000_000, 7
@@ -89,16 +88,10 @@ def summarise(rows) -> str:
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--json", type=Path, default=None, help="write all rows to this file")
-    ap.add_argument("--text", type=Path, default=None, help="write the summary to this file")
+    add_output_arguments(ap)
     args = ap.parse_args(argv)
     rows = run()
-    text = summarise(rows)
-    print(text)
-    if args.json:
-        args.json.write_text(json.dumps(rows, indent=1))
-    if args.text:
-        args.text.write_text(text + "\n")
+    write_outputs(args, rows, summarise(rows))
 
 
 if __name__ == "__main__":
