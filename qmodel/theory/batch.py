@@ -213,9 +213,12 @@ def _stationary_banded(frm, to, vals, size: int, order: np.ndarray) -> np.ndarra
     which keeps the LU's fill to the band (measured on the benchmarks/predict_speed.py grid:
     2-6x faster than SuperLU on the same system in natural order, same answers to 1e-11).
     One balance equation is redundant; it is replaced by a normalisation over the states that
-    its row of the band reaches, so the band stays intact. Should those states carry no mass
-    (the system is then singular) the next window's row is tried, and should they carry almost
-    none, the solve is repeated with the row of the most likely state.
+    its row of the band reaches, so the band stays intact. That needs those states to carry
+    stationary mass; where they carry none (transient states, e.g. an overloaded finite queue
+    that never empties) the system is singular or nearly so and the solve is garbage. So each
+    solve is checked by its residual max |pi T - pi| (1e-9 of the largest probability), and
+    a failed one is retried with the row of its most likely state, then with rows a quarter
+    window apart.
     """
     index = size - 1 - np.asarray(order)           # state -> row/column of the system
     i_all, j_all = index[to], index[frm]
@@ -228,8 +231,8 @@ def _stationary_banded(frm, to, vals, size: int, order: np.ndarray) -> np.ndarra
     band[kl + ku] -= 1.0
 
     def solve(row):
-        """Solve with balance equation ``row`` replaced by sum(pi[window]) = 1, the window
-        being every column that row has in the band."""
+        """pi (in state order) with balance equation ``row`` replaced by sum(pi[window]) = 1,
+        the window being every column that row has in the band, and whether it balances."""
         window = np.arange(max(row - kl, 0), min(row + ku + 1, size))
         ab = band.copy()
         ab[kl + ku + row - window, window] = 1.0
@@ -238,22 +241,24 @@ def _stationary_banded(frm, to, vals, size: int, order: np.ndarray) -> np.ndarra
         _, _, x, info = lapack.dgbsv(kl, ku, ab, rhs, overwrite_ab=True, overwrite_b=True)
         x = np.clip(x, 0.0, None)
         if info != 0 or not x.sum() > 0:
-            return None                             # the window holds no stationary mass
-        return x / x.sum(), window
+            return None, False                      # singular: the window holds no mass
+        pi = x[index] / x.sum()
+        residual = np.abs(np.bincount(to, vals * pi[frm], size) - pi).max()
+        return pi, bool(residual <= 1e-9 * pi.max())
 
-    # from the row of the chain's first state, then windows further on until one holds mass
-    for row in range(size - 1, -1, -(kl + ku + 1)):
-        solved = solve(row)
-        if solved is not None:
+    # the row of the chain's first state; if that fails, the row of the state the failed
+    # solve put most mass on, then rows a quarter window apart until one balances
+    pi, ok = solve(size - 1)
+    retries = [int(index[np.argmax(pi)])] if pi is not None else []
+    retries += list(range(size - 1, -1, -max(1, (kl + ku + 1) // 4)))[1:]
+    for row in retries:
+        if ok:
             break
-    else:
-        raise ArithmeticError("the batch chain's balance equations are singular for every "
-                              "normalisation tried")
-    pi, window = solved
-    if pi[window].sum() < 1e-6:
-        better = solve(int(np.argmax(pi)))
-        pi = better[0] if better is not None else pi
-    return pi[index]
+        pi, ok = solve(row)
+    if not ok:
+        raise ArithmeticError("the batch chain's balance equations could not be solved with "
+                              "any normalisation tried")
+    return pi
 
 
 def _fft_len(n: int) -> int:
