@@ -43,10 +43,10 @@ Several instances (approximation)
     / median p99 error with 1, 2 and 3 more passes on the issue grid
     (validation/predict_accuracy.py, 266 nodes with 2 or 4 instances): 21.2 / 1.4%, 14.2 /
     1.9%, 15.4 / 2.1% (converged: worst 27.9%); on a holdout of 108 nodes off that grid
-    (validation/multi_instance_holdout.py: another S(k), B 2-64, 2, 3 and 8 instances): 18.8 /
-    2.0%, 20.2 / 3.7%, 25.0 / 4.1%. Two passes beat three on both sets (one pass has the best
+    (validation/multi_instance_holdout.py: another S(k), B 2-64, 2, 3 and 8 instances): 14.8 /
+    2.2%, 13.6 / 3.8%, 24.1 / 4.4%. Two passes beat three on both sets (one pass has the best
     medians but the worst grid worst case). Where it goes wrong (holdout, B = 64, 2 instances,
-    no delay, load 0.8, p99 +14%): each pass raises the scv of the gaps (0.04, 0.19, 0.43,
+    no delay, load 0.8, p99 +13%): each pass raises the scv of the gaps (0.04, 0.19, 0.43,
     0.64), a more spread gap makes the other instance more often free at a dispatch, so more
     batches of one (model 12% of batches, simulator 3.5%), which spreads the gaps further;
     the implied utilisation exceeds 1 (1.04). Keeping the first pass's scv and iterating
