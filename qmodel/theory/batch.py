@@ -125,16 +125,6 @@ def _poisson_table(rate: float, times: np.ndarray, count: int) -> np.ndarray:
     return out
 
 
-def _poisson_pmf(j: int, mu: np.ndarray) -> np.ndarray:
-    """P(Poisson(mu) = j) for one count j over an array of means (one column of
-    :func:`_poisson_table`)."""
-    mu = np.asarray(mu, float)
-    if j == 0:
-        return np.exp(-mu)
-    with np.errstate(divide="ignore"):
-        return np.exp(j * np.log(mu) - mu - special.gammaln(j + 1))
-
-
 def _renewal_counts(rate: float, scv: float, times: np.ndarray, count: int) -> np.ndarray:
     """P[t, j] = P(N(times[t]) = j) for a stationary renewal process with gamma interarrivals.
 
@@ -389,6 +379,9 @@ class _SingleInstance:
         self.ps_own, self.service_overflow = service_lattice(self.node.service, sizes, self.h,
                                                              self.Ls)
         self.times = np.arange(self.Ls) * self.h
+        # c > 1: S(k)/c, the spacing of instances taken in turn (group 1's blocking law)
+        self.ps_spaced = (service_lattice(self.node.service, sizes, self.h * self.c, self.Ls)[0]
+                          if self.c > 1 else None)
         self._blocking_laws()
         # the delay in lattice steps: at least one when there is a delay (a service law with a
         # long tail can make the step longer than a short delay)
@@ -433,8 +426,7 @@ class _SingleInstance:
         if self.c == 1:
             self.ps, self.means = self.ps_own, self.own_means
             return
-        sizes = range(1, self.B + 1)
-        full = service_lattice(self.node.service, sizes, self.h * self.c, self.Ls)[0]
+        full = self.ps_spaced
         if self.batch_law is None:
             self.groups, self.ps = 1, full
         else:
