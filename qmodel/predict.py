@@ -194,7 +194,7 @@ def _simulated(system, process, reason: str) -> Latency:
     if isinstance(process, Trace):
         requests = None
     else:
-        per_node = sim_run.arrivals_per_replica_node(cluster, process.rate)
+        per_node = sim_run.arrivals_per_replica_node(cluster, process.rate, process.scv)
         requests = int(min(FALLBACK_MAX_REQUESTS, max(
             FALLBACK_REQUESTS, sim_run.MIN_REPLICAS * len(cluster.nodes) * per_node)))
     while True:

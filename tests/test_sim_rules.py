@@ -118,6 +118,9 @@ def test_full_queue_rejects():
     assert r.sojourn[[0, 1, 2, 4]] == pytest.approx(np.array([5, 9, 13, 14]) * ms, abs=1e-12)
 
 
+# short replicas at 97% load bias the tail, and simulate says so; this test compares
+# rejections and the two tails' order, which that bias does not change
+@pytest.mark.filterwarnings("ignore:.*replicas leave")
 def test_rejections_only_with_a_finite_queue():
     base = dict(max_batch_size=8, max_queue_delay=1 * ms)
     heavy = 0.97 * node(**base).capacity
@@ -176,3 +179,32 @@ def test_weighted_random_split_follows_the_weights():
     share = np.mean(r.node == 0)
     sd = np.sqrt(0.9 * 0.1 / 20_000)
     assert abs(share - 0.9) < 4 * sd
+
+
+def test_replicas_are_longer_for_large_jittery_batches():
+    # R = load^2 (ca^2 + load B cs^2) / (1 - load)^2: 361 for M/D/1 at 95% load, and B = 64
+    # with lognormal cv 0.3 relaxes 6.5 times slower (measured in validation/replica_bias.py)
+    from qmodel.sim.run import arrivals_per_replica_node, relaxation_arrivals
+    det = qm.Node(qm.ServiceTime.affine(2e-3, 1e-4), max_batch_size=64)
+    jittery = qm.Node(qm.ServiceTime.affine(2e-3, 1e-4, jitter=("lognormal", 0.3)),
+                      max_batch_size=64)
+    assert relaxation_arrivals(qm.Cluster(det), 0.95 * det.capacity) == pytest.approx(361.0)
+    slow = relaxation_arrivals(qm.Cluster(jittery), 0.95 * jittery.capacity)
+    assert slow == pytest.approx(0.95 ** 2 * (1 + 0.95 * 64 * 0.09) / 0.05 ** 2)
+    assert arrivals_per_replica_node(qm.Cluster(jittery), 0.95 * jittery.capacity) \
+        == pytest.approx(100 * slow)
+    # smoother arrivals relax faster; light load keeps the floor of 2,000
+    assert relaxation_arrivals(qm.Cluster(det), 0.95 * det.capacity, arrival_scv=0.5) \
+        == pytest.approx(361.0 / 2)
+    assert arrivals_per_replica_node(qm.Cluster(det), 0.3 * det.capacity) == 2_000
+    r = qm.simulate(jittery, rate=0.95 * jittery.capacity, requests=2_000_000, seed=1)
+    assert "(lookahead engine, numpy, 8 replicas)" in r.method     # 100 R ~ 234,000 arrivals
+
+
+def test_too_few_requests_for_the_transient_warn_and_say_how_many():
+    node = qm.Node(qm.ServiceTime.affine(2e-3, 1e-4, jitter=("lognormal", 0.3)),
+                   max_batch_size=64)
+    with pytest.warns(UserWarning, match=r"raise requests to at least 1,869,"):
+        qm.simulate(node, rate=0.95 * node.capacity, requests=100_000, seed=1)
+    with pytest.warns(UserWarning, match="lower lanes or raise requests"):
+        qm.simulate(node, rate=0.95 * node.capacity, requests=1_000_000, seed=1, lanes=32)

@@ -31,15 +31,21 @@ from .routing import split_by_node, static_assignment
 
 __all__ = ["simulate", "replay", "Replay"]
 
-# Replicas start empty, so each must be long against the start-up transient, which grows as the
-# load nears capacity. Measured on an 8-node least_outstanding cluster of batching nodes
-# (validation/replica_bias.py): at 84% load 1,000 arrivals per node per replica were
-# unbiased and 244 biased p99 low by 0.7%; at 97% load 976 biased it by 2.7% and 3,906 were
-# unbiased. The default keeps max(2000, 400 / (1 - load)) arrivals per node per replica;
-# more requests buy more replicas, not longer ones.
+# Replicas start empty, so each must be long against the start-up transient. Its length in
+# arrivals scales like R = load^2 (ca^2 + load B cs^2) / (1 - load)^2 (relaxation_arrivals):
+# the heavy-traffic diffusion of the queue, measured in batches of B, has drift -(1 - load) B
+# and variance load B ca^2 + (load B)^2 cs^2 per batch time (ca^2, cs^2: the squared
+# coefficients of variation of the interarrival times and of a full batch's service time), and
+# relaxes in about variance / drift^2 batch times. Measured against exact one-instance models
+# (validation/replica_bias.py, results/replica_bias.txt: mean p99 error of eight 4M-request
+# runs per length): at 3, 6, 12, 25 R arrivals per replica p99 reads -18, -8.6, -3.9, -1.8% low
+# (B = 1, deterministic, 95% load, R = 361), -13, -7.1, -2.2, -1.4% (B = 32, lognormal cv 0.3,
+# R = 1,349), -14, -7.7, -2.7, +0.8% (B = 64 lognormal, R = 2,336), -7.9, -3.5, -1.4, -0.4%
+# (B = 64 deterministic); from 50 R on, every mean lies within 2 standard errors of zero
+# (the largest, +2.5%, with a standard error of 3.9%). Replicas hold 100 R arrivals per node (at least 2,000); more requests buy more
+# replicas, not longer ones.
+REPLICA_RELAXATIONS = 100.0
 PER_NODE_FLOOR = 2_000
-PER_NODE_LOAD_FACTOR = 400.0
-PER_NODE_CEILING = 50_000
 DEFAULT_REQUESTS = 2_000_000
 # Beyond ~2048 lanes a step's arrays outgrow the CPU caches and each request costs more
 # (measured on the look-ahead engine: 23M req/s at 2048 lanes, 20M at 4096, 18M at 8000).
@@ -49,19 +55,64 @@ MIN_REPLICAS = 8
 MAX_SECTIONS = 32
 
 
-def arrivals_per_replica_node(cluster, rate: float) -> float:
+def relaxation_arrivals(cluster, rate: float, arrival_scv: float = 1.0) -> float:
+    """R = load^2 (ca^2 + load B cs^2) / (1 - load)^2: arrivals per node over which the queue
+    forgets its start (see REPLICA_RELAXATIONS above), the largest over the nodes.
+
+    B is the node's max_batch_size, cs^2 the squared coefficient of variation of its service
+    time (of the measured batch size nearest B for empirical service), ca^2 ``arrival_scv``.
+    A finite queue of Q caps it at Q^2 / (ca^2 + load B cs^2); a dynamic router (which pools
+    the N nodes' queues) divides it by N.
+
+    Examples
+    --------
+    >>> import qmodel as qm
+    >>> node = qm.Node(qm.ServiceTime.affine(1e-3))              # M/D/1, capacity 1000/s
+    >>> round(relaxation_arrivals(qm.Cluster(node), 950.0), 3)   # 0.95^2 / 0.05^2
+    361.0
+    """
+    load = rate / cluster.capacity
+    worst = 0.0
+    for node in cluster.nodes:
+        spread = arrival_scv + load * node.max_batch_size * _full_batch_scv(node)
+        # |1 - load|: a finite queue may be overloaded, and then relaxes towards its full end
+        relax = load ** 2 * spread / max(abs(1.0 - load), 1e-3) ** 2
+        if node.max_queue_size:
+            # a finite queue confines the walk to Q requests, which it crosses in about
+            # Q^2 / spread arrivals
+            relax = min(relax, node.max_queue_size ** 2 / spread)
+        worst = max(worst, relax)
+    if not cluster.router.is_static:
+        # a dynamic router pools the nodes into one queue of N servers, which relaxes over R
+        # arrivals in all: R / N per node (an 8-node least_outstanding cluster at 97% load:
+        # p99 2.7% low at 7 R / N arrivals per node per replica, unbiased at 28 R / N)
+        worst /= len(cluster.nodes)
+    return worst
+
+
+def _full_batch_scv(node) -> float:
+    """Squared coefficient of variation of a full batch's service time."""
+    service = node.service
+    if service.kind != "empirical":
+        return float(service.cv) ** 2
+    _, values = min(service.samples, key=lambda kv: abs(kv[0] - node.max_batch_size))
+    values = np.asarray(values, float)
+    return float(values.var() / values.mean() ** 2)
+
+
+def arrivals_per_replica_node(cluster, rate: float, arrival_scv: float = 1.0) -> float:
     """Arrivals each node needs per replica for the start-up transient not to bias the tail:
-    max(2000, 400 / (1 - load)), at most 50,000 (see PER_NODE_FLOOR above).
+    100 relaxations (:func:`relaxation_arrivals`), at least 2,000.
 
     Examples
     --------
     >>> import qmodel as qm
     >>> node = qm.Node(qm.ServiceTime.affine(1e-3))                 # capacity 1000/s
-    >>> round(arrivals_per_replica_node(qm.Cluster(node), 900.0), 6)
-    4000.0
+    >>> round(arrivals_per_replica_node(qm.Cluster(node), 950.0), 6)
+    36100.0
     """
-    load = min(rate / cluster.capacity, 0.999)
-    return min(PER_NODE_CEILING, max(PER_NODE_FLOOR, PER_NODE_LOAD_FACTOR / (1 - load)))
+    return max(PER_NODE_FLOOR, REPLICA_RELAXATIONS * relaxation_arrivals(cluster, rate,
+                                                                        arrival_scv))
 
 
 def simulate(system, rate=None, *, arrivals=None, requests: int | None = None, seed=None,
@@ -81,9 +132,11 @@ def simulate(system, rate=None, *, arrivals=None, requests: int | None = None, s
     seed : int, optional
         Seeds the random generator; the same seed, backend and arguments reproduce a run.
     lanes : int, optional
-        Independent replicas of the system. Default: as many as leave every node
-        max(2000, 400 / (1 - load)) arrivals per replica, between 8 and 2048. Much shorter
-        replicas bias the tail low (each starts empty) and draw a warning.
+        Independent replicas of the system. Default: as many as leave every node 100
+        relaxation lengths of arrivals per replica (:func:`arrivals_per_replica_node`: longer
+        at high load, for large batches and for jittery service), between 8 and 2048.
+        Replicas under 25 relaxation lengths bias the tail low (each starts empty) and draw
+        a warning, also when ``requests`` is too small for 8 such replicas.
     warmup : float
         Fraction of each replica's time span discarded as start-up transient, in [0, 0.9).
     backend : {"auto", "numpy", "cupy"}
@@ -127,7 +180,7 @@ def simulate(system, rate=None, *, arrivals=None, requests: int | None = None, s
     elif isinstance(source, Trace) and requests > source.times.size:
         raise ValueError(f"requests={requests} exceeds the {source.times.size} arrivals of the "
                          "Trace; leave requests out to replay the whole trace")
-    per_node = arrivals_per_replica_node(cluster, source.rate)
+    per_node = arrivals_per_replica_node(cluster, source.rate, source.scv)
     load = min(source.rate / cluster.capacity, 0.999)
     if lanes is None:
         replicas = int(np.clip(requests // (nodes * per_node), MIN_REPLICAS, MAX_REPLICAS))
@@ -137,12 +190,15 @@ def simulate(system, rate=None, *, arrivals=None, requests: int | None = None, s
     if per_replica < 2:
         raise ValueError(f"requests={requests} over lanes={replicas} leaves fewer than 2 arrivals "
                          "per replica; raise requests or lower lanes")
-    if lanes is not None and not isinstance(source, Trace) and \
-            per_replica / nodes < per_node / 4:
+    # below 25 relaxations the measured p99 bias reaches a few percent (see above)
+    short = REPLICA_RELAXATIONS / 4 * relaxation_arrivals(cluster, source.rate, source.scv)
+    if not isinstance(source, Trace) and per_replica / nodes < short:
+        fix = ("lower lanes or raise requests" if lanes is not None else
+               f"raise requests to at least {int(MIN_REPLICAS * nodes * per_node):,}")
         warnings.warn(
-            f"lanes={replicas} leaves {per_replica / nodes:.0f} arrivals per node per replica; "
-            f"at {load:.0%} load about {per_node:.0f} are needed for the start-up transient "
-            "not to bias the tail low. Lower lanes or raise requests.", stacklevel=2)
+            f"{replicas} replicas leave {per_replica / nodes:.0f} arrivals per node per "
+            f"replica; at {load:.0%} load about {per_node:.0f} are needed for the start-up "
+            f"transient not to bias the tail low: {fix}.", stacklevel=2)
 
     static = cluster.router.is_static
     finite = any(n.max_queue_size > 0 for n in cluster.nodes)
