@@ -10,7 +10,9 @@ Static routers go through ``qmodel.predict``. The dynamic routers' cavity model
 (:func:`qmodel.theory.routing.dynamic_router`; least outstanding with D = 0 only) is run
 directly on every configuration where ``predict`` declines it, so that the table shows where
 the mean field holds and where it does not; the column ``in predict`` says which rows
-``predict`` answers. Rows are appended to the JSON file as they finish, and a rerun skips the
+``predict`` answers. Each configuration simulates 1 million requests or 20,000 per node,
+or more where 8 replicas long enough for the start-up transient need more (the simulator's
+rule, qmodel.sim.run.arrivals_per_replica_node; up to 64 million). Rows are appended to the JSON file as they finish, and a rerun skips the
 configurations already there (an interrupted campaign resumes).
 
 Run: ``.venv/bin/python validation/router_accuracy.py [--quick] [--json FILE] [--summary FILE]``
@@ -27,11 +29,13 @@ import numpy as np
 
 import qmodel as qm
 from qmodel.predict import DYNAMIC_RESOLUTION, LEAST_MIN_BATCH, mean_field_domain
+from qmodel.sim import run as sim_run
 from qmodel.theory.routing import dynamic_router
 
 BASE, PER_ITEM = 1.8874e-3, 0.1438e-3
 S1 = BASE + PER_ITEM
 ROUTERS = ("random", "round_robin", "power_of_two", "least_outstanding")
+MAX_REQUESTS = 64_000_000
 
 
 def grid(quick: bool):
@@ -103,7 +107,9 @@ def run_case(router, N, B, d, load, seed=7) -> dict:
             return {"router": router, "N": N, "B": B, "D": d, "load": load,
                     "declined": str(err)}
     model_s = time.perf_counter() - start
-    requests = max(1_000_000, 20_000 * N)
+    # at least 8 replicas long enough for the start-up transient (the simulator's own rule)
+    requests = int(min(MAX_REQUESTS, max(1_000_000, 20_000 * N, sim_run.MIN_REPLICAS * N
+                                         * sim_run.arrivals_per_replica_node(cluster, rate))))
     start = time.perf_counter()
     sim = qm.simulate(cluster, rate=rate, requests=requests, seed=seed)
     sim_s = time.perf_counter() - start
