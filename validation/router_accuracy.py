@@ -12,8 +12,9 @@ directly on every configuration where ``predict`` declines it, so that the table
 the mean field holds and where it does not; the column ``in predict`` says which rows
 ``predict`` answers. Each configuration simulates 1 million requests or 20,000 per node,
 or more where 8 replicas long enough for the start-up transient need more (the simulator's
-rule, qmodel.sim.run.arrivals_per_replica_node; up to 64 million). Rows are appended to the JSON file as they finish, and a rerun skips the
-configurations already there (an interrupted campaign resumes).
+rule, qmodel.sim.run.arrivals_per_replica_node; up to 64 million). Rows are appended to the
+JSON file as they finish, and a rerun skips the configurations already there (an interrupted
+campaign resumes).
 
 Run: ``.venv/bin/python validation/router_accuracy.py [--quick] [--json FILE] [--summary FILE]``
 """

@@ -42,8 +42,8 @@ __all__ = ["simulate", "replay", "Replay"]
 # (B = 1, deterministic, 95% load, R = 361), -13, -7.1, -2.2, -1.4% (B = 32, lognormal cv 0.3,
 # R = 1,349), -14, -7.7, -2.7, +0.8% (B = 64 lognormal, R = 2,336), -7.9, -3.5, -1.4, -0.4%
 # (B = 64 deterministic); from 50 R on, every mean lies within 2 standard errors of zero
-# (the largest, +2.5%, with a standard error of 3.9%). Replicas hold 100 R arrivals per node (at least 2,000); more requests buy more
-# replicas, not longer ones.
+# (the largest, +2.5%, with a standard error of 3.9%). Replicas hold 100 R arrivals per node
+# (at least 2,000); more requests buy more replicas, not longer ones.
 REPLICA_RELAXATIONS = 100.0
 PER_NODE_FLOOR = 2_000
 DEFAULT_REQUESTS = 2_000_000
