@@ -32,9 +32,8 @@ Several instances (approximation)
     spacing of evenly staggered instances that take batches in turn (its mean is right in
     saturation; its spread is not, see below). Any other dispatch (group 0) blocks for min
     over the instances taken j = 1..c-1 dispatches ago of their remaining time, each started
-    G_j earlier, G_j = X_1 + ... + X_j
-    the partial sums of gamma gaps with the mean and spread of the gaps between dispatches
-    measured in the previous pass; the expectation over the nested G_j is a backward
+    G_j earlier, G_j = X_1 + ... + X_j the partial sums of gamma gaps with the mean and
+    spread of the gaps between dispatches measured in the previous pass; the expectation over the nested G_j is a backward
     recursion (taking the instances as independent put the chance that all are busy at light
     load several times too low: -25% on p99 at B = 4, c = 4, load 0.1). The model is defined
     as a first pass with S(k)/c for every blocking and at most 2 more passes of that gap
