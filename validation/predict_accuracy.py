@@ -6,10 +6,9 @@ load 0.1 to 0.95 of capacity; deterministic and lognormal (cv 0.3) jitter. The s
 the V100 fit of Inoue (2021), S(k) = 1.8874 ms + 0.1438 ms x k.
 
 Each configuration is simulated with at least ``--requests`` requests (2 M), more at high load:
-the run-to-run spread of a simulated p99 is about 3.5 sqrt(R / requests) (R the node's relaxation
-length in arrivals, qmodel.sim.run.relaxation_arrivals; measured by validation/replica_bias.py),
-so requests = 54,000 R (up to ``--max-requests``, 64 M) holds it near 1.5%: 19.5 M requests for
-B = 1 at 95% load, 64 M for B = 32 with lognormal jitter there.
+54,000 relaxation lengths R (validation/sim_budget.py; up to ``--max-requests``, 64 M), which
+holds the simulated p99's run-to-run spread near 1.5%: 19.5 M requests for B = 1 at 95% load,
+64 M for B = 32 with lognormal jitter there.
 
 For each configuration the script prints the predicted and simulated p50/p95/p99, the relative
 errors, whether the prediction lies in the simulator's 99% confidence interval, the time the
@@ -36,15 +35,13 @@ from pathlib import Path
 import numpy as np
 
 import qmodel as qm
-from qmodel.sim.run import relaxation_arrivals
 from qmodel.theory.baselines import baseline_latency
+from sim_budget import requests_for
 
 BASE, PER_ITEM = 1.8874e-3, 0.1438e-3       # Inoue (2021), V100 fit
 S1 = BASE + PER_ITEM
 LOADS = (0.1, 0.3, 0.5, 0.7, 0.8, 0.9, 0.95)
 QUICK_LOADS = (0.3, 0.7, 0.9)
-# simulated requests per relaxation length R: a p99 spread of 3.5 sqrt(R / requests) = 1.5%
-REQUESTS_PER_RELAXATION = 54_000
 
 
 def grid(quick: bool = False):
@@ -78,12 +75,6 @@ def baseline(node: qm.Node, rate: float, method: str):
                            method=method)
     fill = min((b - 1) / (2 * rate), node.max_queue_delay) if node.max_queue_delay > 0 else 0.0
     return lambda p: lat.quantile(p) + fill
-
-
-def requests_for(node: qm.Node, rate: float, least: int, most: int) -> int:
-    """Simulated requests for a p99 spread near 1.5% (see the module docstring)."""
-    wanted = REQUESTS_PER_RELAXATION * relaxation_arrivals(qm.Cluster(node), rate)
-    return int(min(most, max(least, wanted)))
 
 
 def run_case(case, requests: int, seed: int, most: int = 64_000_000) -> dict:

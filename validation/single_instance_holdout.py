@@ -4,16 +4,17 @@ validation/predict_accuracy.py measures qmodel.predict on the issue-3 grid (S(k)
 0.14 ms x k, B in {1, 4, 8, 32}). This script takes nodes the grid does not hold: S(k) = 4 ms
 + 0.4 ms x k, max_batch_size B in {2, 16, 64}, max_queue_delay D in {0, 0.5, 2} x S(1),
 preferred sizes {B} (Triton's default) or {B/2, B}, loads 0.5, 0.8 and 0.95, deterministic and
-lognormal (cv 0.2) service, one instance: 108 nodes, each simulated with 4,000,000 requests
-in 32 replicas of 125,000 (seed 7). It prints every node's p95/p99 errors and the median and
-worst |error| per accuracy family (numerical: exact up to the lattice; approximation: a delay
-with requests left behind, or several preferred sizes), with the share inside the simulator's
-99% CI widened by the lattice step.
+lognormal (cv 0.2) service, one instance: 108 nodes, each simulated with 4 million requests
+or more (54,000 relaxation lengths, up to 64 million: validation/sim_budget.py; seed 7) in the
+simulator's default replicas. It prints every node's p95/p99 errors and the median and worst
+|error| per accuracy family (numerical: exact up to the lattice; approximation: a delay with
+requests left behind, or several preferred sizes), with the share inside the simulator's 99%
+CI widened by the lattice step.
 
-Why long replicas: the simulator's default replicas (8,000 arrivals each at 95% load, the first
-10% dropped) are too short for B = 64 at 95% load. There, 20 one-million-request runs read p99
-104.5 ms on average (run-to-run sd 8.5 ms, while each run's CI implied 3.1 ms) against 109.7 ms
-from 125,000-arrival replicas (four 4-million runs) and 109.6 ms from the numerical model.
+Until 2026-11-23 the script passed 32 replicas of 125,000 arrivals: the simulator's default
+replicas were then too short for B = 64 at 95% load (20 one-million-request runs read p99
+104.5 ms on average against 109.7 ms from long replicas and 109.6 ms from the numerical model);
+its default now sizes replicas by the relaxation length (qmodel/sim/run.py).
 
 Run: ``.venv/bin/python validation/single_instance_holdout.py [--json FILE] [--text FILE]``
 """
@@ -27,9 +28,10 @@ import numpy as np
 
 import qmodel as qm
 from results_io import add_output_arguments, write_outputs
+from sim_budget import requests_for
 
 BASE, PER_ITEM = 4e-3, 0.4e-3
-REQUESTS, SEED, LANES = 4_000_000, 7, 32
+REQUESTS, MAX_REQUESTS, SEED = 4_000_000, 64_000_000, 7
 
 
 def nodes():
@@ -52,7 +54,8 @@ def run() -> list[dict]:
         node = node_of(B, d, preferred, jitter)
         rate = load * node.capacity
         pred = qm.predict(node, rate=rate, fallback="raise")
-        sim = qm.simulate(node, rate=rate, requests=REQUESTS, seed=SEED, lanes=LANES)
+        requests = requests_for(node, rate, REQUESTS, MAX_REQUESTS)
+        sim = qm.simulate(node, rate=rate, requests=requests, seed=SEED)
         h = float(getattr(pred, "h", 0.0))
         row = {"B": B, "D_over_S1": d, "preferred": preferred, "load": load, "jitter": jitter,
                "family": pred.accuracy.exactness, "lattice_step": h}

@@ -41,11 +41,13 @@ Several instances (approximation)
     approximation, not a truncation of a converging solve: iterated to convergence (6-10
     passes) the gaps settle on values that put p99 further from the simulator. Measured worst
     / median p99 error with 1, 2 and 3 more passes on the issue grid
-    (validation/predict_accuracy.py, 266 nodes with 2 or 4 instances): 21.2 / 1.4%, 14.2 /
-    1.9%, 15.4 / 2.1% (converged: worst 27.9%); on a holdout of 108 nodes off that grid
-    (validation/multi_instance_holdout.py: another S(k), B 2-64, 2, 3 and 8 instances): 14.8 /
-    2.2%, 13.6 / 3.8%, 24.1 / 4.4%. Two passes beat three on both sets (one pass has the best
-    medians but the worst grid worst case). Where it goes wrong (holdout, B = 64, 2 instances,
+    (validation/predict_accuracy.py, 266 nodes with 2 or 4 instances): 21.2 / 1.5%, 14.3 /
+    1.7%, 15.4 / 1.9% (converged, against the older and shorter simulations: worst 27.9%); on
+    a holdout of 108 nodes off that grid (validation/multi_instance_holdout.py: another S(k),
+    B 2-64, 2, 3 and 8 instances): 15.5 / 1.7%, 13.8 / 3.0%, 24.6 / 3.6% (both sets against
+    the simulations of 2026-11-23, in replicas long enough for the start-up transient). Two
+    passes beat three on both sets and have the smallest worst case on both; one pass has the
+    best medians. Where it goes wrong (holdout, B = 64, 2 instances,
     no delay, load 0.8, p99 +13%): each pass raises the scv of the gaps (0.04, 0.19, 0.43,
     0.64), a more spread gap makes the other instance more often free at a dispatch, so more
     batches of one (model 12% of batches, simulator 3.5%), which spreads the gaps further;
