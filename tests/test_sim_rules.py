@@ -197,6 +197,13 @@ def test_replicas_are_longer_for_large_jittery_batches():
     assert relaxation_arrivals(qm.Cluster(det), 0.95 * det.capacity, arrival_scv=0.5) \
         == pytest.approx(361.0 / 2)
     assert arrivals_per_replica_node(qm.Cluster(det), 0.3 * det.capacity) == 2_000
+    # a finite queue of Q bounds it by Q^2 / spread, also overloaded; a dynamic router pools
+    # the N nodes into one queue: R / N per node
+    lossy = qm.Node(qm.ServiceTime.affine(2e-3, 1e-4), max_batch_size=64, max_queue_size=16)
+    assert relaxation_arrivals(qm.Cluster(lossy), 1.5 * lossy.capacity) == pytest.approx(9.0)
+    assert relaxation_arrivals(qm.Cluster(lossy), 0.95 * lossy.capacity) == pytest.approx(256)
+    pooled = qm.Cluster(det, count=4, router="least_outstanding")
+    assert relaxation_arrivals(pooled, 0.95 * pooled.capacity) == pytest.approx(361.0 / 4)
     r = qm.simulate(jittery, rate=0.95 * jittery.capacity, requests=2_000_000, seed=1)
     assert "(lookahead engine, numpy, 8 replicas)" in r.method     # 100 R ~ 234,000 arrivals
 
