@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import warnings
 
 import numpy as np
 
@@ -241,7 +242,21 @@ def _table_text(rep: dict) -> str:
     return "\n".join(lines)
 
 
+def _one_line_warning(message, category, filename, lineno, line=None) -> str:
+    """Warnings on the command line read like its errors: one line, no source location."""
+    return f"qmodel: warning: {message}\n"
+
+
 def main(argv=None) -> int:
+    previous = warnings.formatwarning
+    warnings.formatwarning = _one_line_warning
+    try:
+        return _run(argv)
+    finally:
+        warnings.formatwarning = previous
+
+
+def _run(argv) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command == "predict":

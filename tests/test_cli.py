@@ -133,3 +133,20 @@ def test_routers_and_predict_bad_input(tmp_path, capsys):
     assert main(["predict", "--service-base", "2ms", "--max-batch-size", "8", "--trace",
                  str(trace)]) == 0
     assert "trace replaced by renewal arrivals" in capsys.readouterr().out
+
+
+def test_warnings_are_one_line_too():
+    # too few requests for the start-up transient at 94% load: the simulator warns, and the
+    # command line prints it like its errors, without a source location
+    import subprocess
+    import sys
+    code = ("import sys; from qmodel.cli import main; sys.exit(main(sys.argv[1:]))")
+    argv = ["simulate", "--service-base", "2ms", "--per-item", "0.1ms", "--max-batch-size",
+            "64", "--jitter", "lognormal:0.3", "--rate", "7200", "--requests", "1e5"]
+    run = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True,
+                         timeout=120)
+    assert run.returncode == 0, run.stderr
+    lines = run.stderr.strip().splitlines()
+    assert lines == [lines[0]] and lines[0].startswith("qmodel: warning: 8 replicas leave")
+    assert "raise requests to at least 1,521,702" in lines[0]
+    assert "p99" in run.stdout
