@@ -195,6 +195,22 @@ class ServiceTime:
                    cv=float("nan"))
 
     # ---- what the engines and solvers ask -------------------------------------------------
+    def nearest_measured(self, k: int) -> int:
+        """The measured batch size whose samples a batch of k draws (empirical service): the
+        nearest one, the smaller on a tie.
+
+        Examples
+        --------
+        >>> s = ServiceTime.empirical({1: [1e-3, 2e-3], 8: [5e-3]})
+        >>> s.nearest_measured(3), s.nearest_measured(6)
+        (1, 8)
+        """
+        if self.kind != "empirical":
+            raise ValueError(f"nearest_measured is for empirical service times; this one is "
+                             f"{self.kind!r}")
+        sizes = np.array([size for size, _ in self.samples])
+        return int(sizes[np.argmin(np.abs(sizes - k))])
+
     def mean(self, k):
         """Mean service time (seconds) of a batch of k requests; k scalar or array, k >= 1."""
         k = np.asarray(k, dtype=float)

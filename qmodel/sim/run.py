@@ -95,8 +95,8 @@ def _full_batch_scv(node) -> float:
     service = node.service
     if service.kind != "empirical":
         return float(service.cv) ** 2
-    _, values = min(service.samples, key=lambda kv: abs(kv[0] - node.max_batch_size))
-    values = np.asarray(values, float)
+    values = np.asarray(dict(service.samples)[service.nearest_measured(node.max_batch_size)],
+                        float)
     return float(values.var() / values.mean() ** 2)
 
 
@@ -111,8 +111,11 @@ def arrivals_per_replica_node(cluster, rate: float, arrival_scv: float = 1.0) ->
     >>> round(arrivals_per_replica_node(qm.Cluster(node), 950.0), 6)
     36100.0
     """
-    return max(PER_NODE_FLOOR, REPLICA_RELAXATIONS * relaxation_arrivals(cluster, rate,
-                                                                        arrival_scv))
+    return _replica_length(relaxation_arrivals(cluster, rate, arrival_scv))
+
+
+def _replica_length(relaxation: float) -> float:
+    return max(PER_NODE_FLOOR, REPLICA_RELAXATIONS * relaxation)
 
 
 def simulate(system, rate=None, *, arrivals=None, requests: int | None = None, seed=None,
@@ -180,7 +183,8 @@ def simulate(system, rate=None, *, arrivals=None, requests: int | None = None, s
     elif isinstance(source, Trace) and requests > source.times.size:
         raise ValueError(f"requests={requests} exceeds the {source.times.size} arrivals of the "
                          "Trace; leave requests out to replay the whole trace")
-    per_node = arrivals_per_replica_node(cluster, source.rate, source.scv)
+    relaxation = relaxation_arrivals(cluster, source.rate, source.scv)
+    per_node = _replica_length(relaxation)
     load = min(source.rate / cluster.capacity, 0.999)
     if lanes is None:
         replicas = int(np.clip(requests // (nodes * per_node), MIN_REPLICAS, MAX_REPLICAS))
@@ -191,7 +195,7 @@ def simulate(system, rate=None, *, arrivals=None, requests: int | None = None, s
         raise ValueError(f"requests={requests} over lanes={replicas} leaves fewer than 2 arrivals "
                          "per replica; raise requests or lower lanes")
     # below 25 relaxations the measured p99 bias reaches a few percent (see above)
-    short = REPLICA_RELAXATIONS / 4 * relaxation_arrivals(cluster, source.rate, source.scv)
+    short = REPLICA_RELAXATIONS / 4 * relaxation
     if not isinstance(source, Trace) and per_replica / nodes < short:
         fix = ("lower lanes or raise requests" if lanes is not None else
                f"raise requests to at least {int(MIN_REPLICAS * nodes * per_node):,}")

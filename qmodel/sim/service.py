@@ -93,16 +93,13 @@ class ServiceSampler:
         for t, s in enumerate(services):
             if s.kind != "empirical":
                 continue
-            measured = dict(s.samples)
             base_of = {}
             for k, values in s.samples:
                 pools.append(np.asarray(values))
                 base_of[k] = (start, len(values), float(np.mean(values)))
                 start += len(values)
-            keys = np.array(sorted(measured))
             for k in range(1, self.bmax + 1):
-                nearest = int(keys[np.argmin(np.abs(keys - k))])
-                o, n, m = base_of[nearest]
+                o, n, m = base_of[s.nearest_measured(k)]
                 offset[t, k], count[t, k], scale[t, k] = o, n, means[t, k] / m
         xp = self.xp
         return (xp.asarray(np.concatenate(pools)), xp.asarray(offset.ravel()),

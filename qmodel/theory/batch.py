@@ -33,9 +33,10 @@ Several instances (approximation)
     saturation; its spread is not, see below). Any other dispatch (group 0) blocks for min
     over the instances taken j = 1..c-1 dispatches ago of their remaining time, each started
     G_j earlier, G_j = X_1 + ... + X_j the partial sums of gamma gaps with the mean and
-    spread of the gaps between dispatches measured in the previous pass; the expectation over the nested G_j is a backward
-    recursion (taking the instances as independent put the chance that all are busy at light
-    load several times too low: -25% on p99 at B = 4, c = 4, load 0.1). The model is defined
+    spread of the gaps between dispatches measured in the previous pass; the expectation over
+    the nested G_j is a backward recursion (taking the instances as independent put the chance
+    that all are busy at light load several times too low: -25% on p99 at B = 4, c = 4, load
+    0.1). The model is defined
     as a first pass with S(k)/c for every blocking and at most 2 more passes of that gap
     iteration, stopping early once the gaps settle to 1e-3. The pass count is part of the
     approximation, not a truncation of a converging solve: iterated to convergence (6-10
@@ -47,8 +48,8 @@ Several instances (approximation)
     B 2-64, 2, 3 and 8 instances): 15.5 / 1.7%, 13.8 / 3.0%, 24.6 / 3.6% (both sets against
     the simulations of 2026-11-23, in replicas long enough for the start-up transient). Two
     passes beat three on both sets and have the smallest worst case on both; one pass has the
-    best medians. Where it goes wrong (holdout, B = 64, 2 instances,
-    no delay, load 0.8, p99 +13%): each pass raises the scv of the gaps (0.04, 0.19, 0.43,
+    best medians. Where it goes wrong (holdout, B = 64, 2 instances, no delay, load 0.8, p99
+    +13%): each pass raises the scv of the gaps (0.04, 0.19, 0.43,
     0.64), a more spread gap makes the other instance more often free at a dispatch, so more
     batches of one (model 12% of batches, simulator 3.5%), which spreads the gaps further;
     the implied utilisation exceeds 1 (1.04). Keeping the first pass's scv and iterating

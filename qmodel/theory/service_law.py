@@ -104,12 +104,10 @@ def _means(service, sizes):
 def _empirical_samples(service, sizes):
     """Scaled samples per size, the way the simulator draws them (nearest measured size)."""
     measured = dict(service.samples)
-    keys = np.array(sorted(measured))
     means = _means(service, sizes)
     out = []
     for k, mean in zip(sizes, means):
-        nearest = int(keys[np.argmin(np.abs(keys - k))])
-        values = np.asarray(measured[nearest], float)
+        values = np.asarray(measured[service.nearest_measured(k)], float)
         out.append(values * (mean / values.mean()))
     return out
 
