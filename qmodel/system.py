@@ -208,6 +208,7 @@ class ServiceTime:
         if self.kind != "empirical":
             raise ValueError(f"nearest_measured is for empirical service times; this one is "
                              f"{self.kind!r}")
+        k = _positive_int(k, "batch size k")
         sizes = np.array([size for size, _ in self.samples])
         return int(sizes[np.argmin(np.abs(sizes - k))])
 

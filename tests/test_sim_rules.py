@@ -204,6 +204,10 @@ def test_replicas_are_longer_for_large_jittery_batches():
     assert relaxation_arrivals(qm.Cluster(lossy), 0.95 * lossy.capacity) == pytest.approx(256)
     pooled = qm.Cluster(det, count=4, router="least_outstanding")
     assert relaxation_arrivals(pooled, 0.95 * pooled.capacity) == pytest.approx(361.0 / 4)
+    with pytest.raises(ValueError, match="rate must be a positive number"):
+        relaxation_arrivals(qm.Cluster(det), -1.0)
+    with pytest.raises(ValueError, match="arrival_scv must be a finite number >= 0"):
+        relaxation_arrivals(qm.Cluster(det), 100.0, arrival_scv=float("nan"))
     r = qm.simulate(jittery, rate=0.95 * jittery.capacity, requests=2_000_000, seed=1)
     assert "(lookahead engine, numpy, 8 replicas)" in r.method     # 100 R ~ 234,000 arrivals
 

@@ -224,3 +224,12 @@ def test_parse_duration():
     assert qm.parse_duration("250ns") == pytest.approx(2.5e-7)
     with pytest.raises(ValueError, match="unit"):
         qm.parse_duration("2 hours")
+
+
+def test_nearest_measured_size_of_empirical_service():
+    s = qm.ServiceTime.empirical({1: [1e-3, 2e-3], 8: [5e-3]})
+    assert [s.nearest_measured(k) for k in (1, 4, 5, 64)] == [1, 1, 8, 8]
+    with pytest.raises(ValueError, match="batch size k=0 must be >= 1"):
+        s.nearest_measured(0)
+    with pytest.raises(ValueError, match="for empirical service times; this one is 'affine'"):
+        qm.ServiceTime.affine(1e-3).nearest_measured(2)

@@ -14,6 +14,7 @@ Confidence intervals come from the spread between groups of replicas (sectioning
 
 from __future__ import annotations
 
+import math
 import numbers
 import warnings
 from dataclasses import dataclass
@@ -71,6 +72,11 @@ def relaxation_arrivals(cluster, rate: float, arrival_scv: float = 1.0) -> float
     >>> round(relaxation_arrivals(qm.Cluster(node), 950.0), 3)   # 0.95^2 / 0.05^2
     361.0
     """
+    if not (rate > 0 and math.isfinite(rate)):
+        raise ValueError(f"rate must be a positive number of requests per second, got {rate!r}")
+    if not (arrival_scv >= 0 and math.isfinite(arrival_scv)):
+        raise ValueError(f"arrival_scv must be a finite number >= 0 (1 for Poisson), got "
+                         f"{arrival_scv!r}")
     load = rate / cluster.capacity
     worst = 0.0
     for node in cluster.nodes:
