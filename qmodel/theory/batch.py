@@ -509,17 +509,18 @@ class _SingleInstance:
         return _renewal_counts(self.rate, self.scv, times, count)
 
     # --- batch formation -----------------------------------------------------------------
-    def formation_all(self, r, pois=None):
+    def formation_all(self, r, pois=None, starts=None):
         """Batch-size law and mean wait of formations starting with n0 = 1..pmin-1 waiting.
 
         The batch leaves at the (pmin - n0)-th further arrival or when the oldest request's
         delay runs out, ``r`` seconds from now, whichever comes first (Triton's delay rule).
+        ``starts`` selects the n0 to compute (default: all, with a zero row for n0 = 0).
 
         Returns
         -------
-        sizes : array, shape (pmin, len(r), B + 1)
-            P(batch size = k), indexed by n0 (row 0 unused).
-        wait : array, shape (pmin, len(r))
+        sizes : array, shape (pmin, len(r), B + 1), or (len(starts), len(r), B + 1)
+            P(batch size = k), indexed by n0 (row 0 unused), or in the order of ``starts``.
+        wait : array, shape (pmin, len(r)), or (len(starts), len(r))
             E[min(time of the (pmin - n0)-th arrival, r)].
         """
         r = np.atleast_1d(np.asarray(r, float))
@@ -529,13 +530,17 @@ class _SingleInstance:
         pois = pois[:, :P]
         cdf = np.cumsum(pois, axis=1)
         above = np.cumsum(np.clip(1.0 - cdf, 0.0, None), axis=1) / self.rate
-        sizes = np.zeros((P, r.size, self.B + 1))
-        wait = np.zeros((P, r.size))
-        for n0 in range(1, P):
-            need = P - n0
-            sizes[n0, :, n0:P] = pois[:, :need]
-            sizes[n0, :, P] = np.clip(1.0 - cdf[:, need - 1], 0.0, None)
-            wait[n0] = above[:, need - 1]
+        n0 = np.arange(P) if starts is None else np.asarray(starts, int)
+        need = np.maximum(P - n0, 1)                   # arrivals that complete the batch
+        # sizes n0 + i, i < need: i arrivals came before the delay ran out; pmin: need came
+        shift = np.arange(P)[None, :] - n0[:, None]                      # (n0, k): i = k - n0
+        sizes = np.zeros((n0.size, r.size, self.B + 1))
+        sizes[:, :, :P] = np.where((shift >= 0)[:, None, :],
+                                   pois[:, np.maximum(shift, 0)].transpose(1, 0, 2), 0.0)
+        sizes[:, :, P] = np.clip(1.0 - cdf[:, need - 1], 0.0, None).T
+        wait = above[:, need - 1].T.copy()
+        if starts is None:                             # n0 = 0 is no formation
+            sizes[0], wait[0] = 0.0, 0.0
         return sizes, wait
 
     # --- embedded chain ------------------------------------------------------------------
@@ -711,13 +716,16 @@ class _SingleInstance:
         else:
             T[recs, 0] += A[:, 0]
             self.after[recs] += A[:, 0] / self.rate
-        for n0 in range(1, pmin):
-            G = self.G[g * B:(g + 1) * B, n0, :self.Da] if D > 0 else np.zeros((B, 0))
-            young = G.sum(axis=1)
-            T[recs, n0 - 1] += np.clip(A[:, n0] - young, 0.0, None)   # delay already exceeded
-            if G.shape[1]:
-                T[recs, :B] += (G @ self.young_sizes[n0, :G.shape[1]])[:, 1:]
-                self.after[recs] += G @ self.young_wait[n0, :G.shape[1]]
+        if pmin == 1:
+            return
+        # n0 = 1..pmin-1 waiting, the oldest a*h old: a < Da a formation, else at once
+        G = self.G[g * B:(g + 1) * B, 1:pmin, :self.Da] if D > 0 else np.zeros((B, pmin - 1, 0))
+        T[recs, :pmin - 1] += np.clip(A[:, 1:pmin] - G.sum(axis=2), 0.0, None)
+        if G.shape[2]:
+            flat = G.reshape(B, -1)                                    # (k, (n0, a))
+            T[recs, :B] += (flat @ self.young_sizes[1:pmin, :G.shape[2]].reshape(flat.shape[1],
+                                                                                  -1))[:, 1:]
+            self.after[recs] += flat @ self.young_wait[1:pmin, :G.shape[2]].ravel()
 
     def _remainder_small_queue(self, small, first, law):
         """Records (k, m), 1 <= m < pmin (rows first + m - 1 of ``small``), followed by fewer
@@ -738,19 +746,24 @@ class _SingleInstance:
         left, waiting = np.nonzero(m[:, None] <= np.arange(1, pmin)[None, :])
         left, waiting = left + 1, waiting + 1          # record (k, left), then left <= n < pmin
         small[first + left - 1, waiting - 1] += suffix[young[left - 1], waiting - left]
-        for mm in np.flatnonzero(young > 0) + 1:
-            on = np.flatnonzero(p[:young[mm - 1]] > 0)
-            if not on.size:
-                continue
-            X = pmin - mm                                       # x = 0..X-1 new arrivals
-            mass = p[on][None, :] * self.pois_s[on, :X].T       # (x, s)
-            # the formation tables on the lattice of ages (time left D - a*h)
-            age = self.times[on] + mm / rate
-            a_idx = np.minimum(np.rint(age / self.h).astype(int), self.Da - 1)
-            sizes = self.young_sizes[mm:mm + X][:, a_idx]
-            wait = self.young_wait[mm:mm + X][:, a_idx]
-            small[first + mm - 1, :B] += np.einsum("xs,xsk->k", mass, sizes)[1:]
-            self.after[first + mm - 1] += float(np.einsum("xs,xs->", mass, wait))
+        # the records whose oldest is still young for some blocking times: a formation with
+        # n0 = mm + x waiting, the oldest's age on the lattice of ages (time left D - a*h)
+        mm = np.flatnonzero(young > 0) + 1
+        if not mm.size:
+            return
+        s = np.arange(young[mm[0] - 1])                 # young blocking times (longest for mm[0])
+        x = np.arange(pmin - 1)
+        fits = ((x[None, :, None] < pmin - mm[:, None, None])
+                & (s[None, None, :] < young[mm - 1][:, None, None]))
+        mass = (p[s][:, None] * self.pois_s[s, :pmin - 1]).T[None, :, :] * fits  # (mm, x, s)
+        a_idx = np.minimum(np.rint((self.times[s][None, :] + mm[:, None] / rate) / self.h)
+                           .astype(int), self.Da - 1)                            # (mm, s)
+        n0 = np.minimum(mm[:, None, None] + x[None, :, None], pmin - 1)          # (mm, x, 1)
+        cell = (np.arange(mm.size)[:, None, None] * pmin + n0) * self.Da + a_idx[:, None, :]
+        W = np.bincount(cell.ravel(), mass.ravel(), mm.size * pmin * self.Da).reshape(mm.size, -1)
+        small[first + mm - 1, :B] += (W @ self.young_sizes[:, :self.Da].reshape(W.shape[1], -1)
+                                      )[:, 1:]
+        self.after[first + mm - 1] += W @ self.young_wait[:, :self.Da].ravel()
 
     # --- tagged request ------------------------------------------------------------------
     def dispatch_cycle(self):
@@ -929,8 +942,7 @@ class _SingleInstance:
             r = D - (self.E[young] + (j - 1) / self.rate)
             # the batch leaves when pmin is reached or the delay runs out: its size law is
             # exact given r; its leaving time is taken at the mean of that wait
-            all_sizes, all_wait = self.formation_all(r)
-            sizes, wait = all_sizes[j:pmin], all_wait[j:pmin]       # n = j + x waiting
+            sizes, wait = self.formation_all(r, starts=np.arange(j, pmin))  # n = j + x waiting
             when = young[None, :] + np.rint(wait / self.h).astype(int)
             self.H.points(np.arange(self.B + 1)[None, None, :], when[:, :, None],
                           mass[:, :, None] * sizes)
@@ -967,26 +979,31 @@ class _SingleInstance:
         # of them are (92% for B = 64 with a delay, together 1e-10 of the mass); what is left
         # out shows in the result's truncated mass.
         light = self.tail * 1e-5
-        for g_, i, m in ((g_, i, m) for g_ in range(self.groups)
-                         for i in range(len(self.leaving)) for m in range(1, pmin - 1)):
-            rec = g_ * R1 + self.B + i * self.N + (m - 1)
-            if per_request[rec] == 0:
+        m = np.arange(1, pmin - 1)                     # left behind: 1..pmin-2
+        x = np.arange(1, pmin - 1)                     # newcomers: 1..pmin-1-m
+        fits = x[None, :] <= pmin - 1 - m[:, None]     # (m, x)
+        for g_, i in ((g_, i) for g_ in range(self.groups) for i in range(len(self.leaving))):
+            first = g_ * R1 + self.B + i * self.N
+            w = per_request[first:first + m.size]
+            if not w.any():
                 continue
             p = self.ps[g_ * B + self.leaving[i] - 1]
             on = np.flatnonzero(p > 0)
-            age = self.times[on] + m / self.rate
+            age = self.times[on][None, :] + m[:, None] / self.rate               # (m, s)
             old = age >= D
-            mass = per_request[rec] * p[on][None, :] * self.pois_s[on][:, 1:pmin - m].T  # (x, s)
-            mass[mass < light] = 0.0                    # x = 1.. newcomers in row x - 1
-            xi, si = np.nonzero(mass[:, old])
-            self.H.uniform(m + 1 + xi, 0, on[old][si], mass[:, old][xi, si] * (xi + 1))
-            if (~old).any():
-                # formations of n0 = m + x, the oldest (not counted here) aged a, x newcomers
-                # with ages U[0, s]
-                a_young = np.minimum(np.rint(age[~old] / h).astype(int), Da - 1)
-                xi, si = np.nonzero(mass[:, ~old])
-                parts.append((m + 1 + xi, a_young[si], mass[:, ~old][xi, si],
-                              (xi + 1).astype(float), on[~old][si], np.zeros(xi.size)))
+            mass = (w[:, None, None] * fits[:, :, None]
+                    * (p[on][:, None] * self.pois_s[on, 1:pmin - 1]).T[None, :, :])  # (m, x, s)
+            mi, xi, si = np.unravel_index(np.flatnonzero(mass >= light), mass.shape)
+            ran_out = old[mi, si]
+            self.H.uniform(m[mi[ran_out]] + x[xi[ran_out]], 0, on[si[ran_out]],
+                           mass[mi, xi, si][ran_out] * x[xi[ran_out]])
+            # formations of n0 = m + x, the oldest (not counted here) aged a, x newcomers
+            # with ages U[0, s]
+            mi, xi, si = mi[~ran_out], xi[~ran_out], si[~ran_out]
+            if mi.size:
+                a_young = np.minimum(np.rint(age[mi, si] / h).astype(int), Da - 1)
+                parts.append((m[mi] + x[xi], a_young, mass[mi, xi, si], x[xi].astype(float),
+                              on[si], np.zeros(mi.size)))
         self._formation(*(np.concatenate(z) for z in zip(*parts)))
 
     def _formation(self, n0, a_idx, mass, spread_count, spread_len, oldest):
