@@ -552,12 +552,17 @@ class _SingleInstance:
         """
         pois = self.pois_lattice
         A = self.ps @ pois
-        # keep the counts any blocking law reaches with probability above 1e-14: the bound
-        # above is for the longest service time on the lattice, far beyond the typical one
-        alive = np.flatnonzero(A.max(axis=0) > 1e-14)
+        # keep the counts up to where every blocking law's tail (more arrivals than that) is
+        # below 1e-3 of the truncation: the bound above is for the longest service time on
+        # the lattice, far beyond the typical one (and for S(k)/c, far beyond its support).
+        # The counts beyond are lumped into the last one kept, so that every law still sums
+        # to one (the chain's balance check needs its rows whole).
+        beyond = np.cumsum(A[:, ::-1], axis=1)[:, ::-1]
+        alive = np.flatnonzero(beyond.max(axis=0) > self.tail * 1e-3)
         self.J = min(max(int(alive[-1]) + 2 if alive.size else 2, self.B + 2), A.shape[1])
-        self.pois_s = pois[:, :self.J]
-        self.A = A[:, :self.J]
+        self.pois_s = pois[:, :self.J].copy()
+        self.pois_s[:, -1] += pois[:, self.J:].sum(axis=1)
+        self.A = self.ps @ self.pois_s
         # the blocking laws without their atom at 0 (a free instance at once), and the
         # arrivals during a positive blocking: after it, the next dispatch finds all others busy
         self.ps_positive = self.ps.copy()
