@@ -357,10 +357,14 @@ class _SingleInstance:
     MAX_SERVICE_POINTS = 200   # lattice points across the longest service time
     MAX_DELAY_POINTS = 50     # lattice points across max_queue_delay
     ITERATIONS = 2      # c > 1: passes of the gap iteration (part of the model: see docstring)
+    # c > 1: truncation of the chains before the last pass, which give the next pass only the
+    # batch-size law and the gaps' mean and scv (moved by about this fraction of themselves)
+    PASS_TAIL = 1e-5
 
     def __init__(self, node: Node, rate: float, resolution: int, tail: float,
                  max_points: int = 4096, arrival_scv: float = 1.0):
         self.node, self.rate, self.tail = node, rate, tail
+        self.cut = tail              # the chain's truncation in the current pass
         self.scv = float(arrival_scv)
         self.max_points = max_points
         self.B = node.max_batch_size
@@ -410,7 +414,6 @@ class _SingleInstance:
         # the delay in lattice steps: at least one when there is a delay (a service law with a
         # long tail can make the step longer than a short delay)
         self.Da = max(int(round(self.D / self.h)), 1 if self.D > 0 else 0)
-        self._pois_hat = None
         # what depends on the lattice but not on the blocking laws (which the c > 1 passes
         # change): arrival counts over each lattice time, and the formation tables
         mu = self.rate * float(self.times[-1])
@@ -548,7 +551,8 @@ class _SingleInstance:
         """A[k-1, j] = P(j Poisson arrivals during S(k)), and the oldest one's age.
 
         G[k-1, n, a] = P(n arrivals during S(k), the first of them a*h before the end), for
-        n < pmin: the age of the oldest waiting request when the instance frees.
+        n < pmin: the age of the oldest waiting request when the instance frees (kept as
+        factors; :meth:`oldest_ages` builds it).
         """
         pois = self.pois_lattice
         A = self.ps @ pois
@@ -558,10 +562,11 @@ class _SingleInstance:
         # The counts beyond are lumped into the last one kept, so that every law still sums
         # to one (the chain's balance check needs its rows whole).
         beyond = np.cumsum(A[:, ::-1], axis=1)[:, ::-1]
-        alive = np.flatnonzero(beyond.max(axis=0) > self.tail * 1e-3)
+        alive = np.flatnonzero(beyond.max(axis=0) > self.cut * 1e-3)
         self.J = min(max(int(alive[-1]) + 2 if alive.size else 2, self.B + 2), A.shape[1])
         self.pois_s = pois[:, :self.J].copy()
         self.pois_s[:, -1] += pois[:, self.J:].sum(axis=1)
+        self._pois_hat = None                   # its transform, made when the arrival view needs it
         self.A = self.ps @ self.pois_s
         # the blocking laws without their atom at 0 (a free instance at once), and the
         # arrivals during a positive blocking: after it, the next dispatch finds all others busy
@@ -577,14 +582,23 @@ class _SingleInstance:
                         - special.gammaln(n)[:, None])
         term = np.exp(log_term)
         term[:, 0] = (n == 1)
-        G = np.zeros((self.ps.shape[0], self.pmin, self.Ls))
-        G[:, 1:, :] = self.h * phi[:, None, :] * term[None, :self.pmin - 1, :]
-        # the lattice sum of the density misses A_k[n] by O(h); rescale so that the ages of
-        # n arrivals carry exactly the probability of n arrivals
-        total = G.sum(axis=2)
-        target = self.A[:, :self.pmin] if self.J >= self.pmin else total
-        scale = np.divide(target, total, out=np.zeros_like(total), where=total > 0)
-        self.G = G * scale[:, :, None]
+        # G[k-1, n, a] = h phi_k(a) term_n(a) scale_k(n) is kept as its factors (see
+        # oldest_ages): the chain needs only the ages below the delay, and the tagged request
+        # only their mix over the records. The lattice sum of the density misses A_k[n] by
+        # O(h); the scale makes the ages of n arrivals carry exactly the probability of n.
+        self.age_phi, self.age_term = self.h * phi, term[:self.pmin - 1]
+        total = self.age_phi @ self.age_term.T                        # (law, n - 1)
+        target = self.A[:, 1:self.pmin]
+        self.age_scale = np.divide(target, total, out=np.zeros_like(total), where=total > 0)
+
+    def oldest_ages(self, laws: slice, length: int) -> np.ndarray:
+        """G[k-1, n, a] for the blocking laws ``laws``, n < pmin, a < length: n arrivals during
+        the blocking, the first of them a*h before its end (row n = 0 is zero)."""
+        length = min(length, self.Ls)
+        G = np.zeros((laws.stop - laws.start, self.pmin, length))
+        G[:, 1:] = (self.age_phi[laws, None, :length] * self.age_term[None, :, :length]
+                    * self.age_scale[laws, :, None])
+        return G
 
     def chain(self):
         """Stationary law of dispatch records (batch size k, requests left behind m, group)."""
@@ -595,7 +609,7 @@ class _SingleInstance:
             N = self.Q
         else:
             theta = _decay_rate(self.A[full * B + K - 1], K)
-            N = B + self.J + int(math.ceil(-math.log(self.tail) / theta)) + 1
+            N = B + self.J + int(math.ceil(-math.log(self.cut) / theta)) + 1
         if N > self.MAX_QUEUE_STATES:
             raise NotImplementedError(
                 f"the batch model's queue does not drain fast enough at rate {self.rate:g}/s "
@@ -712,7 +726,7 @@ class _SingleInstance:
     def _small_queue(self, T, g):
         """Transitions of group g's records with m = 0 into free epochs with fewer than pmin
         waiting (those dispatches go to group 0)."""
-        pmin, D, B = self.pmin, self.D, self.B
+        pmin, B = self.pmin, self.B
         recs = g * self.R1 + np.arange(B)
         A = self.A[g * B:(g + 1) * B]
         if pmin > 1:
@@ -724,7 +738,7 @@ class _SingleInstance:
         if pmin == 1:
             return
         # n0 = 1..pmin-1 waiting, the oldest a*h old: a < Da a formation, else at once
-        G = self.G[g * B:(g + 1) * B, 1:pmin, :self.Da] if D > 0 else np.zeros((B, pmin - 1, 0))
+        G = self.oldest_ages(slice(g * B, (g + 1) * B), self.Da)[:, 1:]
         T[recs, :pmin - 1] += np.clip(A[:, 1:pmin] - G.sum(axis=2), 0.0, None)
         if G.shape[2]:
             flat = G.reshape(B, -1)                                    # (k, (n0, a))
@@ -966,8 +980,9 @@ class _SingleInstance:
             self.H.points(1, np.array([0]), np.array([idle]))
             return
         # ages at the free epoch after a batch that left nobody: oldest a, the rest U[0, a]
-        g = sum(np.tensordot(per_request[r], self.G[lw], axes=1)      # (pmin, Ls)
-                for r, lw in zip(m0, laws))
+        g = np.zeros((pmin, self.Ls))                                   # the records' mix of G
+        g[1:] = self.age_term * sum((per_request[r][:, None] * self.age_scale[lw]).T
+                                    @ self.age_phi[lw] for r, lw in zip(m0, laws))
         g[1, 0] += idle                                                # an arrival to idle
         n0 = np.arange(1, pmin)[:, None]
         a_idx = np.arange(self.Ls)[None, :]
@@ -1077,11 +1092,17 @@ class _SingleInstance:
                          "request is approximated")
         return notes
 
-    def solve(self) -> BatchNodeLatency:
+    def dispatch_pass(self, cut: float):
+        """Arrival counts, the chain of dispatch records truncated at ``cut``, its cycle."""
+        self.cut = cut
         self.arrivals_during_service()
         self.chain()
         self.dispatch_cycle()
-        for _ in range(self.ITERATIONS if self.c > 1 else 0):
+
+    def solve(self) -> BatchNodeLatency:
+        passes = self.ITERATIONS if self.c > 1 else 0
+        self.dispatch_pass(self.PASS_TAIL if passes else self.tail)
+        for i in range(passes):
             # c > 1: group 0's blocking law from this pass's batch sizes and gaps
             if self.gap is not None and abs(self.cycle / self.gap - 1) < 1e-3 \
                     and abs(self.cycle_scv - self.gap_scv) < 1e-3 * max(self.gap_scv, 1e-3):
@@ -1089,18 +1110,15 @@ class _SingleInstance:
             self.batch_law = np.bincount(self.rec_k, weights=self.pi, minlength=self.B + 1)[1:]
             self.gap, self.gap_scv = self.cycle, self.cycle_scv
             self._blocking_laws()
-            self._pois_hat = None
-            self.arrivals_during_service()
-            self.chain()
-            self.dispatch_cycle()
+            self.dispatch_pass(self.tail if i == passes - 1 else self.PASS_TAIL)
+        if self.cut != self.tail:                  # settled early: the last chain in full
+            self.dispatch_pass(self.tail)
         needed = self.lattice_points_needed()
         if needed > self.max_points:
             # Long queues: a coarser lattice keeps the work bounded; the step stays small
             # against the quantiles, which grow in proportion.
             self.set_lattice(self.h * needed / self.max_points)
-            self.arrivals_during_service()
-            self.chain()
-            self.dispatch_cycle()
+            self.dispatch_pass(self.tail)
         self.arrival_view()
         self.before_own_batch()
         self.own_batch()
