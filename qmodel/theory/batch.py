@@ -408,8 +408,13 @@ class _SingleInstance:
                                                              self.Ls)
         self.times = np.arange(self.Ls) * self.h
         # c > 1: S(k)/c, the spacing of instances taken in turn (group 1's blocking law)
-        self.ps_spaced = (service_lattice(self.node.service, sizes, self.h * self.c, self.Ls)[0]
-                          if self.c > 1 else None)
+        # (a spacing takes time: what the lattice puts at 0, spacings below h/2, goes to h)
+        self.ps_spaced = None
+        if self.c > 1:
+            self.ps_spaced = service_lattice(self.node.service, sizes, self.h * self.c,
+                                             self.Ls)[0]
+            self.ps_spaced[:, 1] += self.ps_spaced[:, 0]
+            self.ps_spaced[:, 0] = 0.0
         self._blocking_laws()
         # the delay in lattice steps: at least one when there is a delay (a service law with a
         # long tail can make the step longer than a short delay)
@@ -650,6 +655,12 @@ class _SingleInstance:
         self.after = np.zeros(R)     # mean idle + formation time after each record's blocking
         x = np.arange(self.J)
         A_pos = self.A_pos
+        # Group 0's records that left requests behind are reached only through a blocking of
+        # no time (a free instance at once) after a record that left requests behind; group
+        # 1's blocking S(k)/c takes time, so from group 1 they are never reached, and so
+        # never at all. Left out of the system (with c > 1 they are half its states, and
+        # without them the groups need not interleave), they keep their stationary mass 0.
+        unreached = self.groups == 2 and not self.ps[full * B:, 0].any()
         for g in range(self.groups):
             self._small_queue(small, g)
             big = x >= pmin
@@ -659,7 +670,7 @@ class _SingleInstance:
             if expiry:
                 add(g * R1 + np.arange(B)[:, None], full * R1 + dest_exc[x[big]][None, :],
                     exc0[laws][:, big])
-            for k in self.leaving:
+            for k in (self.leaving if g == full or not unreached else ()):
                 first = g * R1 + B + self.leaving.index(k) * N
                 law = g * B + k - 1
                 m = np.arange(1, N + 1)[:, None]
@@ -687,7 +698,13 @@ class _SingleInstance:
         # by side and the system stays banded.
         within = np.arange(R)
         order = (within % R1) * self.groups + within // R1
-        self.pi = _stationary_banded(frm, to, vals, R, order)
+        live = np.ones(R, bool)
+        if unreached:
+            live[B:R1] = False
+        number = np.cumsum(live) - 1                   # a live state's number in the system
+        self.pi = np.zeros(R)
+        self.pi[live] = _stationary_banded(number[frm], number[to], vals, int(live.sum()),
+                                           np.argsort(np.argsort(order[live])))
         self.R = R
         self.chain_tail = 0.0 if self.Q else float(sum(
             self.pi[g * R1 + B + i * N + N - self.J:g * R1 + B + (i + 1) * N].sum()
