@@ -970,18 +970,37 @@ class _SingleInstance:
             padded = np.vstack([np.zeros((1, self.Le)), M * old])
             early = np.clip(signal.fftconvolve(padded, pois[:pmin], axes=0)[1:pmin], 0.0, None)
         self.H.dense[1:pmin, :self.Le] += early
-        for j in range(1, min(self.K, pmin - 1) + 1):
-            young = np.flatnonzero(~old[j - 1] & (M[j - 1] > 0))
-            if not young.size:
-                continue
-            mass = M[j - 1][None, young] * pois[:pmin - j, young]     # (x, e): n = j + x
-            r = D - (self.E[young] + (j - 1) / self.rate)
-            # the batch leaves when pmin is reached or the delay runs out: its size law is
-            # exact given r; its leaving time is taken at the mean of that wait
-            sizes, wait = self.formation_all(r, starts=np.arange(j, pmin))  # n = j + x waiting
-            when = young[None, :] + np.rint(wait / self.h).astype(int)
-            self.H.points(np.arange(self.B + 1)[None, None, :], when[:, :, None],
-                          mass[:, :, None] * sizes)
+        # the oldest's delay has not run out: a formation with n0 = j + x waiting (x arrivals
+        # behind the tagged request), r = D - its age left; the batch leaves when pmin is
+        # reached or the delay runs out: its size law is exact given r, its leaving time is
+        # taken at the mean of that wait. Cases (j, e) first, then (case, x) in chunks.
+        jj, ee = np.nonzero(~old[:pmin - 1] & (M[:pmin - 1] > 0))         # j = jj + 1
+        if not jj.size:
+            return
+        counts = self.counts(D - (self.E[ee] + jj / self.rate), pmin)[:, :pmin]
+        cdf = np.cumsum(counts, axis=1)
+        above = np.cumsum(np.clip(1.0 - cdf, 0.0, None), axis=1) / self.rate
+        per_case = pmin - 1 - jj                                           # x = 0..pmin-j-1
+        case_of = np.repeat(np.arange(jj.size), per_case)
+        x_of = np.arange(case_of.size) - np.repeat(np.cumsum(per_case) - per_case, per_case)
+        # cases lighter than 1e-5 of the truncation are left out (as in _formation_members;
+        # they show in the lost mass)
+        light = self.tail * 1e-5
+        heavy = M[jj[case_of], ee[case_of]] * pois[x_of, ee[case_of]] >= light
+        case_of, x_of = case_of[heavy], x_of[heavy]
+        i = np.arange(pmin)[None, :]                                      # size n0 + i
+        step = max(1, 2_000_000 // pmin)
+        for lo in range(0, case_of.size, step):
+            case, x = case_of[lo:lo + step], x_of[lo:lo + step]
+            n0 = jj[case] + 1 + x
+            need = (pmin - n0)[:, None]
+            mass = M[jj[case], ee[case]] * pois[x, ee[case]]
+            when = ee[case] + np.rint(above[case, need[:, 0] - 1] / self.h).astype(int)
+            # the delay ran out first, i arrivals came
+            weight = mass[:, None] * counts[case]
+            row, size = np.nonzero((i < need) & (weight >= light))
+            self.H.points(n0[row] + size, when[row], weight[row, size])
+            self.H.points(pmin, when, mass * np.clip(1.0 - cdf[case, need[:, 0] - 1], 0.0, None))
 
     def _formation_members(self):
         """Requests whose batch forms at an instance-free epoch with fewer than pmin waiting,
