@@ -517,18 +517,17 @@ class _SingleInstance:
         return _renewal_counts(self.rate, self.scv, times, count)
 
     # --- batch formation -----------------------------------------------------------------
-    def formation_all(self, r, pois=None, starts=None):
+    def formation_all(self, r, pois=None):
         """Batch-size law and mean wait of formations starting with n0 = 1..pmin-1 waiting.
 
         The batch leaves at the (pmin - n0)-th further arrival or when the oldest request's
         delay runs out, ``r`` seconds from now, whichever comes first (Triton's delay rule).
-        ``starts`` selects the n0 to compute (default: all, with a zero row for n0 = 0).
 
         Returns
         -------
-        sizes : array, shape (pmin, len(r), B + 1), or (len(starts), len(r), B + 1)
-            P(batch size = k), indexed by n0 (row 0 unused), or in the order of ``starts``.
-        wait : array, shape (pmin, len(r)), or (len(starts), len(r))
+        sizes : array, shape (pmin, len(r), B + 1)
+            P(batch size = k), indexed by n0 (row 0 unused).
+        wait : array, shape (pmin, len(r))
             E[min(time of the (pmin - n0)-th arrival, r)].
         """
         r = np.atleast_1d(np.asarray(r, float))
@@ -538,7 +537,7 @@ class _SingleInstance:
         pois = pois[:, :P]
         cdf = np.cumsum(pois, axis=1)
         above = np.cumsum(np.clip(1.0 - cdf, 0.0, None), axis=1) / self.rate
-        n0 = np.arange(P) if starts is None else np.asarray(starts, int)
+        n0 = np.arange(P)
         need = np.maximum(P - n0, 1)                   # arrivals that complete the batch
         # sizes n0 + i, i < need: i arrivals came before the delay ran out; pmin: need came
         shift = np.arange(P)[None, :] - n0[:, None]                      # (n0, k): i = k - n0
@@ -547,8 +546,7 @@ class _SingleInstance:
                                    pois[:, np.maximum(shift, 0)].transpose(1, 0, 2), 0.0)
         sizes[:, :, P] = np.clip(1.0 - cdf[:, need - 1], 0.0, None).T
         wait = above[:, need - 1].T.copy()
-        if starts is None:                             # n0 = 0 is no formation
-            sizes[0], wait[0] = 0.0, 0.0
+        sizes[0], wait[0] = 0.0, 0.0                   # n0 = 0 is no formation
         return sizes, wait
 
     # --- embedded chain ------------------------------------------------------------------
