@@ -264,3 +264,56 @@ def test_overloaded_finite_queue_with_renewal_arrivals_matches_a_dense_solve():
     for p in (0.5, 0.95, 0.99):
         assert banded.quantile(p) == pytest.approx(reference.quantile(p), rel=1e-9)
     assert banded.rejection_fraction == pytest.approx(reference.rejection_fraction, rel=1e-9)
+
+
+_SEVERAL = [(2, "deterministic", 0.0, 0.9), (4, ("lognormal", 0.3), 0.5, 0.7),
+            (4, "deterministic", 2.0, 0.95)]
+
+
+@pytest.mark.parametrize("c, jitter, delay, load", _SEVERAL)
+def test_several_instances_chain_without_its_unreached_records_matches_the_full_chain(
+        c, jitter, delay, load, monkeypatch):
+    # group 0's records that left requests behind are reached only through a zero blocking
+    # after such a record; left out of the system, the answer must be the full system's
+    from qmodel.theory import batch as batch_module
+    node = qm.Node(qm.ServiceTime.affine(2e-3, 0.15e-3, jitter=jitter), max_batch_size=8,
+                   max_queue_delay=delay * 2.15e-3, instances=c)
+    rate = load * node.capacity
+    pruned = batch_node(node, rate)
+    monkeypatch.setattr(batch_module._SingleInstance, "PRUNE_UNREACHED", False)
+    full = batch_node(node, rate)
+    assert full.h == pruned.h
+    np.testing.assert_allclose(pruned.pmf, full.pmf, atol=1e-12)
+
+
+@pytest.mark.parametrize("c, jitter, delay, load", _SEVERAL)
+def test_looser_truncation_of_the_passes_before_the_last_moves_the_answer_little(
+        c, jitter, delay, load, monkeypatch):
+    # those passes give the next one only the batch-size law and the gaps' mean and scv
+    from qmodel.theory import batch as batch_module
+    node = qm.Node(qm.ServiceTime.affine(2e-3, 0.15e-3, jitter=jitter), max_batch_size=8,
+                   max_queue_delay=delay * 2.15e-3, instances=c)
+    rate = load * node.capacity
+    loose = batch_node(node, rate)
+    monkeypatch.setattr(batch_module._SingleInstance, "PASS_TAIL", batch_module.DEFAULT_TAIL)
+    strict = batch_node(node, rate)
+    assert loose.h == strict.h
+    np.testing.assert_allclose(loose.pmf, strict.pmf, atol=1e-7)
+    for p in (0.5, 0.95, 0.99):
+        assert abs(loose.quantile(p) / strict.quantile(p) - 1) < 1e-5
+
+
+@pytest.mark.parametrize("jitter, c", [("deterministic", 1), (("lognormal", 0.3), 4)])
+def test_arrival_counts_beyond_the_cut_are_lumped_not_lost(jitter, c):
+    # the counts past the cut carry less than 1e-3 of the truncation under every blocking
+    # law, and go to the last count kept, so that every law's counts still sum to its mass
+    from qmodel.theory import batch as batch_module
+    node = qm.Node(qm.ServiceTime.affine(2e-3, 0.15e-3, jitter=jitter), max_batch_size=32,
+                   instances=c)
+    model = batch_module._SingleInstance(node, 0.9 * node.capacity, 100,
+                                         batch_module.DEFAULT_TAIL)
+    model.arrivals_during_service()
+    beyond = model.ps @ model.pois_lattice[:, model.J:].sum(axis=1)
+    assert 0 < beyond.max() <= batch_module.DEFAULT_TAIL * 1e-3
+    assert model.J < model.pois_lattice.shape[1]
+    np.testing.assert_allclose(model.A.sum(axis=1), model.ps.sum(axis=1), atol=1e-12)

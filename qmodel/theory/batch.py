@@ -360,6 +360,8 @@ class _SingleInstance:
     # c > 1: truncation of the chains before the last pass, which give the next pass only the
     # batch-size law and the gaps' mean and scv (moved by about this fraction of themselves)
     PASS_TAIL = 1e-5
+    # c > 1: leave group 0's never-reached records out of the linear system (see chain)
+    PRUNE_UNREACHED = True
 
     def __init__(self, node: Node, rate: float, resolution: int, tail: float,
                  max_points: int = 4096, arrival_scv: float = 1.0):
@@ -658,7 +660,8 @@ class _SingleInstance:
         # 1's blocking S(k)/c takes time, so from group 1 they are never reached, and so
         # never at all. Left out of the system (with c > 1 they are half its states, and
         # without them the groups need not interleave), they keep their stationary mass 0.
-        unreached = self.groups == 2 and not self.ps[full * B:, 0].any()
+        unreached = (self.PRUNE_UNREACHED and self.groups == 2
+                     and not self.ps[full * B:, 0].any())
         for g in range(self.groups):
             self._small_queue(small, g)
             big = x >= pmin
