@@ -38,7 +38,10 @@ Several instances (approximation)
     that all are busy at light load several times too low: -25% on p99 at B = 4, c = 4, load
     0.1). The model is defined
     as a first pass with S(k)/c for every blocking and at most 2 more passes of that gap
-    iteration, stopping early once the gaps settle to 1e-3. The pass count is part of the
+    iteration, stopping early once the gaps settle to 1e-3 (the passes before the last only
+    feed the next one its batch sizes and gaps, so their chains are truncated at 1e-5; group
+    0's records that left requests behind are never reached, since group 1's S(k)/c takes
+    time, and are left out of the linear system). The pass count is part of the
     approximation, not a truncation of a converging solve: iterated to convergence (6-10
     passes) the gaps settle on values that put p99 further from the simulator. Measured worst
     / median p99 error with 1, 2 and 3 more passes on the issue grid
@@ -571,7 +574,7 @@ class _SingleInstance:
         self.J = min(max(int(alive[-1]) + 2 if alive.size else 2, self.B + 2), A.shape[1])
         self.pois_s = pois[:, :self.J].copy()
         self.pois_s[:, -1] += pois[:, self.J:].sum(axis=1)
-        self._pois_hat = None                   # its transform, made when the arrival view needs it
+        self._pois_hat = None              # its transform, made when the arrival view needs it
         self.A = self.ps @ self.pois_s
         # the blocking laws without their atom at 0 (a free instance at once), and the
         # arrivals during a positive blocking: after it, the next dispatch finds all others busy

@@ -1,0 +1,87 @@
+"""Paired timing of qmodel.predict: the working tree against an older revision, node by node.
+
+The machine this project is developed on varies by 10-25% in speed from one run to the next,
+more than many single changes move the model. So this script imports the package as it was at
+``--rev`` (exported with ``git archive`` into a temporary folder, as ``qmodel_old``) next to
+the working tree's, and times both on each node of benchmarks/predict_speed.py's grid in turn
+(best of three warm calls each), so that both see the same machine. It prints both
+distributions and the median ratio.
+
+Run: ``.venv/bin/python benchmarks/predict_speed_paired.py --rev <commit> [--quick]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+BASE, PER_ITEM = 1.8874e-3, 0.1438e-3       # Inoue (2021), V100 fit (as predict_speed.py)
+S1 = BASE + PER_ITEM
+
+
+def export(rev: str, into: Path) -> None:
+    """The package at ``rev`` as ``into/qmodel_old`` (its imports are relative)."""
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev, "qmodel"],
+                             check=True, capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
+    (into / "qmodel").rename(into / "qmodel_old")
+
+
+def best_of(fn, repeat: int = 3) -> float:
+    fn()
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rev", required=True, help="git revision to compare with")
+    ap.add_argument("--quick", action="store_true", help="fewer configurations")
+    args = ap.parse_args(argv)
+    sys.path.insert(0, str(ROOT))
+    import qmodel as new
+    with tempfile.TemporaryDirectory() as tmp:
+        export(args.rev, Path(tmp))
+        sys.path.insert(0, tmp)
+        import qmodel_old as old
+        sizes = (4, 32) if args.quick else (1, 4, 8, 16, 32, 64)
+        loads = (0.5, 0.95) if args.quick else (0.3, 0.7, 0.9, 0.95)
+        times = {"old": [], "new": []}
+        for jitter in ("deterministic", ("lognormal", 0.3)):
+            for B in sizes:
+                for d in ((0.0,) if B == 1 else (0.0, 2.0)):
+                    for c in (1, 4):
+                        for load in loads:
+                            for name, qm in (("old", old), ("new", new)):
+                                node = qm.Node(qm.ServiceTime.affine(BASE, PER_ITEM,
+                                                                     jitter=jitter),
+                                               max_batch_size=B, max_queue_delay=d * S1,
+                                               instances=c)
+                                rate = load * node.capacity
+                                times[name].append(best_of(
+                                    lambda: qm.predict(node, rate=rate, fallback="raise")))
+    print(f"predict() on {len(times['new'])} nodes, best of three warm calls each, "
+          f"{args.rev} against the working tree:")
+    for name, label in (("old", args.rev), ("new", "working tree")):
+        t = np.array(times[name]) * 1e3
+        print(f"  {label:14} median {np.median(t):6.1f} ms, 90th percentile "
+              f"{np.percentile(t, 90):6.1f} ms, worst {t.max():7.1f} ms, total "
+              f"{t.sum() / 1e3:5.2f} s, {np.mean(t <= 10) * 100:3.0f}% within 10 ms")
+    ratio = np.array(times["old"]) / np.array(times["new"])
+    print(f"  median speed-up per node {np.median(ratio):.2f}x "
+          f"(10th-90th percentile {np.percentile(ratio, 10):.2f}-{np.percentile(ratio, 90):.2f}x)")
+
+
+if __name__ == "__main__":
+    main()
