@@ -16,14 +16,13 @@ import argparse
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
-BASE, PER_ITEM = 1.8874e-3, 0.1438e-3       # Inoue (2021), V100 fit (as predict_speed.py)
-S1 = BASE + PER_ITEM
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from predict_speed import BASE, PER_ITEM, S1, warm_time  # noqa: E402
 
 
 def export(rev: str, into: Path) -> None:
@@ -32,16 +31,6 @@ def export(rev: str, into: Path) -> None:
                              check=True, capture_output=True).stdout
     subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
     (into / "qmodel").rename(into / "qmodel_old")
-
-
-def best_of(fn, repeat: int = 3) -> float:
-    fn()
-    best = float("inf")
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
 
 
 def main(argv=None) -> None:
@@ -69,7 +58,7 @@ def main(argv=None) -> None:
                                                max_batch_size=B, max_queue_delay=d * S1,
                                                instances=c)
                                 rate = load * node.capacity
-                                times[name].append(best_of(
+                                times[name].append(warm_time(
                                     lambda: qm.predict(node, rate=rate, fallback="raise")))
     print(f"predict() on {len(times['new'])} nodes, best of three warm calls each, "
           f"{args.rev} against the working tree:")

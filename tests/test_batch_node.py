@@ -270,15 +270,20 @@ _SEVERAL = [(2, "deterministic", 0.0, 0.9), (4, ("lognormal", 0.3), 0.5, 0.7),
             (4, "deterministic", 2.0, 0.95)]
 
 
+def _several(c, jitter, delay, load):
+    """A B = 8 node with c instances and its rate at ``load``."""
+    node = qm.Node(qm.ServiceTime.affine(2e-3, 0.15e-3, jitter=jitter), max_batch_size=8,
+                   max_queue_delay=delay * 2.15e-3, instances=c)
+    return node, load * node.capacity
+
+
 @pytest.mark.parametrize("c, jitter, delay, load", _SEVERAL)
 def test_several_instances_chain_without_its_unreached_records_matches_the_full_chain(
         c, jitter, delay, load, monkeypatch):
     # group 0's records that left requests behind are reached only through a zero blocking
     # after such a record; left out of the system, the answer must be the full system's
     from qmodel.theory import batch as batch_module
-    node = qm.Node(qm.ServiceTime.affine(2e-3, 0.15e-3, jitter=jitter), max_batch_size=8,
-                   max_queue_delay=delay * 2.15e-3, instances=c)
-    rate = load * node.capacity
+    node, rate = _several(c, jitter, delay, load)
     pruned = batch_node(node, rate)
     monkeypatch.setattr(batch_module._SingleInstance, "PRUNE_UNREACHED", False)
     full = batch_node(node, rate)
@@ -291,9 +296,7 @@ def test_looser_truncation_of_the_passes_before_the_last_moves_the_answer_little
         c, jitter, delay, load, monkeypatch):
     # those passes give the next one only the batch-size law and the gaps' mean and scv
     from qmodel.theory import batch as batch_module
-    node = qm.Node(qm.ServiceTime.affine(2e-3, 0.15e-3, jitter=jitter), max_batch_size=8,
-                   max_queue_delay=delay * 2.15e-3, instances=c)
-    rate = load * node.capacity
+    node, rate = _several(c, jitter, delay, load)
     loose = batch_node(node, rate)
     monkeypatch.setattr(batch_module._SingleInstance, "PASS_TAIL", batch_module.DEFAULT_TAIL)
     strict = batch_node(node, rate)
