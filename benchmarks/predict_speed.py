@@ -30,10 +30,19 @@ BASE, PER_ITEM = 1.8874e-3, 0.1438e-3       # Inoue (2021), V100 fit
 S1 = BASE + PER_ITEM
 
 
-def node_of(B, d, c, jitter):
+def node_of(B, d, c, jitter, package=qm):
+    """The node; ``package`` is the qmodel to build it with (another revision's, to compare)."""
     j = "deterministic" if jitter == "det" else ("lognormal", 0.3)
-    return qm.Node(qm.ServiceTime.affine(BASE, PER_ITEM, jitter=j), max_batch_size=B,
-                   max_queue_delay=d * S1, instances=c)
+    return package.Node(package.ServiceTime.affine(BASE, PER_ITEM, jitter=j), max_batch_size=B,
+                        max_queue_delay=d * S1, instances=c)
+
+
+def grid(quick: bool = False):
+    """(jitter, B, D/S(1), c, load) of the timed nodes: B <= 64, load <= 0.95."""
+    sizes = (4, 32) if quick else (1, 4, 8, 16, 32, 64)
+    loads = (0.5, 0.95) if quick else (0.3, 0.7, 0.9, 0.95)
+    return [(jitter, B, d, c, load) for jitter in ("det", "lognormal") for B in sizes
+            for d in ((0.0,) if B == 1 else (0.0, 2.0)) for c in (1, 4) for load in loads]
 
 
 def warm_time(fn, repeat=3):
@@ -63,27 +72,22 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="fewer configurations")
     args = ap.parse_args(argv)
-    sizes = (4, 32) if args.quick else (1, 4, 8, 16, 32, 64)
-    loads = (0.5, 0.95) if args.quick else (0.3, 0.7, 0.9, 0.95)
     rows = []
     print(f"{'node':34} {'load':>5} {'predict (ms)':>13}  method")
-    for jitter in ("det", "lognormal"):
-        for B in sizes:
-            for d in ((0.0,) if B == 1 else (0.0, 2.0)):
-                for c in (1, 4):
-                    for load in loads:
-                        node = node_of(B, d, c, jitter)
-                        rate = load * node.capacity
-                        seconds = warm_time(lambda: qm.predict(node, rate=rate, fallback="raise"))
-                        method = qm.predict(node, rate=rate, fallback="raise").method
-                        rows.append((jitter, B, d, c, load, seconds))
-                        print(f"{jitter:9} B={B:<3} D={d:.1f}xS(1) c={c:<2}       {load:5.2f} "
-                              f"{seconds * 1e3:13.2f}  {method}", flush=True)
+    for jitter, B, d, c, load in grid(args.quick):
+        node = node_of(B, d, c, jitter)
+        rate = load * node.capacity
+        seconds = warm_time(lambda: qm.predict(node, rate=rate, fallback="raise"))
+        method = qm.predict(node, rate=rate, fallback="raise").method
+        rows.append((jitter, B, d, c, load, seconds))
+        print(f"{jitter:9} B={B:<3} D={d:.1f}xS(1) c={c:<2}       {load:5.2f} "
+              f"{seconds * 1e3:13.2f}  {method}", flush=True)
     t = np.array([r[-1] for r in rows]) * 1e3
     print(f"\npredict(), {len(t)} configurations (B <= 64, load <= 0.95): median {np.median(t):.1f}"
           f" ms, 90th percentile {np.quantile(t, 0.9):.1f} ms, worst {t.max():.1f} ms; "
           f"{np.mean(t <= 1):.0%} within 1 ms, {np.mean(t <= 10):.0%} within 10 ms")
-    by_b = {B: np.median([r[-1] for r in rows if r[1] == B]) * 1e3 for B in sizes}
+    by_b = {B: np.median([r[-1] for r in rows if r[1] == B]) * 1e3
+            for B in sorted({r[1] for r in rows})}
     print("median by max_batch_size: " + ", ".join(f"B={B}: {v:.1f} ms" for B, v in by_b.items()))
 
     print("\nThe same answer by simulation (p99 to +-1%, 95% CI):")

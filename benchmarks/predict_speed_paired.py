@@ -22,7 +22,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from predict_speed import BASE, PER_ITEM, S1, warm_time  # noqa: E402
+from predict_speed import grid, node_of, warm_time  # noqa: E402
 
 
 def export(rev: str, into: Path) -> None:
@@ -44,22 +44,13 @@ def main(argv=None) -> None:
         export(args.rev, Path(tmp))
         sys.path.insert(0, tmp)
         import qmodel_old as old
-        sizes = (4, 32) if args.quick else (1, 4, 8, 16, 32, 64)
-        loads = (0.5, 0.95) if args.quick else (0.3, 0.7, 0.9, 0.95)
         times = {"old": [], "new": []}
-        for jitter in ("deterministic", ("lognormal", 0.3)):
-            for B in sizes:
-                for d in ((0.0,) if B == 1 else (0.0, 2.0)):
-                    for c in (1, 4):
-                        for load in loads:
-                            for name, qm in (("old", old), ("new", new)):
-                                node = qm.Node(qm.ServiceTime.affine(BASE, PER_ITEM,
-                                                                     jitter=jitter),
-                                               max_batch_size=B, max_queue_delay=d * S1,
-                                               instances=c)
-                                rate = load * node.capacity
-                                times[name].append(warm_time(
-                                    lambda: qm.predict(node, rate=rate, fallback="raise")))
+        for jitter, B, d, c, load in grid(args.quick):
+            for name, package in (("old", old), ("new", new)):
+                node = node_of(B, d, c, jitter, package)
+                rate = load * node.capacity
+                times[name].append(warm_time(
+                    lambda: package.predict(node, rate=rate, fallback="raise")))
     print(f"predict() on {len(times['new'])} nodes, best of three warm calls each, "
           f"{args.rev} against the working tree:")
     for name, label in (("old", args.rev), ("new", "working tree")):
