@@ -522,7 +522,7 @@ class _SingleInstance:
         return _renewal_counts(self.rate, self.scv, times, count)
 
     # --- batch formation -----------------------------------------------------------------
-    def formation_all(self, r, pois=None):
+    def formation_all(self, r):
         """Batch-size law and mean wait of formations starting with n0 = 1..pmin-1 waiting.
 
         The batch leaves at the (pmin - n0)-th further arrival or when the oldest request's
@@ -537,9 +537,7 @@ class _SingleInstance:
         """
         r = np.atleast_1d(np.asarray(r, float))
         P = self.pmin
-        if pois is None:
-            pois = self.counts(r, P)
-        pois = pois[:, :P]
+        pois = self.counts(r, P)[:, :P]
         cdf = np.cumsum(pois, axis=1)
         above = np.cumsum(np.clip(1.0 - cdf, 0.0, None), axis=1) / self.rate
         n0 = np.arange(P)
@@ -574,13 +572,15 @@ class _SingleInstance:
         self.J = min(max(int(alive[-1]) + 2 if alive.size else 2, self.B + 2), A.shape[1])
         self.pois_s = pois[:, :self.J].copy()
         self.pois_s[:, -1] += pois[:, self.J:].sum(axis=1)
+        A[:, self.J - 1] += A[:, self.J:].sum(axis=1)          # = ps @ pois_s
         self._pois_hat = None              # its transform, made when the arrival view needs it
-        self.A = self.ps @ self.pois_s
+        self.A = A[:, :self.J]
         # the blocking laws without their atom at 0 (a free instance at once), and the
         # arrivals during a positive blocking: after it, the next dispatch finds all others busy
         self.ps_positive = self.ps.copy()
         self.ps_positive[:, 0] = 0.0
-        self.A_pos = self.ps_positive @ self.pois_s
+        self.A_pos = self.A.copy()                     # no arrivals in a blocking of no time
+        self.A_pos[:, 0] = np.clip(self.A[:, 0] - self.ps[:, 0], 0.0, None)
         # density of (n, a): Phi_k(a) (rate a)^(n-1) / (n-1)!, Phi_k(a) = E[rate e^{-rate S}; S >= a]
         a = self.times
         phi = np.cumsum((self.ps * self.rate * np.exp(-self.rate * a))[:, ::-1], axis=1)[:, ::-1]
@@ -702,13 +702,15 @@ class _SingleInstance:
         # by side and the system stays banded.
         within = np.arange(R)
         order = (within % R1) * self.groups + within // R1
-        live = np.ones(R, bool)
         if unreached:
+            live = np.ones(R, bool)
             live[B:R1] = False
-        number = np.cumsum(live) - 1                   # a live state's number in the system
-        self.pi = np.zeros(R)
-        self.pi[live] = _stationary_banded(number[frm], number[to], vals, int(live.sum()),
-                                           np.argsort(np.argsort(order[live])))
+            number = np.cumsum(live) - 1               # a live state's number in the system
+            self.pi = np.zeros(R)
+            self.pi[live] = _stationary_banded(number[frm], number[to], vals, int(live.sum()),
+                                               np.argsort(np.argsort(order[live])))
+        else:
+            self.pi = _stationary_banded(frm, to, vals, R, order)
         self.R = R
         self.chain_tail = 0.0 if self.Q else float(sum(
             self.pi[g * R1 + B + i * N + N - self.J:g * R1 + B + (i + 1) * N].sum()
@@ -990,15 +992,16 @@ class _SingleInstance:
         # cases lighter than 1e-5 of the truncation are left out (as in _formation_members;
         # they show in the lost mass)
         light = self.tail * 1e-5
-        heavy = M[jj[case_of], ee[case_of]] * pois[x_of, ee[case_of]] >= light
-        case_of, x_of = case_of[heavy], x_of[heavy]
+        mass_of = M[jj[case_of], ee[case_of]] * pois[x_of, ee[case_of]]
+        heavy = mass_of >= light
+        case_of, x_of, mass_of = case_of[heavy], x_of[heavy], mass_of[heavy]
         i = np.arange(pmin)[None, :]                                      # size n0 + i
         step = max(1, 2_000_000 // pmin)
         for lo in range(0, case_of.size, step):
             case, x = case_of[lo:lo + step], x_of[lo:lo + step]
             n0 = jj[case] + 1 + x
             need = (pmin - n0)[:, None]
-            mass = M[jj[case], ee[case]] * pois[x, ee[case]]
+            mass = mass_of[lo:lo + step]
             when = ee[case] + np.rint(above[case, need[:, 0] - 1] / self.h).astype(int)
             # the delay ran out first, i arrivals came
             weight = mass[:, None] * counts[case]
