@@ -27,8 +27,12 @@ from predict_speed import grid, node_of, warm_time  # noqa: E402
 
 def export(rev: str, into: Path) -> None:
     """The package at ``rev`` as ``into/qmodel_old`` (its imports are relative)."""
-    archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev, "qmodel"],
-                             check=True, capture_output=True).stdout
+    done = subprocess.run(["git", "-C", str(ROOT), "archive", rev, "qmodel"],
+                          capture_output=True)
+    if done.returncode:
+        raise SystemExit(f"--rev {rev!r}: git cannot export qmodel/ at that revision "
+                         f"({done.stderr.decode().strip()}); give a commit of this repository")
+    archive = done.stdout
     subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
     (into / "qmodel").rename(into / "qmodel_old")
 
