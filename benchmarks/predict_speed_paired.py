@@ -41,6 +41,8 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rev", required=True, help="git revision to compare with")
     ap.add_argument("--quick", action="store_true", help="fewer configurations")
+    ap.add_argument("--show", type=int, default=0, metavar="N",
+                    help="also list the N nodes that slowed down most and the N that sped up most")
     args = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT))
     import qmodel as new
@@ -49,7 +51,8 @@ def main(argv=None) -> None:
         sys.path.insert(0, tmp)
         import qmodel_old as old
         times = {"old": [], "new": []}
-        for jitter, B, d, c, load in grid(args.quick):
+        nodes = list(grid(args.quick))
+        for jitter, B, d, c, load in nodes:
             for name, package in (("old", old), ("new", new)):
                 node = node_of(B, d, c, jitter, package)
                 rate = load * node.capacity
@@ -65,6 +68,15 @@ def main(argv=None) -> None:
     ratio = np.array(times["old"]) / np.array(times["new"])
     print(f"  median speed-up per node {np.median(ratio):.2f}x "
           f"(10th-90th percentile {np.percentile(ratio, 10):.2f}-{np.percentile(ratio, 90):.2f}x)")
+    order = np.argsort(ratio)
+    for title, picks in (("slowed down most", order[:args.show]),
+                         ("sped up most", order[::-1][:args.show])):
+        if args.show:
+            print(f"  {title}:")
+        for i in picks:
+            jitter, B, d, c, load = nodes[i]
+            print(f"    B = {B:2}, D = {d} S(1), {c} instance(s), {jitter}, load {load}: "
+                  f"{times['old'][i] * 1e3:7.1f} -> {times['new'][i] * 1e3:7.1f} ms")
 
 
 if __name__ == "__main__":
