@@ -12,13 +12,15 @@ count it prints the median and worst |error| of p95 and p99 against the simulato
 per c, and the worst nodes of the model as shipped.
 
 Run: ``.venv/bin/python validation/multi_instance_holdout.py [--passes 1 2 3] [--json FILE]
-[--text FILE]``
+[--text FILE]``; after a model change, ``--refresh-models --json FILE`` recomputes the
+predictions and keeps the stored simulations.
 """
 
 from __future__ import annotations
 
 import argparse
 import itertools
+import json
 
 import numpy as np
 
@@ -44,30 +46,50 @@ def node_of(B, c, d, jitter) -> qm.Node:
                    instances=c)
 
 
-def run(passes) -> list[dict]:
+def predictions(row, passes) -> dict:
+    """The model's p95 and p99 for the holdout row's node, with each pass count."""
+    node = node_of(row["B"], row["c"], row["D_over_S1"], row["jitter"])
+    rate = row["load"] * node.capacity
     shipped = batch._SingleInstance.ITERATIONS
-    rows = []
+    out = {}
     try:
-        for B, c, d, load, jitter in nodes():
-            node = node_of(B, c, d, jitter)
-            rate = load * node.capacity
-            requests = requests_for(node, rate, REQUESTS, MAX_REQUESTS)
-            sim = qm.simulate(node, rate=rate, requests=requests, seed=SEED)
-            row = {"B": B, "c": c, "D_over_S1": d, "load": load, "jitter": jitter,
-                   "simulated": [float(sim.quantile(p)) for p in (0.95, 0.99)],
-                   "ci99": [[float(x) for x in sim.ci(p, level=0.99)] for p in (0.95, 0.99)],
-                   "predicted": {}}
-            for n in passes:
-                batch._SingleInstance.ITERATIONS = n
-                pred = qm.predict(node, rate=rate, fallback="raise")
-                row["predicted"][str(n)] = [float(pred.quantile(p)) for p in (0.95, 0.99)]
-            rows.append(row)
-            print(f"B={B:<3} c={c} D={d:.0f}xS(1) load {load:4.2f} {jitter:13} p99 sim "
-                  f"{row['simulated'][1] * 1e3:8.3f} ms  " + "  ".join(
-                      f"{n} passes {row['predicted'][str(n)][1] / row['simulated'][1] - 1:+6.1%}"
-                      for n in passes), flush=True)
+        for n in passes:
+            batch._SingleInstance.ITERATIONS = n
+            pred = qm.predict(node, rate=rate, fallback="raise")
+            out[str(n)] = [float(pred.quantile(p)) for p in (0.95, 0.99)]
     finally:
         batch._SingleInstance.ITERATIONS = shipped
+    return out
+
+
+def report(row, passes) -> None:
+    print(f"B={row['B']:<3} c={row['c']} D={row['D_over_S1']:.0f}xS(1) load {row['load']:4.2f} "
+          f"{row['jitter']:13} p99 sim {row['simulated'][1] * 1e3:8.3f} ms  " + "  ".join(
+              f"{n} passes {row['predicted'][str(n)][1] / row['simulated'][1] - 1:+6.1%}"
+              for n in passes), flush=True)
+
+
+def run(passes) -> list[dict]:
+    rows = []
+    for B, c, d, load, jitter in nodes():
+        node = node_of(B, c, d, jitter)
+        rate = load * node.capacity
+        requests = requests_for(node, rate, REQUESTS, MAX_REQUESTS)
+        sim = qm.simulate(node, rate=rate, requests=requests, seed=SEED)
+        row = {"B": B, "c": c, "D_over_S1": d, "load": load, "jitter": jitter,
+               "simulated": [float(sim.quantile(p)) for p in (0.95, 0.99)],
+               "ci99": [[float(x) for x in sim.ci(p, level=0.99)] for p in (0.95, 0.99)]}
+        row["predicted"] = predictions(row, passes)
+        rows.append(row)
+        report(row, passes)
+    return rows
+
+
+def refresh(rows, passes) -> list[dict]:
+    """The stored rows with the model's predictions recomputed (after a model change)."""
+    for row in rows:
+        row["predicted"] = predictions(row, passes)
+        report(row, passes)
     return rows
 
 
@@ -99,9 +121,17 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--passes", type=int, nargs="+", default=[1, 2, 3],
                     help="gap-iteration pass counts to compare (default 1 2 3)")
+    ap.add_argument("--refresh-models", action="store_true",
+                    help="recompute the predictions of the rows in --json, keep their "
+                         "simulations")
     add_output_arguments(ap)
     args = ap.parse_args(argv)
-    rows = run(args.passes)
+    if args.refresh_models:
+        if args.json is None or not args.json.exists():
+            raise SystemExit("--refresh-models needs an existing --json file")
+        rows = refresh(json.loads(args.json.read_text()), args.passes)
+    else:
+        rows = run(args.passes)
     write_outputs(args, rows, summarise(rows, args.passes))
 
 
