@@ -320,3 +320,42 @@ def test_arrival_counts_beyond_the_cut_are_lumped_not_lost(jitter, c):
     assert 0 < beyond.max() <= batch_module.DEFAULT_TAIL * 1e-3
     assert model.J < model.pois_lattice.shape[1]
     np.testing.assert_allclose(model.A.sum(axis=1), model.ps.sum(axis=1), atol=1e-12)
+
+
+def _group0_survival(c, busy_gaps, resolution):
+    """P(V > v) of group 0's blocking for deterministic S = 1 ms, batches of one and
+    exponential gaps of mean 1 ms / busy_gaps, on the model's lattice."""
+    from qmodel.theory import batch as batch_module
+    s = 1e-3
+    node = qm.Node(qm.ServiceTime.affine(s), max_batch_size=4, instances=c)
+    model = batch_module._SingleInstance(node, 0.5 * node.capacity, resolution,
+                                         batch_module.DEFAULT_TAIL)
+    model.batch_law = np.array([1.0, 0.0, 0.0, 0.0])
+    model.gap, model.gap_scv = s / busy_gaps, 1.0
+    v = np.arange(model.Ls) * model.h
+    inside = v < s - 1e-12
+    x = busy_gaps * (s - v[inside]) / s            # the gaps expected within S - v
+    # the c - 1 others busy at v (the last c - 1 gaps sum to less than S - v) given that the
+    # instance taken c dispatches ago was free (the last c gaps sum to at least S): with
+    # Erlang partial sums, P(G_{c-1} < S - v, G_c >= S) = e^{-r S} (r (S - v))^(c-1) / (c-1)!
+    # and P(G_c >= S) = P(Poisson(r S) < c)
+    exact = x ** (c - 1) / math.factorial(c - 1) / sum(
+        busy_gaps ** j / math.factorial(j) for j in range(c))
+    survival = 1.0 - np.cumsum(model._staggered_law()[0])
+    return survival[inside], exact, model.h / s
+
+
+@pytest.mark.parametrize("c", [2, 3, 4, 8])
+@pytest.mark.parametrize("busy_gaps", [0.5, 2.0, 6.0])
+def test_group0_blocking_given_the_reused_instance_free_matches_the_closed_form(c, busy_gaps):
+    # deterministic service and exponential gaps of rate r: P(others busy at v | reused free)
+    # = (r (S - v))^(c-1) / (c-1)! / sum_{j<c} (r S)^j / j!. The lattice rounds each of the
+    # c gaps by at most h/2 and the gap density is at most r, so the error is below c r h / 2
+    model, exact, h_over_s = _group0_survival(c, busy_gaps, 100)
+    assert np.abs(model - exact).max() <= c * busy_gaps * h_over_s / 2
+
+
+def test_group0_blocking_converges_as_the_lattice_refines():
+    coarse, exact_coarse, _ = _group0_survival(3, 2.0, 50)
+    fine, exact_fine, _ = _group0_survival(3, 2.0, 200)
+    assert np.abs(fine - exact_fine).max() < np.abs(coarse - exact_coarse).max() / 3
