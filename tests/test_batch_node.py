@@ -4,9 +4,11 @@ import math
 
 import numpy as np
 import pytest
+import sympy as sp
 from scipy import optimize, stats
 
 import qmodel as qm
+from qmodel.derivations import load as load_derivation
 from qmodel.theory import batch_node, md1, mg1, mmc
 from qmodel.theory.lindley import gig1
 
@@ -334,13 +336,12 @@ def _group0_survival(c, busy_gaps, resolution):
     model.gap, model.gap_scv = s / busy_gaps, 1.0
     v = np.arange(model.Ls) * model.h
     inside = v < s - 1e-12
-    x = busy_gaps * (s - v[inside]) / s            # the gaps expected within S - v
-    # the c - 1 others busy at v (the last c - 1 gaps sum to less than S - v) given that the
-    # instance taken c dispatches ago was free (the last c gaps sum to at least S): with
-    # Erlang partial sums, P(G_{c-1} < S - v, G_c >= S) = e^{-r S} (r (S - v))^(c-1) / (c-1)!
-    # and P(G_c >= S) = P(Poisson(r S) < c)
-    exact = x ** (c - 1) / math.factorial(c - 1) / sum(
-        busy_gaps ** j / math.factorial(j) for j in range(c))
+    # the c - 1 others busy at v given that the instance taken c dispatches ago was free:
+    # qmodel/derivations/staggered_instances.py
+    d = load_derivation("staggered_instances")
+    law = d.result("others_busy_given_free").subs(
+        {d.symbols["c"]: c, d.symbols["lam"]: busy_gaps / s, d.symbols["s"]: s}).doit()
+    exact = sp.lambdify(d.symbols["v"], law, "numpy")(v[inside])
     survival = 1.0 - np.cumsum(model._staggered_law()[0])
     return survival[inside], exact, model.h / s
 

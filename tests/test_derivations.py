@@ -457,6 +457,23 @@ def _splitting_values(name, **values):
     return float(d.result(name).subs({d.symbols[k]: v for k, v in values.items()}))
 
 
+@pytest.mark.parametrize("c, rate_s", [(2, 2.0), (3, 0.7), (4, 4.0)])
+def test_staggered_instances_against_monte_carlo(c, rate_s):
+    """Exponential gaps drawn with numpy: the others all busy at v given the reused instance
+    free, within a 4-sigma binomial band of the conditional sample; the unconditioned law too."""
+    d = load("staggered_instances")
+    sub = {d.symbols["c"]: c, d.symbols["lam"]: rate_s, d.symbols["s"]: 1.0}
+    given = sp.lambdify(d.symbols["v"], d.result("others_busy_given_free").subs(sub).doit())
+    plain = sp.lambdify(d.symbols["v"], d.result("others_busy").subs(sub).doit())
+    starts = np.cumsum(_rng(40 + c).exponential(1.0 / rate_s, (400_000, c)), axis=1)  # G_j
+    free = starts[:, c - 1] >= 1.0
+    for v in (0.0, 0.3, 0.8):
+        busy = starts[:, c - 2] < 1.0 - v
+        for law, sample in ((given, busy[free]), (plain, busy)):
+            p = float(law(v))
+            assert abs(sample.mean() - p) <= 4 * math.sqrt(p * (1 - p) / sample.size) + 1e-12
+
+
 def test_splitting_random_router_in_predict():
     """A random router over identical nodes under Renewal arrivals: predict's cluster answer is
     the mixture of predict(node, Renewal(rate p, p scv + 1 - p)), the scv from the derived
