@@ -491,15 +491,15 @@ class _SingleInstance:
         reused instance was free they are longer, and the others less often busy: on the
         grid of validation/predict_accuracy.py the unconditioned law put lognormal B = 32
         nodes' p99 6-9% high at every load; with the condition every lognormal node with
-        several instances is within 6%.) The G_j are nested
-        partial sums, so the expectation is taken by a backward recursion over j rather than
-        as a product of marginals (which would treat the instances as independent and, at
-        light load, put the chance that all others are still busy several times too low), in
-        the time t = v + G_j since the dispatch: K_c(v, t) = P(S' <= t - v), K_j(v, t) =
-        P(S' > t) E[K_{j+1}(v, t + X)], and the numerator is E[K_1(v, v + X)]. For
-        deterministic service and exponential gaps this is
-        (rate (S' - v))^(c-1) / (c-1)! / sum_{j<c} (rate S')^j / j! (tested). V = 0 means
-        a free instance was waiting.
+        several instances is within 6%.) The G_j are nested partial sums, so the expectation
+        is taken by a backward recursion over j rather than as a product of marginals (which
+        would treat the instances as independent and, at light load, put the chance that all
+        others are still busy several times too low), in the time t = v + G_j since the
+        dispatch: K_c(v, t) = P(S' <= t - v), K_j(v, t) = P(S' > t) E[K_{j+1}(v, t + X)], and
+        the numerator is E[K_1(v, v + X)]. For deterministic service and exponential gaps of
+        rate r this is (r (S' - v))^(c-1) / (c-1)! / sum_{j<c} (r S')^j / j!
+        (qmodel/derivations/staggered_instances.py; tests/test_batch_node.py compares the two).
+        V = 0 means a free instance was waiting.
         """
         w = self.batch_law / self.batch_law.sum()
         mix = w @ self.ps_own
@@ -517,9 +517,9 @@ class _SingleInstance:
         Ls = self.Ls
         beyond = np.concatenate([np.cumsum(g_pmf[::-1])[::-1], [0.0]])      # P(X >= i)
         lag = np.arange(Ls)[:, None] - np.arange(Ls)[None, :]
-        # E[K(v, t + X)] = (K @ step)[v, t], step[u, t] = P(X = u - t): a Toeplitz matrix
-        step = np.where(lag >= 0, g_pmf[np.clip(lag, 0, g_pmf.size - 1)], 0.0)
-        step[lag >= g_pmf.size] = 0.0
+        # E[K(v, t + X)] = (K @ shift)[v, t], shift[u, t] = P(X = u - t): a Toeplitz matrix
+        shift = np.where(lag >= 0, g_pmf[np.clip(lag, 0, g_pmf.size - 1)], 0.0)
+        shift[lag >= g_pmf.size] = 0.0
         # K_c(v, t) = P(S' <= t - v) depends on d = t - v alone, so its expectation is a 1-D
         # table: E[P(S' <= d + X)] for d = -(Ls - 1) .. Ls - 1, with P(S' <= u) = 1 beyond the
         # lattice (the tail term)
@@ -530,8 +530,8 @@ class _SingleInstance:
             + beyond[np.minimum(Ls - d, beyond.size - 1)]
         K = busy[None, :] * reused[lag.T + Ls - 1]              # K_{c-1}(v, t), lag.T = t - v
         for _ in range(self.c - 2):
-            K = busy[None, :] * (K @ step)
-        joint = np.einsum("vt,tv->v", K, step)              # E[K_1(v, v + X)]
+            K = busy[None, :] * (K @ shift)
+        joint = np.einsum("vt,tv->v", K, shift)             # E[K_1(v, v + X)]
         # P(S'_c <= G_c): G_c is the c-fold sum of the same lattice gaps (below Ls)
         g_c = g_pmf[:Ls]
         for _ in range(self.c - 1):
