@@ -78,9 +78,17 @@ Several instances (approximation)
     instance). Near saturation the real instances spread out again (a small batch's shorter
     service moves its instance's phase), which the phase chain does not: B = 8, 4 instances,
     no delay, 95% load, mean batch 5.87 in that chain against 7.38 simulated, its implied
-    utilisation 1.16. Modelling how the phases arise and mix is open; it is what is left of
-    the error on the grid: its 21 several-instance nodes beyond 8% (p95 or p99) all have
-    deterministic service, all are low, 18 of them without a delay.
+    utilisation 1.16. Group 1's blocking from group 0's recursion instead, given that the
+    reused instance freed at the dispatch (S'_c = G_c: for deterministic service the gap c
+    dispatches back given that the last c gaps sum to S, mean S/c) and the others were busy,
+    drawn afresh at each dispatch (measured on the grid's deterministic nodes, not adopted):
+    B = 4-8 with 4 instances and no delay at loads 0.7-0.9 mend (-15..-10% -> -4..+5%), but
+    near saturation it runs away both ways (B = 32, 4 instances, no delay, load 0.9: +186%;
+    B = 8, 2 instances, load 0.95: -29%), and the light-load misses (B = 8 and 32, 4
+    instances, no delay, load 0.3: -12%, -15%) do not move, so they come from elsewhere.
+    Modelling how the phases arise and mix is open; it is what is left of the error on the
+    grid: its 21 several-instance nodes beyond 8% (p95 or p99) all have deterministic
+    service, all are low, 18 of them without a delay.
 
 Renewal arrivals (approximation)
     Counts in an interval follow the stationary renewal law (exact for Erlang interarrival
