@@ -85,7 +85,9 @@ Several instances (approximation)
     B = 4-8 with 4 instances and no delay at loads 0.7-0.9 mend (-15..-10% -> -4..+5%), but
     near saturation it runs away both ways (B = 32, 4 instances, no delay, load 0.9: +186%;
     B = 8, 2 instances, load 0.95: -29%), and the light-load misses (B = 8 and 32, 4
-    instances, no delay, load 0.3: -12%, -15%) do not move, so they come from elsewhere.
+    instances, no delay, load 0.3: -12%, -15%) do not move: there the instances are bunched
+    by batches of one started at nearby arrivals, which drawing each spacing afresh does not
+    capture either.
     Modelling how the phases arise and mix is open; it is what is left of the error on the
     grid: its 21 several-instance nodes beyond 8% (p95 or p99) all have deterministic
     service, all are low, 18 of them without a delay.
