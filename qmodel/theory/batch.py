@@ -133,7 +133,7 @@ from scipy.linalg import lapack
 from ..latency import Accuracy, LatticeLatency
 from ..system import Node, UnstableError
 from .blas import one_blas_thread
-from .service_law import service_lattice, service_upper
+from .service_law import lattice_cells, service_lattice, service_upper, unit_jitter
 
 __all__ = ["batch_node", "BatchNodeLatency"]
 
@@ -516,13 +516,11 @@ class _SingleInstance:
         mix = w @ self.ps_own
         free = np.minimum(np.cumsum(mix), 1.0)          # P(S' <= i h)
         busy = 1.0 - free                               # P(S' > i h)
-        # one gap X ~ gamma with mean gap and scv gap_scv, on the lattice
-        shape = 1.0 / max(self.gap_scv, 1e-6)
-        scale = self.gap / shape
-        top = special.gammainccinv(shape, 1e-9) * scale
-        gaps = int(math.ceil(top / self.h)) + 2
-        edges = (np.arange(gaps) + 0.5) * self.h
-        g_pmf = np.diff(special.gammainc(shape, np.concatenate([[0.0], edges]) / scale))
+        # one gap X ~ gamma with mean gap and scv gap_scv, on the lattice (to its 1 - 1e-9
+        # quantile)
+        gap_law = unit_jitter("gamma", math.sqrt(max(self.gap_scv, 1e-6)))
+        gaps = int(math.ceil(float(gap_law.isf(1e-9)) * self.gap / self.h)) + 2
+        g_pmf = lattice_cells(gap_law, [self.gap], self.h, gaps)[0][0]
         # Only gaps shorter than the lattice matter below (a later instance is busy only
         # before Ls), except through the reused instance's tail P(X >= d), kept in full.
         Ls = self.Ls

@@ -22,7 +22,7 @@ import warnings
 import numpy as np
 from scipy import special
 
-__all__ = ["jitter_law", "service_lattice", "service_upper"]
+__all__ = ["jitter_law", "unit_jitter", "lattice_cells", "service_lattice", "service_upper"]
 
 
 class _Jitter:
@@ -73,6 +73,44 @@ class _Jitter:
         return 1.0 if self.kind == "exponential" else self.cv
 
 
+def unit_jitter(kind: str, cv: float) -> _Jitter:
+    """The unit-mean law of ``kind`` ("exponential", "gamma" or "lognormal") with this cv.
+
+    Examples
+    --------
+    >>> round(float(unit_jitter("gamma", 0.5).isf(0.5)), 4)          # the median
+    0.918
+    """
+    return _Jitter(kind, cv)
+
+
+def lattice_cells(law, scales, h: float, length: int):
+    """Lattice laws of ``scale * J`` for each scale, J a unit-mean law from :func:`unit_jitter`.
+
+    ``p[r, i]`` is the probability of the cell around ``i * h`` (the first cell starts at 0);
+    the mass beyond the last cell is put on the last point.
+
+    Returns
+    -------
+    pmf : ndarray, shape (len(scales), length)
+    tails : ndarray
+        The mass moved onto the last point, per scale.
+
+    Examples
+    --------
+    >>> p, tails = lattice_cells(unit_jitter("exponential", 1.0), np.array([1.0]), 1.0, 3)
+    >>> p.round(4).tolist(), bool(np.isclose(p.sum(), 1.0))
+    ([[0.3935, 0.3834, 0.2231]], True)
+    """
+    scales = np.asarray(scales, float)
+    edges = (np.arange(length + 1) - 0.5) * h
+    edges[0] = 0.0
+    pmf = np.diff(law.cdf(edges[None, :] / scales[:, None]), axis=1)
+    tails = law.sf(edges[-1] / scales)
+    pmf[:, -1] += tails
+    return pmf, tails
+
+
 def jitter_law(service):
     """The unit-mean jitter J of a parametric ServiceTime (cdf, sf, isf, mean, std).
 
@@ -90,7 +128,7 @@ def jitter_law(service):
     True
     """
     if service.jitter in ("exponential", "gamma", "lognormal"):
-        return _Jitter(service.jitter, service.cv)
+        return unit_jitter(service.jitter, service.cv)
     return None
 
 
@@ -181,10 +219,5 @@ def service_lattice(service, sizes, h: float, length: int):
             overflow = max(overflow, float(np.mean(samples > (length - 1) * h)))
             _split(samples, np.full(samples.size, 1.0 / samples.size), h, length, row)
         return pmf, overflow
-    law = jitter_law(service)
-    edges = (np.arange(length + 1) - 0.5) * h
-    edges[0] = 0.0
-    pmf[:] = np.diff(law.cdf(edges[None, :] / means[:, None]), axis=1)
-    tails = law.sf(edges[-1] / means)
-    pmf[:, -1] += tails
+    pmf, tails = lattice_cells(jitter_law(service), means, h, length)
     return pmf, max(overflow, float(tails.max()))
