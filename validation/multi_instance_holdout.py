@@ -20,12 +20,11 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
 
 import numpy as np
 
 import qmodel as qm
-from results_io import add_output_arguments, write_outputs
+from results_io import add_output_arguments, stored_rows, write_outputs
 from sim_budget import requests_for
 from qmodel.theory import batch
 
@@ -127,9 +126,7 @@ def main(argv=None):
     add_output_arguments(ap)
     args = ap.parse_args(argv)
     if args.refresh_models:
-        if args.json is None or not args.json.exists():
-            raise SystemExit("--refresh-models needs an existing --json file")
-        rows = refresh(json.loads(args.json.read_text()), args.passes)
+        rows = refresh(stored_rows(args), args.passes)
     else:
         rows = run(args.passes)
     write_outputs(args, rows, summarise(rows, args.passes))

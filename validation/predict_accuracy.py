@@ -36,6 +36,7 @@ import numpy as np
 
 import qmodel as qm
 from qmodel.theory.baselines import baseline_latency
+from results_io import stored_rows
 from sim_budget import requests_for
 
 BASE, PER_ITEM = 1.8874e-3, 0.1438e-3       # Inoue (2021), V100 fit
@@ -200,16 +201,12 @@ def main(argv=None) -> None:
     cases = list(grid(args.quick))
     kept = []
     if args.refresh_models:
-        if args.json is None or not args.json.exists():
-            raise SystemExit("--refresh-models needs an existing --json file")
-        stored = json.loads(args.json.read_text())
+        stored = stored_rows(args)
         kept = [r for r in stored if args.only_b not in (None, r["B"])]
         fresh = [refresh_model(r) for r in stored if args.only_b in (None, r["B"])]
         cases = []
     elif args.only_b is not None:
-        if args.json is None or not args.json.exists():
-            raise SystemExit("--only-b merges into an existing --json file")
-        kept = [r for r in json.loads(args.json.read_text()) if r["B"] != args.only_b]
+        kept = [r for r in stored_rows(args, "--only-b") if r["B"] != args.only_b]
         cases = [c for c in cases if c[1] == args.only_b]
     print(HEADER)
     fresh = fresh if args.refresh_models else []

@@ -23,3 +23,10 @@ def write_outputs(args: argparse.Namespace, rows: list, text: str) -> None:
         args.json.write_text(json.dumps(rows, indent=1))
     if args.text:
         args.text.write_text(text + "\n")
+
+
+def stored_rows(args: argparse.Namespace, option: str = "--refresh-models") -> list:
+    """The rows of the existing --json file that ``option`` works on (exits if there is none)."""
+    if args.json is None or not args.json.exists():
+        raise SystemExit(f"{option} needs an existing --json file")
+    return json.loads(args.json.read_text())
