@@ -148,15 +148,23 @@ def _dense_stationary(T):
     return pi / pi.sum()
 
 
-def _triplets(T):
+def _banded_stationary(T, order, left_out=()):
+    """The banded solver on the chain T, its states numbered ``order``; ``left_out`` states
+    are not in the system."""
+    from qmodel.theory.batch import _BandedChain
+    live = np.ones(len(T), bool)
+    live[list(left_out)] = False
+    index = np.full(len(T), -1)
+    index[live] = live.sum() - 1 - np.argsort(np.argsort(np.asarray(order)[live]))
+    system = _BandedChain(index)
     frm, to = np.nonzero(T)
-    return frm, to, T[frm, to]
+    system.add(frm, to, T[frm, to])
+    return system.stationary()
 
 
 @pytest.mark.parametrize("groups", [1, 2])
 def test_banded_stationary_solver_matches_dense(groups):
     # a skip-free-to-the-left chain like the batch chain's: down by at most 3, up by up to 7
-    from qmodel.theory.batch import _stationary_banded
     rng = np.random.default_rng(5)
     n = 60
     T = np.zeros((n, n))
@@ -166,15 +174,62 @@ def test_banded_stationary_solver_matches_dense(groups):
         T[i] /= T[i].sum()
     within = np.arange(n)
     order = within if groups == 1 else (within % (n // 2)) * 2 + within // (n // 2)
-    pi = _stationary_banded(*_triplets(T), n, order)
+    pi = _banded_stationary(T, order)
     np.testing.assert_allclose(pi, _dense_stationary(T), atol=1e-12)
     np.testing.assert_allclose(pi @ T, pi, atol=1e-12)
+
+
+@pytest.mark.parametrize("small_block", [True, False])
+def test_banded_solver_takes_the_long_queue_part_as_a_block(small_block, monkeypatch):
+    # a batch-like chain: states 0..3 are "nobody left" records, state 3 + m (m = 1..N) left
+    # m waiting; from those, x arrivals (law a) make n = m + x, and a batch of K = 3 leaves
+    # n - K (or goes to record n - 1 when n <= K; to state 0 when n < 3). The long-queue
+    # rows with n >= 3 go in as one block, the rest as triplets; both ways of writing the block (one bincount, slices per x) must
+    # give the dense answer.
+    from qmodel.theory import batch as batch_module
+    rng = np.random.default_rng(8)
+    K, N, J = 3, 40, 7
+    a = rng.random(J)
+    a /= a.sum()
+    size = 1 + K + N
+    n_all = np.arange(N + J)
+    to_of_n = np.where(n_all > K, K + np.minimum(n_all - K, N), np.maximum(n_all, 1) - 1)
+    T = np.zeros((size, size))
+    for m in range(1, N + 1):
+        for x in range(J):                # fewer than n_min = 3 waiting: to state 0 instead
+            T[K + m, to_of_n[m + x] if m + x >= 3 else 0] += a[x]
+    for k in range(K + 1):
+        T[k, to_of_n[1:J + 1]] += a[:J] * 0.5 + 0.5 / J
+        T[k] /= T[k].sum()
+    monkeypatch.setattr(batch_module._BandedChain, "SMALL_BLOCK", 10**9 if small_block else 0)
+    system = batch_module._BandedChain(size - 1 - np.arange(size))
+    system.add_block(K + 1 + np.arange(N), to_of_n, a, n_min=3)
+    frm, to = np.nonzero(T[:K + 1])
+    system.add(frm, to, T[frm, to])
+    system.add(K + 1 + np.array([0, 0, 1]), 0, a[[0, 1, 0]])      # (m, x) = (1, 0), (1, 1), (2, 0)
+    pi = system.stationary()
+    np.testing.assert_allclose(pi, _dense_stationary(T), atol=1e-12)
+    i, j, v = system.transitions()
+    rebuilt = np.zeros((size, size))
+    np.add.at(rebuilt, (size - 1 - j, size - 1 - i), v)
+    np.testing.assert_allclose(rebuilt, T, atol=1e-15)
+
+
+def test_banded_solver_leaves_out_the_states_it_is_told_to():
+    # states 5-9 are never entered: without them the system is smaller, same answer
+    rng = np.random.default_rng(6)
+    n = 30
+    T = rng.random((n, n)) * (np.abs(np.subtract.outer(np.arange(n), np.arange(n))) < 4)
+    T[:, 5:10] = 0.0
+    T /= T.sum(axis=1, keepdims=True)
+    pi = _banded_stationary(T, np.arange(n), left_out=range(5, 10))
+    assert np.all(pi[5:10] == 0.0)
+    np.testing.assert_allclose(pi, _dense_stationary(T), atol=1e-12)
 
 
 def test_banded_stationary_solver_where_the_first_states_are_transient():
     # states 0-29 lead away for good: the normalisation row of state 0 sees no mass, so the
     # solver must fall back to the row of the most likely state
-    from qmodel.theory.batch import _stationary_banded
     n = 80
     T = np.zeros((n, n))
     for i in range(30):
@@ -182,7 +237,7 @@ def test_banded_stationary_solver_where_the_first_states_are_transient():
     for i in range(30, n):
         T[i, max(i - 1, 30)] += 0.6
         T[i, min(i + 1, n - 1)] += 0.4
-    pi = _stationary_banded(*_triplets(T), n, np.arange(n))
+    pi = _banded_stationary(T, np.arange(n))
     assert pi[:30].sum() < 1e-12
     np.testing.assert_allclose(pi @ T, pi, atol=1e-12)
     assert abs(pi.sum() - 1) < 1e-12
@@ -227,7 +282,6 @@ def test_banded_stationary_solver_when_the_first_window_is_transient_but_not_sin
     # on them is nearly (not exactly) singular and LAPACK returns a wrong answer without
     # complaint: an overloaded finite queue that never empties did this. The residual check
     # must catch it and the solver renormalise elsewhere.
-    from qmodel.theory.batch import _stationary_banded
     rng = np.random.default_rng(11)
     n = 80
     T = np.zeros((n, n))
@@ -238,7 +292,7 @@ def test_banded_stationary_solver_when_the_first_window_is_transient_but_not_sin
         lo, hi = max(i - 3, 30), min(i + 8, n)
         T[i, lo:hi] = rng.random(hi - lo)
         T[i] /= T[i].sum()
-    pi = _stationary_banded(*_triplets(T), n, np.arange(n))
+    pi = _banded_stationary(T, np.arange(n))
     assert pi[:30].sum() < 1e-12
     np.testing.assert_allclose(pi @ T, pi, atol=1e-12)
     np.testing.assert_allclose(pi, _dense_stationary(T), atol=1e-10)
@@ -252,17 +306,21 @@ def test_overloaded_finite_queue_with_renewal_arrivals_matches_a_dense_solve():
     rate = 1.3 * node.capacity
     banded = batch_node(node, rate, arrival_scv=0.5)
 
-    def dense(frm, to, vals, size, order):
-        T = np.zeros((size, size))
-        np.add.at(T, (frm, to), vals)
-        return np.clip(_dense_stationary(T), 0.0, None)
+    def dense(system):
+        i, j, v = system.transitions()              # T' in the system's numbering
+        T = np.zeros((system.size, system.size))
+        np.add.at(T, (j, i), v)
+        pi = np.zeros(system.index.size)
+        live = system.index >= 0
+        pi[live] = np.clip(_dense_stationary(T), 0.0, None)[system.index[live]]
+        return pi
 
-    original = batch_module._stationary_banded
-    batch_module._stationary_banded = dense
+    original = batch_module._BandedChain.stationary
+    batch_module._BandedChain.stationary = dense
     try:
         reference = batch_node(node, rate, arrival_scv=0.5)
     finally:
-        batch_module._stationary_banded = original
+        batch_module._BandedChain.stationary = original
     for p in (0.5, 0.95, 0.99):
         assert banded.quantile(p) == pytest.approx(reference.quantile(p), rel=1e-9)
     assert banded.rejection_fraction == pytest.approx(reference.rejection_fraction, rel=1e-9)

@@ -128,7 +128,7 @@ import warnings
 
 import numpy as np
 from scipy import fft, optimize, signal, special, stats
-from scipy.linalg import lapack
+from scipy.linalg import blas, lapack
 
 from ..latency import Accuracy, LatticeLatency
 from ..system import Node, UnstableError
@@ -234,62 +234,146 @@ def _decay_rate(increment_pmf: np.ndarray, step: int) -> float:
     return optimize.brentq(log_mgf, 1e-9, hi) if log_mgf(1e-9) < 0 else 1e-9
 
 
-def _stationary_banded(frm, to, vals, size: int, order: np.ndarray) -> np.ndarray:
-    """Stationary law pi of a Markov chain given as transition triplets (frm, to, vals).
+class _BandedChain:
+    """A Markov chain's transitions gathered straight into LAPACK band storage, and its
+    stationary law.
 
     The balance equations pi (T - I) = 0 are solved as a banded system (LAPACK gbsv, LU with
-    partial pivoting) with the states numbered ``order`` and then reversed. The batch chain's
-    queue steps down by at most a batch per dispatch and up by up to a service's arrivals, so
-    the matrix lies in a band; reversed, the narrow side (the step down) is below the diagonal,
-    which keeps the LU's fill to the band (measured on the benchmarks/predict_speed.py grid:
-    2-6x faster than SuperLU on the same system in natural order, same answers to 1e-11).
-    One balance equation is redundant; it is replaced by a normalisation over the states that
-    its row of the band reaches, so the band stays intact. That needs those states to carry
-    stationary mass; where they carry none (transient states, e.g. an overloaded finite queue
-    that never empties) the system is singular or nearly so and the solve is garbage. So each
-    solve is checked by its residual max |pi T - pi| (1e-9 of the largest probability), and
-    a failed one is retried with the row of its most likely state, then with rows a quarter
-    window apart.
+    partial pivoting) with the states numbered by ``index`` (state -> row of the system; -1
+    for states left out, which keep probability 0). The batch chain's queue steps down by at
+    most a batch per dispatch and up by up to a service's arrivals, so the matrix lies in a
+    band; numbered from the longest queue down, the narrow side (the step down) is below the
+    diagonal, which keeps the LU's fill to the band (measured on the
+    benchmarks/predict_speed.py grid: 2-6x faster than SuperLU on the same system in natural
+    order, same answers to 1e-11).
+
+    Transitions come as triplets (:meth:`add`) or as a block whose destination depends on
+    the queue length n = m + x alone (:meth:`add_block`): the long-queue part of the chain,
+    which holds most of the entries, goes into the band one arrival count x at a time, with
+    no triplet lists to build, concatenate and sort into place.
     """
-    index = size - 1 - np.asarray(order)           # state -> row/column of the system
-    i_all, j_all = index[to], index[frm]
-    kl = max(int((i_all - j_all).max(initial=0)), 1)
-    ku = max(int((j_all - i_all).max(initial=0)), 1)
-    height = 2 * kl + ku + 1                        # gbsv's storage: kl more rows for the fill
-    # (T - I)' in band storage: entry (i, j) at [kl + ku + i - j, j]; duplicates add up
-    band = np.bincount((kl + ku + i_all - j_all) * size + j_all, vals,
-                       height * size).reshape(height, size)
-    band[kl + ku] -= 1.0
 
-    def solve(row):
-        """pi (in state order) with balance equation ``row`` replaced by sum(pi[window]) = 1,
-        the window being every column that row has in the band, and whether it balances."""
-        window = np.arange(max(row - kl, 0), min(row + ku + 1, size))
-        ab = band.copy()
-        ab[kl + ku + row - window, window] = 1.0
-        rhs = np.zeros(size)
-        rhs[row] = 1.0
-        _, _, x, info = lapack.dgbsv(kl, ku, ab, rhs, overwrite_ab=True, overwrite_b=True)
-        x = np.clip(x, 0.0, None)
-        if info != 0 or not x.sum() > 0:
-            return None, False                      # singular: the window holds no mass
-        pi = x[index] / x.sum()
-        residual = np.abs(np.bincount(to, vals * pi[frm], size) - pi).max()
-        return pi, bool(residual <= 1e-9 * pi.max())
+    SMALL_BLOCK = 20_000      # entries up to which a block goes in with one bincount
 
-    # the row of the chain's first state; if that fails, the row of the state the failed
-    # solve put most mass on, then rows a quarter window apart until one balances
-    pi, ok = solve(size - 1)
-    retries = [int(index[np.argmax(pi)])] if pi is not None else []
-    retries += list(range(size - 1, -1, -max(1, (kl + ku + 1) // 4)))[1:]
-    for row in retries:
-        if ok:
-            break
-        pi, ok = solve(row)
-    if not ok:
-        raise ArithmeticError("the batch chain's balance equations could not be solved with "
-                              "any normalisation tried")
-    return pi
+    def __init__(self, index: np.ndarray):
+        self.index = np.asarray(index)
+        self.size = int(self.index.max()) + 1
+        self.triplets = []        # (rows i, columns j, values) of the system, T' entry (i, j)
+        self.blocks = []          # (j per m, i per n, values, n_min)
+        self.lo, self.hi = 0, 0   # extremes of i - j
+
+    def _extent(self, diff):
+        if diff.size:
+            self.lo, self.hi = min(self.lo, int(diff.min())), max(self.hi, int(diff.max()))
+
+    def add(self, frm, to, vals):
+        """T[frm, to] += vals (arrays broadcast together)."""
+        frm, to, vals = (a.ravel() for a in np.broadcast_arrays(frm, to, vals))
+        i, j = self.index[to], self.index[frm]
+        self._extent(i - j)
+        self.triplets.append((i, j, np.asarray(vals, float)))
+
+    def add_block(self, frm, to_of_n, vals, n_min: int):
+        """T[frm[m - 1], to_of_n[m + x]] += vals[m - 1, x] for m = 1..len(frm), x < J, and
+        m + x >= n_min; ``vals`` is (len(frm), J), or (J,) when it does not depend on m."""
+        j = self.index[frm]
+        J = vals.shape[-1]
+        i_of_n = self.index[to_of_n[:len(frm) + J]]
+        # i - j over the entries, as a strided view over m (no copy) less j
+        window = np.lib.stride_tricks.sliding_window_view(i_of_n, J)[1:len(frm) + 1]
+        top = min(max(n_min - 1, 0), len(frm))      # rows with some m + x < n_min
+        n = np.arange(1, top + 1)[:, None] + np.arange(J)[None, :]
+        self._extent((window[:top] - j[:top, None])[n >= n_min])
+        if top < len(frm):
+            self._extent(np.concatenate([window[top:].min(axis=1) - j[top:],
+                                         window[top:].max(axis=1) - j[top:]]))
+        self.blocks.append((j, i_of_n, vals, n_min))
+
+    def transitions(self):
+        """All transitions as (row i, column j, value) of T' in the system's numbering, the
+        blocks expanded (for checks: the solve writes the blocks into the band directly)."""
+        parts = list(self.triplets)
+        for j, i_of_n, vals, n_min in self.blocks:
+            N, J = len(j), vals.shape[-1]
+            n = np.arange(1, N + 1)[:, None] + np.arange(J)[None, :]
+            on = n >= n_min
+            parts.append((i_of_n[n][on], np.broadcast_to(j[:, None], on.shape)[on],
+                          np.broadcast_to(vals, on.shape)[on]))
+        return tuple(np.concatenate(z) for z in zip(*parts))
+
+    def stationary(self) -> np.ndarray:
+        """pi over the states (0 for those left out). One balance equation is redundant; it is
+        replaced by a normalisation over the states that its row of the band reaches, so the
+        band stays intact. That needs those states to carry stationary mass; where they carry
+        none (transient states, e.g. an overloaded finite queue that never empties) the
+        system is singular or nearly so and the solve is garbage. So each solve is checked by
+        its residual max |pi T - pi| (1e-9 of the largest probability), and a failed one is
+        retried with the row of its most likely state, then with rows a quarter window apart.
+        """
+        size = self.size
+        kl, ku = max(self.hi, 1), max(-self.lo, 1)
+        height = 2 * kl + ku + 1                        # gbsv's storage: kl more rows for the fill
+        # (T - I)' in band storage: entry (i, j) at [kl + ku + i - j, j]
+        band = np.zeros(height * size)
+        if self.triplets:
+            i, j, v = (np.concatenate(z) for z in zip(*self.triplets))
+            band += np.bincount((kl + ku + i - j) * size + j, v, height * size)
+        band = band.reshape(height, size)
+        for j, i_of_n, vals, n_min in self.blocks:
+            N, J = len(j), vals.shape[-1]
+            if N * J <= self.SMALL_BLOCK:          # small: one bincount beats J slices
+                i = np.lib.stride_tricks.sliding_window_view(i_of_n, J)[1:N + 1]
+                n = np.arange(1, N + 1)[:, None] + np.arange(J)[None, :]
+                on = n >= n_min
+                flat = ((kl + ku + i - j[:, None]) * size + j[:, None])[on]
+                band += np.bincount(flat, np.broadcast_to(vals, on.shape)[on],
+                                    height * size).reshape(height, size)
+                continue
+            for x in range(J):                     # m = m_lo..N: distinct columns j, no clash
+                m_lo = max(1, n_min - x)
+                if m_lo > N:
+                    continue
+                cols = j[m_lo - 1:]
+                band[kl + ku + i_of_n[m_lo + x:N + x + 1] - cols, cols] += (
+                    vals[m_lo - 1:, x] if vals.ndim == 2 else vals[x])
+        band[kl + ku] -= 1.0
+        live = self.index >= 0
+
+        def solve(row):
+            """pi (system order) with balance equation ``row`` replaced by sum(pi[window]) =
+            1, the window being every column that row has in the band, and whether it
+            balances."""
+            window = np.arange(max(row - kl, 0), min(row + ku + 1, size))
+            ab = band.copy()
+            ab[kl + ku + row - window, window] = 1.0
+            rhs = np.zeros(size)
+            rhs[row] = 1.0
+            _, _, x, info = lapack.dgbsv(kl, ku, ab, rhs, overwrite_ab=True, overwrite_b=True)
+            x = np.clip(x, 0.0, None)
+            if info != 0 or not x.sum() > 0:
+                return None, False                      # singular: the window holds no mass
+            x = x / x.sum()
+            # (T - I)' x; the wrapper wants at least kl + ku + 1 rows, and the rows beyond the
+            # system's are zero in the band
+            rows = max(size, kl + ku + 1)
+            residual = np.abs(blas.dgbmv(rows, size, kl, ku, 1.0, band[kl:], x)[:size]).max()
+            return x, bool(residual <= 1e-9 * x.max())
+
+        # the row of the chain's first state; if that fails, the row of the state the failed
+        # solve put most mass on, then rows a quarter window apart until one balances
+        x, ok = solve(size - 1)
+        retries = [int(np.argmax(x))] if x is not None else []
+        retries += list(range(size - 1, -1, -max(1, (kl + ku + 1) // 4)))[1:]
+        for row in retries:
+            if ok:
+                break
+            x, ok = solve(row)
+        if not ok:
+            raise ArithmeticError("the batch chain's balance equations could not be solved "
+                                  "with any normalisation tried")
+        pi = np.zeros(self.index.size)
+        pi[live] = x[self.index[live]]
+        return pi
 
 
 def _behind(M: np.ndarray, pois: np.ndarray, rows: int) -> np.ndarray:
@@ -678,16 +762,26 @@ class _SingleInstance:
         R1 = B + len(self.leaving) * N               # records per group
         self.R1 = R1
         R = self.groups * R1
+        # Group 0's records that left requests behind are reached only through a blocking of
+        # no time (a free instance at once) after a record that left requests behind; group
+        # 1's blocking S(k)/c takes time, so from group 1 they are never reached, and so
+        # never at all. Left out of the system (with c > 1 they are half its states, and
+        # without them the groups need not interleave), they keep their stationary mass 0.
+        unreached = (self.PRUNE_UNREACHED and self.groups == 2
+                     and not self.ps[full * B:, 0].any())
+        # Instances interleave the record groups, so that a queue length's records lie side
+        # by side and the system stays banded; the system numbers them from the end.
+        within = np.arange(R)
+        order = (within % R1) * self.groups + within // R1
+        live = np.ones(R, bool)
+        if unreached:
+            live[B:R1] = False
+        index = np.full(R, -1)
+        index[live] = live.sum() - 1 - np.argsort(np.argsort(order[live]))
+        system = _BandedChain(index)
         # Transitions into group 0's records with m = 0 (formations, idle starts, small
-        # queues) fill a dense R x B block; immediate dispatches are sparse triplets.
+        # queues) fill a dense R x B block; immediate dispatches go straight to the system.
         small = np.zeros((R, B))
-        trip_rows, trip_cols, trip_vals = [], [], []
-
-        def add(rows, cols, vals):
-            rows, cols, vals = np.broadcast_arrays(rows, cols, vals)
-            trip_rows.append(rows.ravel())
-            trip_cols.append(cols.ravel())
-            trip_vals.append(vals.ravel())
         # where an immediate dispatch from n waiting leads: record (k, rest) with k the largest
         # preferred size <= min(n, B), or min(n, B) once the oldest request's delay ran out
         n_all = np.arange(N + self.J)
@@ -709,59 +803,38 @@ class _SingleInstance:
         self.after = np.zeros(R)     # mean idle + formation time after each record's blocking
         x = np.arange(self.J)
         A_pos = self.A_pos
-        # Group 0's records that left requests behind are reached only through a blocking of
-        # no time (a free instance at once) after a record that left requests behind; group
-        # 1's blocking S(k)/c takes time, so from group 1 they are never reached, and so
-        # never at all. Left out of the system (with c > 1 they are half its states, and
-        # without them the groups need not interleave), they keep their stationary mass 0.
-        unreached = (self.PRUNE_UNREACHED and self.groups == 2
-                     and not self.ps[full * B:, 0].any())
         for g in range(self.groups):
             self._small_queue(small, g)
             big = x >= pmin
             laws = slice(g * B, (g + 1) * B)
-            add(g * R1 + np.arange(B)[:, None], full * R1 + dest_imm[x[big]][None, :],
-                (self.A[laws] - exc0[laws])[:, big])
+            system.add(g * R1 + np.arange(B)[:, None], full * R1 + dest_imm[x[big]][None, :],
+                       (self.A[laws] - exc0[laws])[:, big])
             if expiry:
-                add(g * R1 + np.arange(B)[:, None], full * R1 + dest_exc[x[big]][None, :],
-                    exc0[laws][:, big])
+                system.add(g * R1 + np.arange(B)[:, None], full * R1 + dest_exc[x[big]][None, :],
+                           exc0[laws][:, big])
             for k in (self.leaving if g == full or not unreached else ()):
                 first = g * R1 + B + self.leaving.index(k) * N
                 law = g * B + k - 1
-                m = np.arange(1, N + 1)[:, None]
-                n_next = m + x[None, :]                                   # (m, x)
-                big = n_next >= pmin
-                rows = np.broadcast_to(first + m - 1, n_next.shape)
-                late = exc_m[law]                                          # (m, x)
-                add(rows[big], full * R1 + dest_imm[n_next[big]],
-                    (np.broadcast_to(A_pos[law], n_next.shape) - late)[big])
+                # record (k, m) with x arrivals during its blocking: n = m + x waiting
+                rows = first + np.arange(N)
                 if expiry:
-                    add(rows[big], full * R1 + dest_exc[n_next[big]], late[big])
+                    late = exc_m[law]                                      # (m, x)
+                    system.add_block(rows, full * R1 + dest_imm, A_pos[law][None, :] - late,
+                                     pmin)
+                    system.add_block(rows, full * R1 + dest_exc, late, pmin)
+                else:
+                    system.add_block(rows, full * R1 + dest_imm, A_pos[law], pmin)
                 # blocked for no time (a free instance at once): the next one goes at once too
                 atom = self.A[law][0] - A_pos[law][0]
                 if atom > 0:
                     ready = np.arange(max(pmin, 1), N + 1)
                     expired = (D > 0) & (ready / self.rate >= D)
-                    add(first + ready - 1, np.where(expired, dest_exc[ready], dest_imm[ready]),
-                        atom)
+                    system.add(first + ready - 1,
+                               np.where(expired, dest_exc[ready], dest_imm[ready]), atom)
                 self._remainder_small_queue(small, first, law)
         rows_small, cols_small = np.nonzero(small)
-        frm = np.concatenate(trip_rows + [rows_small])
-        to = np.concatenate(trip_cols + [cols_small])
-        vals = np.concatenate(trip_vals + [small[rows_small, cols_small]])
-        # Instances interleave the record groups, so that a queue length's records lie side
-        # by side and the system stays banded.
-        within = np.arange(R)
-        order = (within % R1) * self.groups + within // R1
-        if unreached:
-            live = np.ones(R, bool)
-            live[B:R1] = False
-            number = np.cumsum(live) - 1               # a live state's number in the system
-            self.pi = np.zeros(R)
-            self.pi[live] = _stationary_banded(number[frm], number[to], vals, int(live.sum()),
-                                               np.argsort(np.argsort(order[live])))
-        else:
-            self.pi = _stationary_banded(frm, to, vals, R, order)
+        system.add(rows_small, cols_small, small[rows_small, cols_small])
+        self.pi = system.stationary()
         self.R = R
         self.chain_tail = 0.0 if self.Q else float(sum(
             self.pi[g * R1 + B + i * N + N - self.J:g * R1 + B + (i + 1) * N].sum()
