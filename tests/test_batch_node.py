@@ -180,33 +180,37 @@ def test_banded_stationary_solver_matches_dense(groups):
 
 
 @pytest.mark.parametrize("small_block", [True, False])
-def test_banded_solver_takes_the_long_queue_part_as_a_block(small_block, monkeypatch):
+@pytest.mark.parametrize("per_row", [False, True])
+def test_banded_solver_takes_the_long_queue_part_as_a_block(small_block, per_row, monkeypatch):
     # a batch-like chain: states 0..3 are "nobody left" records, state 3 + m (m = 1..N) left
-    # m waiting; from those, x arrivals (law a) make n = m + x, and a batch of K = 3 leaves
-    # n - K (or goes to record n - 1 when n <= K; to state 0 when n < 3). The long-queue
-    # rows with n >= 3 go in as one block, the rest as triplets; both ways of writing the block (one bincount, slices per x) must
-    # give the dense answer.
+    # m waiting; from those, x arrivals (law a, one for all rows or one per row) make n = m +
+    # x, and a batch of K = 3 leaves n - K (or goes to record n - 1 when n <= K; to state 0
+    # when n < 3). The long-queue rows with n >= 3 go in as one block, the rest as triplets;
+    # both ways of writing the block (one bincount, one slice per x) must give the dense
+    # answer.
     from qmodel.theory import batch as batch_module
     rng = np.random.default_rng(8)
     K, N, J = 3, 40, 7
-    a = rng.random(J)
-    a /= a.sum()
+    a = rng.random((N, J) if per_row else J)            # arrival law, the same or per row
+    a /= a.sum(axis=-1, keepdims=True)
+    law = a if per_row else np.broadcast_to(a, (N, J))
     size = 1 + K + N
     n_all = np.arange(N + J)
     to_of_n = np.where(n_all > K, K + np.minimum(n_all - K, N), np.maximum(n_all, 1) - 1)
     T = np.zeros((size, size))
     for m in range(1, N + 1):
         for x in range(J):                # fewer than n_min = 3 waiting: to state 0 instead
-            T[K + m, to_of_n[m + x] if m + x >= 3 else 0] += a[x]
+            T[K + m, to_of_n[m + x] if m + x >= 3 else 0] += law[m - 1, x]
     for k in range(K + 1):
-        T[k, to_of_n[1:J + 1]] += a[:J] * 0.5 + 0.5 / J
+        T[k, to_of_n[1:J + 1]] += law[0] * 0.5 + 0.5 / J
         T[k] /= T[k].sum()
     monkeypatch.setattr(batch_module._BandedChain, "SMALL_BLOCK", 10**9 if small_block else 0)
     system = batch_module._BandedChain(size - 1 - np.arange(size))
     system.add_block(K + 1 + np.arange(N), to_of_n, a, n_min=3)
     frm, to = np.nonzero(T[:K + 1])
     system.add(frm, to, T[frm, to])
-    system.add(K + 1 + np.array([0, 0, 1]), 0, a[[0, 1, 0]])      # (m, x) = (1, 0), (1, 1), (2, 0)
+    # (m, x) = (1, 0), (1, 1), (2, 0): to state 0
+    system.add(K + 1 + np.array([0, 0, 1]), 0, law[[0, 0, 1], [0, 1, 0]])
     pi = system.stationary()
     np.testing.assert_allclose(pi, _dense_stationary(T), atol=1e-12)
     i, j, v = system.transitions()
