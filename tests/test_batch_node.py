@@ -157,7 +157,7 @@ def _banded_stationary(T, order, left_out=()):
     index = np.full(len(T), -1)
     index[live] = live.sum() - 1 - np.argsort(np.argsort(np.asarray(order)[live]))
     system = _BandedChain(index)
-    frm, to = np.nonzero(T)
+    frm, to = np.nonzero(T * live[:, None])        # a state left out has no transitions
     system.add(frm, to, T[frm, to])
     return system.stationary()
 
@@ -228,6 +228,11 @@ def test_banded_solver_leaves_out_the_states_it_is_told_to():
     T /= T.sum(axis=1, keepdims=True)
     pi = _banded_stationary(T, np.arange(n), left_out=range(5, 10))
     assert np.all(pi[5:10] == 0.0)
+    # a transition into a state left out is a mistake, not a silent renumbering
+    from qmodel.theory.batch import _BandedChain
+    index = np.where((np.arange(n) >= 5) & (np.arange(n) < 10), -1, np.arange(n))
+    with pytest.raises(ValueError, match="left out"):
+        _BandedChain(index).add(np.array([0]), np.array([7]), np.array([1.0]))
     np.testing.assert_allclose(pi, _dense_stationary(T), atol=1e-12)
 
 

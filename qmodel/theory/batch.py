@@ -249,8 +249,9 @@ class _BandedChain:
 
     Transitions come as triplets (:meth:`add`) or as a block whose destination depends on
     the queue length n = m + x alone (:meth:`add_block`): the long-queue part of the chain,
-    which holds most of the entries, goes into the band one arrival count x at a time, with
-    no triplet lists to build, concatenate and sort into place.
+    which holds most of the entries, goes into the band with one bincount when small, else
+    one slice per arrival count x, with no triplet lists to build, concatenate and sort into
+    place. A transition from or to a state left out is a programming error and raises.
     """
 
     SMALL_BLOCK = 20_000      # entries up to which a block goes in with one bincount
@@ -262,6 +263,11 @@ class _BandedChain:
         self.blocks = []          # (j per m, i per n, values, n_min)
         self.lo, self.hi = 0, 0   # extremes of i - j
 
+    @staticmethod
+    def _check(i, j):
+        if (i.size and i.min() < 0) or (j.size and j.min() < 0):
+            raise ValueError("a transition from or to a state left out of the banded system")
+
     def _extent(self, diff):
         if diff.size:
             self.lo, self.hi = min(self.lo, int(diff.min())), max(self.hi, int(diff.max()))
@@ -270,6 +276,7 @@ class _BandedChain:
         """T[frm, to] += vals (arrays broadcast together)."""
         frm, to, vals = (a.ravel() for a in np.broadcast_arrays(frm, to, vals))
         i, j = self.index[to], self.index[frm]
+        self._check(i, j)
         self._extent(i - j)
         self.triplets.append((i, j, np.asarray(vals, float)))
 
@@ -279,6 +286,7 @@ class _BandedChain:
         j = self.index[frm]
         J = vals.shape[-1]
         i_of_n = self.index[to_of_n[:len(frm) + J]]
+        self._check(i_of_n[1:], j)
         # i - j over the entries, as a strided view over m (no copy) less j
         window = np.lib.stride_tricks.sliding_window_view(i_of_n, J)[1:len(frm) + 1]
         top = min(max(n_min - 1, 0), len(frm))      # rows with some m + x < n_min
@@ -769,8 +777,8 @@ class _SingleInstance:
         # without them the groups need not interleave), they keep their stationary mass 0.
         unreached = (self.PRUNE_UNREACHED and self.groups == 2
                      and not self.ps[full * B:, 0].any())
-        # Instances interleave the record groups, so that a queue length's records lie side
-        # by side and the system stays banded; the system numbers them from the end.
+        # The record groups interleave, so that a queue length's records lie side by side and
+        # the system stays banded; the system numbers them from the end.
         within = np.arange(R)
         order = (within % R1) * self.groups + within // R1
         live = np.ones(R, bool)
