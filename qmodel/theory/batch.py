@@ -297,16 +297,21 @@ class _BandedChain:
                                          window[top:].max(axis=1) - j[top:]]))
         self.blocks.append((j, i_of_n, vals, n_min))
 
+    @staticmethod
+    def _entries(block):
+        """A block's entries as (row i, column j, value) of T' in the system's numbering."""
+        j, i_of_n, vals, n_min = block
+        N, J = len(j), vals.shape[-1]
+        n = np.arange(1, N + 1)[:, None] + np.arange(J)[None, :]
+        on = n >= n_min
+        return (i_of_n[n][on], np.broadcast_to(j[:, None], on.shape)[on],
+                np.broadcast_to(vals, on.shape)[on])
+
     def transitions(self):
         """All transitions as (row i, column j, value) of T' in the system's numbering, the
-        blocks expanded (for checks: the solve writes the blocks into the band directly)."""
-        parts = list(self.triplets)
-        for j, i_of_n, vals, n_min in self.blocks:
-            N, J = len(j), vals.shape[-1]
-            n = np.arange(1, N + 1)[:, None] + np.arange(J)[None, :]
-            on = n >= n_min
-            parts.append((i_of_n[n][on], np.broadcast_to(j[:, None], on.shape)[on],
-                          np.broadcast_to(vals, on.shape)[on]))
+        blocks expanded (for checks: the solve writes the large blocks into the band
+        directly)."""
+        parts = list(self.triplets) + [self._entries(block) for block in self.blocks]
         return tuple(np.concatenate(z) for z in zip(*parts))
 
     def stationary(self) -> np.ndarray:
@@ -321,22 +326,21 @@ class _BandedChain:
         size = self.size
         kl, ku = max(self.hi, 1), max(-self.lo, 1)
         height = 2 * kl + ku + 1                        # gbsv's storage: kl more rows for the fill
-        # (T - I)' in band storage: entry (i, j) at [kl + ku + i - j, j]
+        # (T - I)' in band storage: entry (i, j) at [kl + ku + i - j, j]; the triplets and
+        # the small blocks (one bincount beats J slices) go in together
+        parts, large = list(self.triplets), []
+        for block in self.blocks:
+            if len(block[0]) * block[2].shape[-1] > self.SMALL_BLOCK:
+                large.append(block)
+            else:
+                parts.append(self._entries(block))
         band = np.zeros(height * size)
-        if self.triplets:
-            i, j, v = (np.concatenate(z) for z in zip(*self.triplets))
+        if parts:
+            i, j, v = (np.concatenate(z) for z in zip(*parts))
             band += np.bincount((kl + ku + i - j) * size + j, v, height * size)
         band = band.reshape(height, size)
-        for j, i_of_n, vals, n_min in self.blocks:
+        for j, i_of_n, vals, n_min in large:
             N, J = len(j), vals.shape[-1]
-            if N * J <= self.SMALL_BLOCK:          # small: one bincount beats J slices
-                i = np.lib.stride_tricks.sliding_window_view(i_of_n, J)[1:N + 1]
-                n = np.arange(1, N + 1)[:, None] + np.arange(J)[None, :]
-                on = n >= n_min
-                flat = ((kl + ku + i - j[:, None]) * size + j[:, None])[on]
-                band += np.bincount(flat, np.broadcast_to(vals, on.shape)[on],
-                                    height * size).reshape(height, size)
-                continue
             for x in range(J):                     # m = m_lo..N: distinct columns j, no clash
                 m_lo = max(1, n_min - x)
                 if m_lo > N:
@@ -854,15 +858,14 @@ class _SingleInstance:
 
         Returns exc0[law, x] (records that left nobody: the oldest of x arrivals over a
         blocking s is s * Beta(x, 1) old) and exc_m[law] of shape (N, J) (records that left m:
-        the oldest is taken as s + m / rate old). Zero without a delay or when the preferred
-        and the delay-expired dispatch agree (preferred sizes {B}).
+        the oldest is taken as s + m / rate old). Without a delay, or when the preferred and
+        the delay-expired dispatch agree (preferred sizes {B}), exc0 is zero and exc_m empty.
         """
         laws, J = self.ps.shape[0], self.J
         exc0 = np.zeros((laws, J))
         exc_m = {}
         if self.D == 0 or self.pmin == self.B:
-            zero = np.zeros((N, J))
-            return exc0, {law: zero for law in range(laws)}
+            return exc0, exc_m
         s = self.times
         x = np.arange(J)
         with np.errstate(divide="ignore", invalid="ignore"):
