@@ -92,6 +92,24 @@ Several instances (approximation)
     Modelling how the phases arise and mix is open; it is what is left of the error on the
     grid: its 21 several-instance nodes beyond 8% (p95 or p99) all have deterministic
     service, all are low, 18 of them without a delay.
+    The chain does not tie the time between dispatches to the instances' service time, so
+    its implied utilisation (mean service per dispatch over c times the mean time between
+    dispatches) can exceed 1: on 61 of the grid's 252 several-instance nodes with B >= 4, up to
+    1.39 (lognormal B = 32, 4 instances, no delay, load 0.7), with batch sizes too small there;
+    the result then reports utilisation 1 and says so (validation/batch_size_accuracy.py
+    measures the means). The cause, measured: after a positive blocking (an instance freed
+    with all others busy) that left fewer than pmin waiting, the chain files the at-once
+    dispatch under group 0, whose blocking law has a "free instance at once" atom (0.35 at B
+    = 8, 4 instances, no delay, load 0.3), although every other instance is busy then. Filing
+    those dispatches under group 1 instead makes the means right (that node: utilisation
+    0.946 and mean batch 1.79 against 0.918 and 1.86 simulated, was 1.105 and 1.50; load 0.7:
+    0.996 and 4.76 against 0.992 and 4.81), but then group 1's evenly staggered S(k)/c is the
+    spacing of most dispatches, and its missing spread shows: grid p99 worst 10.7 -> 21.3%
+    with 2 instances, 15.8 -> 34.0% with 4, lognormal nodes without a delay 6.0 -> 19.5%, all
+    low. The atom had been standing in for that spread. Giving group 1 the spread of the
+    group-0 recursion (the reused instance freed at the dispatch, the others busy), with or
+    without its mean pinned to S(k)/c, drew spacings independently and lost capacity as
+    before (p99 up to +192% near saturation). Not adopted; measured 2026-11-25.
 
 Renewal arrivals (approximation)
     Counts in an interval follow the stationary renewal law (exact for Erlang interarrival
@@ -132,6 +150,7 @@ from scipy.linalg import blas, lapack
 
 from ..latency import Accuracy, LatticeLatency
 from ..system import Node, UnstableError
+from .batch_errors import family_of, measured_statement
 from .blas import one_blas_thread
 from .service_law import lattice_cells, service_lattice, service_upper, unit_jitter
 
@@ -1306,13 +1325,24 @@ class _SingleInstance:
                      f"truncated or discretised mass {lost:.1e}")
         if notes:
             statement += "; approximations: " + "; ".join(notes)
+        if len(notes) > (self.scv != 1.0):          # an approximation besides the arrivals'
+            statement += "; " + measured_statement(family_of(
+                self.c, self.node.service.jitter == "deterministic", self.D > 0))
+        utilization = self.busy
+        if utilization > 1.0:
+            # c > 1: the chain's time between dispatches is not tied to the instances' service
+            # time (validation/batch_size_accuracy.py measures what that does to the means)
+            statement += (f"; the model's dispatch rate implies a utilisation of "
+                          f"{utilization:.3f} (its instances free faster than they serve, so "
+                          f"its batch sizes run small), capped at 1")
+            utilization = 1.0
         batches = np.bincount(self.rec_k, weights=self.pi, minlength=self.B + 1)
         return BatchNodeLatency(
             self.pmf, self.h,
             method=(f"batch node, embedded chain at instance-free epochs "
                     f"({self.c} instance{'s' if self.c > 1 else ''})"),
             accuracy=Accuracy("approximation" if notes else "numerical", statement),
-            throughput=self.rate * (1.0 - self.rejection), utilization=self.busy,
+            throughput=self.rate * (1.0 - self.rejection), utilization=utilization,
             rejection_fraction=self.rejection,
             batch_size_distribution={int(i): float(v) for i, v in enumerate(batches) if v > 0})
 

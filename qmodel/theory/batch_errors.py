@@ -1,0 +1,93 @@
+"""The batch model's measured errors, by family of node, for its ``accuracy`` statement.
+
+The batch model is exact up to its lattice for one instance without a delay; everywhere else it
+approximates (see :mod:`qmodel.theory.batch`), and a result should say how far off such an
+approximation has been measured to be on nodes like the one asked about. The figures below are
+the relative errors of the predicted p95 and p99 against the simulator on the validation
+campaigns' nodes:
+
+- ``validation/predict_accuracy.py`` (the issue-3 grid: S(k) = 1.8874 ms + 0.1438 ms k,
+  max_batch_size 1-32, delays 0-2 S(1), 1, 2 and 4 instances, loads 0.1-0.95, deterministic
+  and lognormal cv 0.3 service);
+- ``validation/multi_instance_holdout.py`` (S(k) = 4 ms + 0.4 ms k, B 2-64, 2, 3 and 8
+  instances) and ``validation/single_instance_holdout.py`` (one instance, preferred sizes {B}
+  and {B/2, B}, B 2-64);
+- ``validation/batch_size_accuracy.py`` (the grid's mean batch size and utilisation, which the
+  p95/p99 campaigns do not record).
+
+``validation/measured_errors.py`` recomputes this table from their stored results
+(``validation/results/*.json``), and tests/test_batch_errors.py fails when the two disagree, so
+a rerun campaign cannot leave a stale statement behind.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+__all__ = ["MEASURED", "Measured", "family_of", "measured_statement"]
+
+
+class Measured(NamedTuple):
+    """Signed relative errors of the prediction against the simulator over a family's nodes:
+    (lowest, highest) of p95, p99, mean batch size and utilisation, and the median |error| of
+    p95 and p99 together."""
+
+    nodes: int
+    p95: tuple
+    p99: tuple
+    median: float
+    batch_nodes: int
+    mean_batch_size: tuple
+    utilization: tuple
+
+
+MEASURED = {
+    "1 instance, approximation": Measured(
+        nodes=156, p95=(-0.014, 0.094), p99=(-0.02, 0.099), median=0.004,
+        batch_nodes=84, mean_batch_size=(-0.007, 0.005), utilization=(-0.002, 0.005)),
+    "several instances, deterministic, no delay": Measured(
+        nodes=69, p95=(-0.189, 0.093), p99=(-0.154, 0.1), median=0.039,
+        batch_nodes=42, mean_batch_size=(-0.303, 0.041), utilization=(-0.013, 0.103)),
+    "several instances, deterministic, with a delay": Measured(
+        nodes=111, p95=(-0.167, 0.044), p99=(-0.158, 0.035), median=0.006,
+        batch_nodes=84, mean_batch_size=(-0.147, 0.048), utilization=(-0.015, 0.074)),
+    "several instances, jittery, no delay": Measured(
+        nodes=69, p95=(-0.197, 0.106), p99=(-0.157, 0.091), median=0.016,
+        batch_nodes=42, mean_batch_size=(-0.435, 0.007), utilization=(-0.001, 0.091)),
+    "several instances, jittery, with a delay": Measured(
+        nodes=111, p95=(-0.013, 0.101), p99=(-0.007, 0.088), median=0.014,
+        batch_nodes=84, mean_batch_size=(-0.087, 0.061), utilization=(-0.019, 0.044)),
+}
+
+
+def family_of(instances: int, deterministic: bool, delay: bool) -> str:
+    """The measured family a batch node with an approximation belongs to.
+
+    Examples
+    --------
+    >>> family_of(4, deterministic=True, delay=False)
+    'several instances, deterministic, no delay'
+    >>> family_of(1, deterministic=False, delay=True)
+    '1 instance, approximation'
+    """
+    if instances == 1:
+        return "1 instance, approximation"
+    return (f"several instances, {'deterministic' if deterministic else 'jittery'}, "
+            f"{'with a delay' if delay else 'no delay'}")
+
+
+def measured_statement(family: str) -> str:
+    """One sentence: the measured p95/p99 errors of ``family``.
+
+    Examples
+    --------
+    >>> print(measured_statement("1 instance, approximation"))  # doctest: +ELLIPSIS
+    measured on 156 such nodes against the simulator: p95 -1.4% to +9.4%, p99 -2.0% to +9.9%, ...
+    """
+    m = MEASURED[family]
+    return (f"measured on {m.nodes} such nodes against the simulator: p95 {m.p95[0]:+.1%} to "
+            f"{m.p95[1]:+.1%}, p99 {m.p99[0]:+.1%} to {m.p99[1]:+.1%}, median |error| "
+            f"{m.median:.1%}; on {m.batch_nodes} of them mean batch size "
+            f"{m.mean_batch_size[0]:+.1%} to {m.mean_batch_size[1]:+.1%}, utilisation "
+            f"{m.utilization[0]:+.1%} to {m.utilization[1]:+.1%} (family '{family}', "
+            f"validation/measured_errors.py)")

@@ -1,0 +1,93 @@
+"""How accurate are the batch model's mean batch size and utilisation? Against the simulator.
+
+p95/p99 are measured by validation/predict_accuracy.py; this script measures the other two
+numbers a sizing script reads off ``qmodel.predict``: ``mean_batch_size`` (per executed batch)
+and ``utilization`` (fraction of instance time spent serving). Both are means, so a simulation
+of 1-4 million requests pins them to about 0.1% (the start-up transient kept out by the
+simulator's replica rule); the grid is predict_accuracy.py's, max_batch_size >= 4 (B = 1 has
+one request per batch and exact classical models).
+
+Why: the several-instance model's chain of dispatch records does not tie the time between
+dispatches to the instances' service time, so its implied utilisation can exceed 1 (it then
+reports 1 and says so in ``accuracy``), and its batch sizes come out too small there.
+
+Run: ``.venv/bin/python validation/batch_size_accuracy.py [--quick] [--json FILE] [--text FILE]``
+(about 5 minutes; results in validation/results/batch_size_accuracy.txt)
+"""
+
+from __future__ import annotations
+
+import argparse
+import warnings
+
+import numpy as np
+
+import qmodel as qm
+from predict_accuracy import grid, node_of
+from results_io import add_output_arguments, write_outputs
+from sim_budget import requests_for
+
+
+def run_case(case, seed: int) -> dict:
+    jitter, B, d, c, load = case
+    node = node_of(jitter, B, d, c)
+    rate = load * node.capacity
+    pred = qm.predict(node, rate=rate, fallback="raise")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")       # means need far fewer requests than a p99
+        sim = qm.simulate(node, rate=rate, requests=requests_for(node, rate, 1_000_000,
+                                                                 4_000_000), seed=seed)
+    return {"jitter": jitter, "B": B, "D_over_S1": d, "c": c, "load": load,
+            "batch": [pred.mean_batch_size, sim.mean_batch_size],
+            "utilization": [pred.utilization, sim.utilization],
+            "capped": "utilisation" in pred.accuracy.statement
+                      and "capped" in pred.accuracy.statement}
+
+
+def summarise(rows) -> str:
+    lines = [f"{'family':40} {'nodes':>5}  {'batch median':>12} {'worst':>7}  "
+             f"{'util median':>11} {'worst':>7}  {'capped':>6}"]
+    for c in (1, 2, 4):
+        for jitter in ("deterministic", "lognormal"):
+            for delay in (False, True):
+                sel = [r for r in rows if r["c"] == c and r["jitter"] == jitter
+                       and (r["D_over_S1"] > 0) == delay]
+                if not sel:
+                    continue
+                eb = np.array([r["batch"][0] / r["batch"][1] - 1 for r in sel])
+                eu = np.array([r["utilization"][0] / r["utilization"][1] - 1 for r in sel])
+                name = (f"{c} instance{'s' if c > 1 else ''}, {jitter}, "
+                        f"{'with' if delay else 'no'} delay")
+                lines.append(f"{name:40} {len(sel):5}  {np.median(np.abs(eb)):12.1%} "
+                             f"{eb[np.argmax(np.abs(eb))]:+7.1%}  {np.median(np.abs(eu)):11.1%} "
+                             f"{eu[np.argmax(np.abs(eu))]:+7.1%}  "
+                             f"{sum(r['capped'] for r in sel):6}")
+    lines.append("(relative error of the prediction; worst is signed; capped: nodes whose "
+                 "model utilisation exceeded 1 and was reported as 1)")
+    return "\n".join(lines)
+
+
+def row_line(r) -> str:
+    (qb, sb), (qu, su) = r["batch"], r["utilization"]
+    return (f"{r['jitter'][:6]:6} {r['B']:3} {r['D_over_S1']:4.1f} {r['c']:2} {r['load']:5.2f}  "
+            f"batch {qb:7.3f}/{sb:7.3f} {qb / sb - 1:+6.1%}  util {qu:6.3f}/{su:6.3f} "
+            f"{qu / su - 1:+6.1%}{'  capped' if r['capped'] else ''}")
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="three loads instead of seven")
+    ap.add_argument("--seed", type=int, default=11)
+    add_output_arguments(ap)
+    args = ap.parse_args(argv)
+    rows = []
+    for case in grid(args.quick):
+        if case[1] == 1:
+            continue
+        rows.append(run_case(case, args.seed))
+        print(row_line(rows[-1]), flush=True)
+    write_outputs(args, rows, "\n".join(row_line(r) for r in rows) + "\n\n" + summarise(rows))
+
+
+if __name__ == "__main__":
+    main()

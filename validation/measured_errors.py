@@ -1,0 +1,86 @@
+"""The batch model's measured p95/p99 errors per family, from the stored campaign results.
+
+qmodel/theory/batch_errors.py carries these figures into every batch-node result's
+``accuracy`` statement; this script recomputes them from validation/results/*.json (the issue-3
+grid, the several-instance holdout with the shipped pass count, the one-instance holdout) and
+the grid's mean batch sizes and utilisations from validation/batch_size_accuracy.py) and
+prints the table in the form that module holds. tests/test_batch_errors.py runs the same
+computation and fails when the module is stale. After rerunning a campaign: run this and
+paste its output over ``MEASURED``.
+
+Run: ``.venv/bin/python validation/measured_errors.py``
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+from qmodel.theory.batch import _SingleInstance
+from qmodel.theory.batch_errors import Measured, family_of
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def _rows():
+    """(family, p95 error, p99 error) of every batch-model approximation the campaigns ran."""
+    for r in json.loads((RESULTS / "predict_accuracy.json").read_text()):
+        if r["family"] == "approximation" and r["method"].startswith("batch node"):
+            fam = family_of(r["c"], r["jitter"] == "deterministic", r["D_over_S1"] > 0)
+            yield fam, r["p95"]["error"], r["p99"]["error"]
+    passes = str(_SingleInstance.ITERATIONS)          # the pass count the model ships with
+    for r in json.loads((RESULTS / "multi_instance_holdout.json").read_text()):
+        (q95, q99), (s95, s99) = r["predicted"][passes], r["simulated"]
+        fam = family_of(r["c"], r["jitter"] == "deterministic", r["D_over_S1"] > 0)
+        yield fam, q95 / s95 - 1, q99 / s99 - 1
+    for r in json.loads((RESULTS / "single_instance_holdout.json").read_text()):
+        if r["family"] == "approximation":
+            yield family_of(1, r["jitter"] == "deterministic", r["D_over_S1"] > 0), \
+                r["p95"]["error"], r["p99"]["error"]
+
+
+def _mean_rows():
+    """(family, mean batch size error, utilisation error) of the grid's batch-model
+    approximations (one instance: the nodes with a delay; without one it is numerical)."""
+    for r in json.loads((RESULTS / "batch_size_accuracy.json").read_text()):
+        if r["c"] > 1 or r["D_over_S1"] > 0:
+            fam = family_of(r["c"], r["jitter"] == "deterministic", r["D_over_S1"] > 0)
+            (qb, sb), (qu, su) = r["batch"], r["utilization"]
+            yield fam, qb / sb - 1, qu / su - 1
+
+
+def _range(x):
+    return round(float(np.min(x)), 3), round(float(np.max(x)), 3)
+
+
+def measured() -> dict:
+    """family -> Measured, the errors rounded to 0.1% as batch_errors.MEASURED holds them."""
+    quantiles, means = defaultdict(list), defaultdict(list)
+    for fam, e95, e99 in _rows():
+        quantiles[fam].append((e95, e99))
+    for fam, eb, eu in _mean_rows():
+        means[fam].append((eb, eu))
+    out = {}
+    for fam in sorted(quantiles):
+        e, m = np.array(quantiles[fam]), np.array(means[fam])
+        out[fam] = Measured(len(e), _range(e[:, 0]), _range(e[:, 1]),
+                            round(float(np.median(np.abs(e))), 3), len(m), _range(m[:, 0]),
+                            _range(m[:, 1]))
+    return out
+
+
+def main() -> None:
+    print("MEASURED = {")
+    for fam, m in measured().items():
+        print(f"    {json.dumps(fam)}: Measured(\n"
+              f"        nodes={m.nodes}, p95={m.p95}, p99={m.p99}, median={m.median},\n"
+              f"        batch_nodes={m.batch_nodes}, mean_batch_size={m.mean_batch_size}, "
+              f"utilization={m.utilization}),")
+    print("}")
+
+
+if __name__ == "__main__":
+    main()
