@@ -110,6 +110,23 @@ Several instances (approximation)
     group-0 recursion (the reused instance freed at the dispatch, the others busy), with or
     without its mean pinned to S(k)/c, drew spacings independently and lost capacity as
     before (p99 up to +192% near saturation). Not adopted; measured 2026-11-25.
+    Two more variants on top of that filing, measured the same day on the grid and not
+    adopted: (a) the chain keeps S(k)/c, and a request that leaves in the next batch sees the
+    spacing of c phases uniform on a round of S(k), S(k) Beta(1, c - 1) (an inspection
+    effect the chain's mean cannot carry): deterministic B = 4-8, 4 instances, no delay, loads
+    0.5-0.9 move from -15..-12% to -14..-4%, but B = 32 at light load stays far low (4
+    instances, load 0.3: -33%) and lognormal nodes reach +11%; worst p99 32.5%. (b) That
+    spacing also in the chain for batches below K: B = 4-8 within -8..+5%, but B = 32 +8 to
+    +36% (independent spacings lose the round's regularity). Why deterministic service is
+    harder, from the simulator's free epochs: with S(k) = a + b k the next round's spacing
+    between instances i - 1 and i is sigma_i + b (k_i - k_{i-1}), and E[k_i - k_{i-1}] =
+    rate (sigma_i - sigma_{i-1}), so a long spacing grows with gain b rate (0.85 at B = 32, 4
+    instances, load 0.3) until the short ones end in an idle instance restarted at an
+    arrival: the phases bunch and the pattern persists (spacing scv 0.82, 1.23 and 2.14 at B
+    = 32 load 0.3, B = 8 load 0.5, B = 4 load 0.95, all 4 instances, against 0.6 for uniform
+    phases; lag-4 autocorrelation +0.72, +0.91, +1.00). Lognormal cv 0.3 jitter mixes them
+    (scv 0.61, lag-4 +0.25). A model of that pattern (a quasi-static spacing environment) is
+    the lead left open.
 
 Renewal arrivals (approximation)
     Counts in an interval follow the stationary renewal law (exact for Erlang interarrival
