@@ -24,7 +24,8 @@ def test_every_family_a_node_can_fall_in_is_measured():
     for c in (1, 2, 8):
         for deterministic in (True, False):
             for delay in (True, False):
-                assert family_of(c, deterministic, delay) in MEASURED
+                for renewal in (True, False):
+                    assert family_of(c, deterministic, delay, renewal) in MEASURED
 
 
 @pytest.mark.parametrize("node, family", [
@@ -46,11 +47,14 @@ def test_a_numerical_result_claims_no_measured_error():
     assert "measured on" not in r.accuracy.statement
 
 
-def test_renewal_arrivals_alone_do_not_borrow_a_poisson_familys_figures():
+def test_renewal_arrivals_state_the_renewal_campaigns_figures():
+    # one instance, no delay: numerical under Poisson arrivals, an approximation under renewal
+    # ones, which borrows no Poisson family's figures
     node = qm.Node(SVC, max_batch_size=8)
     r = qm.predict(node, arrivals=qm.Renewal(0.6 * node.capacity, scv=0.5))
     assert r.accuracy.exactness == "approximation"
-    assert "measured on" not in r.accuracy.statement
+    assert measured_statement("renewal arrivals, 1 instance") in r.accuracy.statement
+    assert r.accuracy.statement.count("measured on") == 1
 
 
 def test_utilisation_above_one_is_capped_and_said():

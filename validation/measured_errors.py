@@ -2,8 +2,9 @@
 
 qmodel/theory/batch_errors.py carries these figures into every batch-node result's
 ``accuracy`` statement; this script recomputes them from validation/results/*.json (the issue-3
-grid, the several-instance holdout with the shipped pass count, the one-instance holdout) and
-the grid's mean batch sizes and utilisations from validation/batch_size_accuracy.py) and
+grid, the several-instance holdout with the shipped pass count, the one-instance holdout, the
+renewal-arrival campaign, and the grid's mean batch sizes and utilisations from
+validation/batch_size_accuracy.py) and
 prints the table in the form that module holds. tests/test_batch_errors.py runs the same
 computation and fails when the module is stale. After rerunning a campaign: run this and
 paste its output over ``MEASURED``.
@@ -40,16 +41,26 @@ def _rows():
         if r["family"] == "approximation":
             yield family_of(1, r["jitter"] == "deterministic", r["D_over_S1"] > 0), \
                 r["p95"]["error"], r["p99"]["error"]
+    for r in _renewal():
+        yield family_of(r["c"], True, True, renewal=True), r["p95"]["error"], r["p99"]["error"]
+
+
+def _renewal():
+    return json.loads((RESULTS / "renewal_batch.json").read_text())
 
 
 def _mean_rows():
     """(family, mean batch size error, utilisation error) of the grid's batch-model
-    approximations (one instance: the nodes with a delay; without one it is numerical)."""
+    approximations (one instance: the nodes with a delay; without one it is numerical) and of
+    the renewal campaign."""
     for r in json.loads((RESULTS / "batch_size_accuracy.json").read_text()):
         if r["c"] > 1 or r["D_over_S1"] > 0:
             fam = family_of(r["c"], r["jitter"] == "deterministic", r["D_over_S1"] > 0)
             (qb, sb), (qu, su) = r["batch"], r["utilization"]
             yield fam, qb / sb - 1, qu / su - 1
+    for r in _renewal():
+        (qb, sb), (qu, su) = r["batch"], r["utilization"]
+        yield family_of(r["c"], True, True, renewal=True), qb / sb - 1, qu / su - 1
 
 
 def _range(x):

@@ -1342,9 +1342,10 @@ class _SingleInstance:
                      f"truncated or discretised mass {lost:.1e}")
         if notes:
             statement += "; approximations: " + "; ".join(notes)
-        if len(notes) > (self.scv != 1.0):          # an approximation besides the arrivals'
+        if notes:
             statement += "; " + measured_statement(family_of(
-                self.c, self.node.service.jitter == "deterministic", self.D > 0))
+                self.c, self.node.service.jitter == "deterministic", self.D > 0,
+                renewal=self.scv != 1.0))
         utilization = self.busy
         if utilization > 1.0:
             # c > 1: the chain's time between dispatches is not tied to the instances' service

@@ -13,7 +13,8 @@ campaigns' nodes:
   instances) and ``validation/single_instance_holdout.py`` (one instance, preferred sizes {B}
   and {B/2, B}, B 2-64);
 - ``validation/batch_size_accuracy.py`` (the grid's mean batch size and utilisation, which the
-  p95/p99 campaigns do not record).
+  p95/p99 campaigns do not record);
+- ``validation/renewal_batch.py`` (renewal arrivals of scv 0.5 and 2, one and two instances).
 
 ``validation/measured_errors.py`` recomputes this table from their stored results
 (``validation/results/*.json``), and tests/test_batch_errors.py fails when the two disagree, so
@@ -45,6 +46,12 @@ MEASURED = {
     "1 instance, approximation": Measured(
         nodes=156, p95=(-0.014, 0.094), p99=(-0.02, 0.099), median=0.004,
         batch_nodes=84, mean_batch_size=(-0.007, 0.005), utilization=(-0.002, 0.005)),
+    "renewal arrivals, 1 instance": Measured(
+        nodes=48, p95=(-0.017, 0.034), p99=(-0.024, 0.071), median=0.013,
+        batch_nodes=48, mean_batch_size=(-0.061, 0.026), utilization=(-0.022, 0.055)),
+    "renewal arrivals, several instances": Measured(
+        nodes=48, p95=(-0.163, 0.052), p99=(-0.142, 0.04), median=0.021,
+        batch_nodes=48, mean_batch_size=(-0.187, 0.028), utilization=(-0.019, 0.125)),
     "several instances, deterministic, no delay": Measured(
         nodes=69, p95=(-0.189, 0.093), p99=(-0.154, 0.1), median=0.039,
         batch_nodes=42, mean_batch_size=(-0.303, 0.041), utilization=(-0.013, 0.103)),
@@ -60,8 +67,11 @@ MEASURED = {
 }
 
 
-def family_of(instances: int, deterministic: bool, delay: bool) -> str:
+def family_of(instances: int, deterministic: bool, delay: bool, renewal: bool = False) -> str:
     """The measured family a batch node with an approximation belongs to.
+
+    Renewal (non-Poisson) arrivals have families of their own, by instance count only (their
+    campaign is smaller than the Poisson ones).
 
     Examples
     --------
@@ -69,7 +79,11 @@ def family_of(instances: int, deterministic: bool, delay: bool) -> str:
     'several instances, deterministic, no delay'
     >>> family_of(1, deterministic=False, delay=True)
     '1 instance, approximation'
+    >>> family_of(2, deterministic=True, delay=False, renewal=True)
+    'renewal arrivals, several instances'
     """
+    if renewal:
+        return f"renewal arrivals, {'1 instance' if instances == 1 else 'several instances'}"
     if instances == 1:
         return "1 instance, approximation"
     return (f"several instances, {'deterministic' if deterministic else 'jittery'}, "

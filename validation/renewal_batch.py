@@ -1,0 +1,105 @@
+"""How accurate is the batch model under renewal arrivals? Against the simulator.
+
+``qmodel.predict`` answers a batching node fed by renewal arrivals (gamma interarrival times of
+a given scv; a trace is taken as such) with the batch model, whose counts over an interval
+follow the stationary renewal law and whose arriving request is taken to see the time-average
+state (see qmodel/theory/batch.py). This script measures that approximation: max_batch_size 4
+and 16, no delay and a delay of S(1), 1 and 2 instances, arrival scv 0.5 and 2, loads 0.5,
+0.8 and 0.9, deterministic and lognormal cv 0.3 service, S(k) = 1.8874 ms + 0.1438 ms k (the
+grid's; 96 nodes). Each node is simulated by the grid's rule (54,000 relaxation lengths, here
+counted with the arrivals' scv; 2 to 16 million requests).
+
+Its rows feed the 'renewal arrivals' family of qmodel/theory/batch_errors.py
+(validation/measured_errors.py).
+
+Run: ``.venv/bin/python validation/renewal_batch.py [--quick] [--json FILE] [--text FILE]``
+(about 10 minutes; results in validation/results/renewal_batch.txt)
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+
+import qmodel as qm
+from predict_accuracy import node_of
+from qmodel.sim.run import relaxation_arrivals
+from results_io import add_output_arguments, write_outputs
+from sim_budget import REQUESTS_PER_RELAXATION
+
+LOADS = (0.5, 0.8, 0.9)
+
+
+def grid(quick: bool = False):
+    """(jitter, B, D/S1, c, scv, load) of the measured nodes."""
+    return [(jitter, B, d, c, scv, load)
+            for jitter in ("deterministic", "lognormal") for B in (4, 16) for d in (0.0, 1.0)
+            for c in (1, 2) for scv in (0.5, 2.0) for load in ((0.8,) if quick else LOADS)]
+
+
+def run_case(case, seed: int, least: int, most: int) -> dict:
+    jitter, B, d, c, scv, load = case
+    node = node_of(jitter, B, d, c)
+    arrivals = qm.Renewal(load * node.capacity, scv=scv)
+    pred = qm.predict(node, arrivals=arrivals, fallback="raise")
+    wanted = REQUESTS_PER_RELAXATION * relaxation_arrivals(qm.Cluster(node), arrivals.rate, scv)
+    requests = int(min(most, max(least, wanted)))
+    sim = qm.simulate(node, arrivals=arrivals, requests=requests, seed=seed)
+    row = {"jitter": jitter, "B": B, "D_over_S1": d, "c": c, "scv": scv, "load": load,
+           "requests": requests, "method": pred.method, "family": pred.accuracy.exactness,
+           "batch": [pred.mean_batch_size, sim.mean_batch_size],
+           "utilization": [pred.utilization, sim.utilization]}
+    for name, p in (("p95", 0.95), ("p99", 0.99)):
+        lo, hi = sim.ci(p, level=0.99)
+        q, s = float(pred.quantile(p)), float(sim.quantile(p))
+        row[name] = {"predicted": q, "simulated": s, "ci99": [lo, hi], "error": q / s - 1}
+    return row
+
+
+def row_line(r) -> str:
+    return (f"{r['jitter'][:6]:6} {r['B']:3} {r['D_over_S1']:4.1f} {r['c']:2} {r['scv']:4.1f} "
+            f"{r['load']:5.2f}  " + "  ".join(
+                f"{r[k]['predicted'] * 1e3:8.3f}/{r[k]['simulated'] * 1e3:8.3f} "
+                f"{r[k]['error']:+6.1%}" for k in ("p95", "p99")))
+
+
+def summarise(rows) -> str:
+    lines = [f"{'nodes':38} {'n':>3}  {'p95 median':>10} {'worst':>7}  {'p99 median':>10} "
+             f"{'worst':>7}"]
+    groups = [("all", rows)]
+    groups += [(f"{c} instance{'s' if c > 1 else ''}, scv {scv:g}",
+                [r for r in rows if r["c"] == c and r["scv"] == scv])
+               for c in (1, 2) for scv in (0.5, 2.0)]
+    for name, sel in groups:
+        if not sel:
+            continue
+        e95 = np.array([r["p95"]["error"] for r in sel])
+        e99 = np.array([r["p99"]["error"] for r in sel])
+        lines.append(f"{name:38} {len(sel):3}  {np.median(np.abs(e95)):10.1%} "
+                     f"{e95[np.argmax(np.abs(e95))]:+7.1%}  {np.median(np.abs(e99)):10.1%} "
+                     f"{e99[np.argmax(np.abs(e99))]:+7.1%}")
+    lines.append("(relative error of the prediction against the simulator; worst is signed)")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="load 0.8 only")
+    ap.add_argument("--seed", type=int, default=13)
+    ap.add_argument("--requests", type=float, default=2e6, help="simulated requests, at least")
+    ap.add_argument("--max-requests", type=float, default=16e6,
+                    help="simulated requests, at most")
+    add_output_arguments(ap)
+    args = ap.parse_args(argv)
+    rows = []
+    print(f"{'jitter':6} {'B':>3} {'D/S1':>4} {'c':>2} {'scv':>4} {'load':>5}  "
+          f"{'p95 pred/sim (ms)':>17}  {'err':>6}  {'p99 pred/sim (ms)':>17}  {'err':>6}")
+    for case in grid(args.quick):
+        rows.append(run_case(case, args.seed, int(args.requests), int(args.max_requests)))
+        print(row_line(rows[-1]), flush=True)
+    write_outputs(args, rows, "\n".join(row_line(r) for r in rows) + "\n\n" + summarise(rows))
+
+
+if __name__ == "__main__":
+    main()
