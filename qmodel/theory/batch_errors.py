@@ -46,10 +46,10 @@ MEASURED = {
     "1 instance, approximation": Measured(
         nodes=156, p95=(-0.014, 0.094), p99=(-0.02, 0.099), median=0.004,
         batch_nodes=84, mean_batch_size=(-0.007, 0.005), utilization=(-0.002, 0.005)),
-    "renewal arrivals, 1 instance": Measured(
+    "renewal arrivals (measured at scv 0.5 and 2), 1 instance": Measured(
         nodes=48, p95=(-0.017, 0.034), p99=(-0.024, 0.071), median=0.013,
         batch_nodes=48, mean_batch_size=(-0.061, 0.026), utilization=(-0.022, 0.055)),
-    "renewal arrivals, several instances": Measured(
+    "renewal arrivals (measured at scv 0.5 and 2), several instances": Measured(
         nodes=48, p95=(-0.163, 0.052), p99=(-0.142, 0.04), median=0.021,
         batch_nodes=48, mean_batch_size=(-0.187, 0.028), utilization=(-0.019, 0.125)),
     "several instances, deterministic, no delay": Measured(
@@ -80,10 +80,11 @@ def family_of(instances: int, deterministic: bool, delay: bool, renewal: bool = 
     >>> family_of(1, deterministic=False, delay=True)
     '1 instance, approximation'
     >>> family_of(2, deterministic=True, delay=False, renewal=True)
-    'renewal arrivals, several instances'
+    'renewal arrivals (measured at scv 0.5 and 2), several instances'
     """
     if renewal:
-        return f"renewal arrivals, {'1 instance' if instances == 1 else 'several instances'}"
+        count = "1 instance" if instances == 1 else "several instances"
+        return f"renewal arrivals (measured at scv 0.5 and 2), {count}"
     if instances == 1:
         return "1 instance, approximation"
     return (f"several instances, {'deterministic' if deterministic else 'jittery'}, "
