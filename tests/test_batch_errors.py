@@ -53,7 +53,9 @@ def test_renewal_arrivals_state_the_renewal_campaigns_figures():
     node = qm.Node(SVC, max_batch_size=8)
     r = qm.predict(node, arrivals=qm.Renewal(0.6 * node.capacity, scv=0.5))
     assert r.accuracy.exactness == "approximation"
-    assert measured_statement("renewal arrivals (measured at scv 0.5 and 2), 1 instance") in r.accuracy.statement
+    family = family_of(1, deterministic=True, delay=False, renewal=True)
+    assert family.startswith("renewal arrivals")
+    assert measured_statement(family) in r.accuracy.statement
     assert r.accuracy.statement.count("measured on") == 1
 
 
