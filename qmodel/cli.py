@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import textwrap
 import warnings
 
 import numpy as np
@@ -238,8 +239,19 @@ def _table_text(rep: dict) -> str:
               f"mean batch size   {rep['mean_batch_size']:.3f}",
               f"rejected          {rep['rejection_fraction']:.4%}",
               f"requests measured {rep['requests_measured']:,}",
-              f"accuracy          {rep['error']}"]
+              *_accuracy_lines(rep["error"])]
     return "\n".join(lines)
+
+
+def _accuracy_lines(statement: str) -> list:
+    """The accuracy statement under its label: one clause (between semicolons) per line,
+    wrapped at 99 columns and indented under the first."""
+    indent = " " * 18
+    out = []
+    for i, clause in enumerate(statement.split("; ")):
+        out += textwrap.wrap(clause, 99, initial_indent="accuracy          " if i == 0 else indent,
+                             subsequent_indent=indent + "  ", break_on_hyphens=False)
+    return out
 
 
 def _one_line_warning(message, category, filename, lineno, line=None) -> str:
@@ -314,7 +326,7 @@ def _predict_text(rep: dict, check: dict | None) -> str:
     lines += ["", f"throughput        {rep['throughput']:,.1f} req/s",
               f"utilization       {rep['utilization']:.3f}",
               f"mean batch size   {rep['mean_batch_size']:.3f}",
-              f"accuracy          {rep['exactness']}: {rep['error']}"]
+              *_accuracy_lines(f"{rep['exactness']}: {rep['error']}")]
     return "\n".join(lines)
 
 

@@ -59,6 +59,7 @@ from .system import Cluster, Node, Renewal, Trace, arrivals_from, as_cluster, ch
 from .theory.batch import DEFAULT_RESOLUTION, batch_node, check_resolution
 from .theory.classical import mdc, mg1, mmc
 from .theory.lindley import gig1, gigc
+from .theory.measured import summary_statement
 from .theory.jsq import balanced_least_outstanding, supported as jsq_supported
 from .theory.routing import dynamic_router
 
@@ -283,7 +284,8 @@ def _cluster(cluster: Cluster, rate: float, resolution: int, scv: float = 1.0) -
         instances.append(node.instances)
     if router.policy == "round_robin":
         split = (f"round robin over {len(nodes)} nodes: each sees every {len(nodes)}-th "
-                 f"arrival, gamma gaps with scv {scv / len(nodes):.3g} (exact marginally)")
+                 f"arrival, gamma gaps with scv {scv / len(nodes):.3g} (exact marginally), "
+                 f"{summary_statement('round_robin')}")
     elif scv == 1.0:
         split = "random split of Poisson traffic: exact decomposition into independent nodes"
     else:
@@ -326,7 +328,10 @@ def _dynamic(cluster: Cluster, rate: float, resolution: int, scv: float) -> Late
             f"with N x (1 - load) >= {slack:g} at max_batch_size {B}; this cluster has N = {N} "
             f"at load {load:.2f} (N x (1 - load) = {N * (1 - load):.2f}), where the nodes fill "
             f"up together and the model is optimistic. Use qmodel.simulate for it")
-    return dynamic_router(nodes[0], rate, N, d, resolution=min(resolution, DYNAMIC_RESOLUTION))
+    result = dynamic_router(nodes[0], rate, N, d, resolution=min(resolution, DYNAMIC_RESOLUTION))
+    result.accuracy = Accuracy(result.accuracy.exactness, f"{result.accuracy.statement}; "
+                               f"{summary_statement('power_of_two (in predict)')}")
+    return result
 
 
 def _least_outstanding(cluster: Cluster, rate: float, resolution: int,

@@ -1,11 +1,11 @@
-"""The batch model's measured p95/p99 errors per family, from the stored campaign results.
+"""The measured errors the models state, from the stored campaign results.
 
-qmodel/theory/batch_errors.py carries these figures into every batch-node result's
+qmodel/theory/measured.py carries these figures into every batch-node result's
 ``accuracy`` statement; this script recomputes them from validation/results/*.json (the issue-3
 grid, the several-instance holdout with the shipped pass count, the one-instance holdout, the
 renewal-arrival campaign, and the grid's mean batch sizes and utilisations from
 validation/batch_size_accuracy.py) and
-prints the table in the form that module holds. tests/test_batch_errors.py runs the same
+prints the table in the form that module holds. tests/test_measured.py runs the same
 computation and fails when the module is stale. After rerunning a campaign: run this and
 paste its output over ``MEASURED``.
 
@@ -15,13 +15,14 @@ Run: ``.venv/bin/python validation/measured_errors.py``
 from __future__ import annotations
 
 import json
+import re
 from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
 
 from qmodel.theory.batch import _SingleInstance
-from qmodel.theory.batch_errors import Measured, family_of
+from qmodel.theory.measured import Measured, family_of
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -68,7 +69,7 @@ def _range(x):
 
 
 def measured() -> dict:
-    """family -> Measured, the errors rounded to 0.1% as batch_errors.MEASURED holds them."""
+    """family -> Measured, the errors rounded to 0.1% as qmodel.theory.measured holds them."""
     quantiles, means = defaultdict(list), defaultdict(list)
     for fam, e95, e99 in _rows():
         quantiles[fam].append((e95, e99))
@@ -83,6 +84,29 @@ def measured() -> dict:
     return out
 
 
+def _percent(text: str) -> float:
+    return round(float(text.rstrip("%")) / 100, 3)
+
+
+def summaries() -> dict:
+    """qmodel.theory.measured.SUMMARIES as the campaigns' stored summaries give it."""
+    out = {}
+    lines = (RESULTS / "router_accuracy_full.txt").read_text().splitlines()
+    lines = lines[next(i for i, x in enumerate(lines) if x.startswith("family ")):]  # summary
+    for family in ("round_robin", "power_of_two (in predict)",
+                   "least_outstanding (in predict), B = 1 balanced"):
+        line = next(x for x in lines if x.startswith(family + "  "))
+        n, m99, w99, m95, w95 = line[len(family):].split()[:5]
+        out[family] = (int(n), _percent(m95), _percent(w95), _percent(m99), _percent(w99))
+    text = (RESULTS / "renewal_multi_server.txt").read_text()
+    found = {p: re.search(rf"^{p}: median \|error\| ([\d.]+%), worst ([\d.]+%) over (\d+) ",
+                          text, re.M) for p in ("p95", "p99")}
+    out["GI/G/c fast server"] = (int(found["p99"].group(3)),
+                                 *(_percent(found[p].group(g)) for p in ("p95", "p99")
+                                   for g in (1, 2)))
+    return out
+
+
 def main() -> None:
     print("MEASURED = {")
     for fam, m in measured().items():
@@ -90,6 +114,9 @@ def main() -> None:
               f"        nodes={m.nodes}, p95={m.p95}, p99={m.p99}, median={m.median},\n"
               f"        batch_nodes={m.batch_nodes}, mean_batch_size={m.mean_batch_size}, "
               f"utilization={m.utilization}),")
+    print("}\n\nSUMMARIES = {")
+    for family, value in summaries().items():
+        print(f"    {json.dumps(family)}: {value},")
     print("}")
 
 

@@ -167,7 +167,7 @@ from scipy.linalg import blas, lapack
 
 from ..latency import Accuracy, LatticeLatency
 from ..system import Node, UnstableError
-from .batch_errors import family_of, measured_statement
+from .measured import family_of, measured_statement
 from .blas import one_blas_thread
 from .service_law import lattice_cells, service_lattice, service_upper, unit_jitter
 

@@ -51,6 +51,7 @@ from scipy.sparse import linalg as sparse_linalg
 from ..latency import Accuracy, LatticeLatency
 from ..system import Node
 from .classical import _erlang_c, mdc
+from .measured import summary_statement
 from .service_law import service_lattice
 
 __all__ = ["balanced_least_outstanding", "waiting_probability", "LEAST_B1_MAX_CV"]
@@ -240,8 +241,9 @@ def balanced_least_outstanding(node: Node, rate: float, nodes: int,
     statement = (f"balanced-queue model: central-queue M/{kind}/{nodes} count, the shortest "
                  f"node holds floor(n / N), equilibrium residual (Nelson & Philips 1989 in "
                  f"spirit), P(wait) = {waiting:.3g} from the busy-nodes/extras chain (the "
-                 f"central queue's {central_wait:.3g} scaled by {ratio:.3g}); measured against "
-                 f"the simulator in validation/router_accuracy.py; lattice step "
+                 f"central queue's {central_wait:.3g} scaled by {ratio:.3g}); "
+                 f"{summary_statement('least_outstanding (in predict), B = 1 balanced')}; "
+                 f"lattice step "
                  f"h = {h * 1e3:.4g} ms")
     if overflow > 1e-9:
         statement += f"; service tail beyond the lattice {overflow:.1e}"

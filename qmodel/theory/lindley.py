@@ -28,6 +28,7 @@ from scipy import fft, stats
 from ..latency import Accuracy, LatticeLatency
 from ..system import ServiceTime, UnstableError
 from .classical import _erlang_c
+from .measured import summary_statement
 from .service_law import service_lattice, service_upper
 
 __all__ = ["gig1", "gigc"]
@@ -269,5 +270,5 @@ def gigc(rate, service: ServiceTime, arrival_scv: float, servers: int,
         accuracy=Accuracy("approximation", f"c servers as one c-times-faster server, probability "
                                            f"of waiting scaled by Erlang C / rho (exact for "
                                            f"M/M/c); lattice step h = {h * 1e3:.4g} ms, "
-                                           f"{how}"),
+                                           f"{how}; {summary_statement('GI/G/c fast server')}"),
         throughput=rate, utilization=load / servers, batch_size_distribution={1: 1.0})

@@ -1,4 +1,7 @@
-"""The batch model's measured errors, by family of node, for its ``accuracy`` statement.
+"""Measured errors of the approximate models, for their results' ``accuracy`` statements.
+
+The batch model (:data:`MEASURED`, by family of node) and the router and multi-server models
+(:data:`SUMMARIES`, by campaign family) state how far off they have been measured to be.
 
 The batch model is exact up to its lattice for one instance without a delay; everywhere else it
 approximates (see :mod:`qmodel.theory.batch`), and a result should say how far off such an
@@ -16,16 +19,21 @@ campaigns' nodes:
   p95/p99 campaigns do not record);
 - ``validation/renewal_batch.py`` (renewal arrivals of scv 0.5 and 2, one and two instances).
 
-``validation/measured_errors.py`` recomputes this table from their stored results
-(``validation/results/*.json``), and tests/test_batch_errors.py fails when the two disagree, so
-a rerun campaign cannot leave a stale statement behind.
+:data:`SUMMARIES` holds the summary lines that ``validation/router_accuracy.py`` (its full
+run, validation/results/router_accuracy_full.txt: N = 2-128 nodes, B = 1, 8, 32, one instance)
+and ``validation/renewal_multi_server.py`` (GI/G/c without batching) print.
+
+``validation/measured_errors.py`` recomputes both tables from the stored results
+(``validation/results/``), and tests/test_measured.py fails when they disagree, so a rerun
+campaign cannot leave a stale statement behind.
 """
 
 from __future__ import annotations
 
 from typing import NamedTuple
 
-__all__ = ["MEASURED", "Measured", "family_of", "measured_statement"]
+__all__ = ["MEASURED", "Measured", "SUMMARIES", "family_of", "measured_statement",
+           "summary_statement"]
 
 
 class Measured(NamedTuple):
@@ -106,3 +114,30 @@ def measured_statement(family: str) -> str:
             f"{m.mean_batch_size[0]:+.1%} to {m.mean_batch_size[1]:+.1%}, utilisation "
             f"{m.utilization[0]:+.1%} to {m.utilization[1]:+.1%} (family '{family}', "
             f"validation/measured_errors.py)")
+
+
+# campaign family -> (configurations, p95 median, p95 worst, p99 median, p99 worst) of
+# |relative error| against the simulator, as the campaign's summary prints them
+SUMMARIES = {
+    "round_robin": (150, 0.007, 0.038, 0.010, 0.067),
+    "power_of_two (in predict)": (98, 0.016, 0.086, 0.020, 0.095),
+    "least_outstanding (in predict), B = 1 balanced": (30, 0.005, 0.045, 0.005, 0.050),
+    "GI/G/c fast server": (108, 0.010, 0.191, 0.009, 0.152),
+}
+
+_SOURCE = {"GI/G/c fast server": "validation/renewal_multi_server.py"}
+
+
+def summary_statement(family: str) -> str:
+    """One sentence: the measured p95/p99 errors of a router or multi-server ``family``.
+
+    Examples
+    --------
+    >>> print(summary_statement("round_robin"))  # doctest: +ELLIPSIS
+    measured on 150 configurations against the simulator: |error| of p95 median 0.7%, ...
+    """
+    n, m95, w95, m99, w99 = SUMMARIES[family]
+    source = _SOURCE.get(family, "validation/router_accuracy.py")
+    return (f"measured on {n} configurations against the simulator: |error| of p95 median "
+            f"{m95:.1%}, worst {w95:.1%}; of p99 median {m99:.1%}, worst {w99:.1%} "
+            f"({family}, {source})")

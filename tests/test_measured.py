@@ -6,7 +6,8 @@ from pathlib import Path
 import pytest
 
 import qmodel as qm
-from qmodel.theory.batch_errors import MEASURED, family_of, measured_statement
+from qmodel.theory.measured import (MEASURED, SUMMARIES, family_of, measured_statement,
+                                    summary_statement)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "validation"))
 import measured_errors  # noqa: E402
@@ -18,6 +19,25 @@ def test_measured_table_matches_the_stored_campaign_results():
     # a rerun campaign (or a changed pass count) that moves any figure fails here until
     # validation/measured_errors.py's output is pasted over MEASURED
     assert MEASURED == measured_errors.measured()
+
+
+def test_router_and_multi_server_figures_match_the_campaigns_summaries():
+    assert SUMMARIES == measured_errors.summaries()
+
+
+@pytest.mark.parametrize("system, family", [
+    (qm.Cluster(qm.Node(SVC, max_batch_size=8), count=8, router="round_robin"), "round_robin"),
+    (qm.Cluster(qm.Node(SVC, max_batch_size=8), count=16, router="power_of_two"),
+     "power_of_two (in predict)"),
+    (qm.Cluster(qm.Node(qm.ServiceTime.affine(2e-3)), count=8, router="least_outstanding"),
+     "least_outstanding (in predict), B = 1 balanced"),
+    (qm.Node(qm.ServiceTime.affine(2e-3, jitter=("lognormal", 0.3)), instances=4),
+     "GI/G/c fast server"),
+])
+def test_router_and_multi_server_approximations_state_their_measured_error(system, family):
+    r = qm.predict(system, rate=0.7 * system.capacity)
+    assert r.accuracy.exactness == "approximation"
+    assert summary_statement(family) in r.accuracy.statement
 
 
 def test_every_family_a_node_can_fall_in_is_measured():
