@@ -9,7 +9,7 @@ and 16, no delay and a delay of S(1), 1 and 2 instances, arrival scv 0.5 and 2, 
 grid's; 96 nodes). Each node is simulated by the grid's rule (54,000 relaxation lengths, here
 counted with the arrivals' scv; 2 to 16 million requests).
 
-Its rows feed the 'renewal arrivals' family of qmodel/theory/batch_errors.py
+Its rows feed the 'renewal arrivals' family of qmodel/theory/measured.py
 (validation/measured_errors.py).
 
 Run: ``.venv/bin/python validation/renewal_batch.py [--quick] [--json FILE] [--text FILE]``
