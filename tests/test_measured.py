@@ -88,3 +88,10 @@ def test_utilisation_above_one_is_capped_and_said():
     assert r.utilization == 1.0
     assert "implies a utilisation of 1.1" in r.accuracy.statement
     assert "capped at 1" in r.accuracy.statement
+
+
+def test_an_unknown_family_is_a_clear_error():
+    with pytest.raises(ValueError, match="family must be one of"):
+        measured_statement("two instances")
+    with pytest.raises(ValueError, match="family must be one of"):
+        summary_statement("least_outstanding")

@@ -107,6 +107,8 @@ def measured_statement(family: str) -> str:
     >>> print(measured_statement("1 instance, approximation"))  # doctest: +ELLIPSIS
     measured on 156 such nodes against the simulator: p95 -1.4% to +9.4%, p99 -2.0% to +9.9%, ...
     """
+    if family not in MEASURED:
+        raise ValueError(f"family must be one of {sorted(MEASURED)}, got {family!r}")
     m = MEASURED[family]
     return (f"measured on {m.nodes} such nodes against the simulator: p95 {m.p95[0]:+.1%} to "
             f"{m.p95[1]:+.1%}, p99 {m.p99[0]:+.1%} to {m.p99[1]:+.1%}, median |error| "
@@ -136,6 +138,8 @@ def summary_statement(family: str) -> str:
     >>> print(summary_statement("round_robin"))  # doctest: +ELLIPSIS
     measured on 150 configurations against the simulator: |error| of p95 median 0.7%, ...
     """
+    if family not in SUMMARIES:
+        raise ValueError(f"family must be one of {sorted(SUMMARIES)}, got {family!r}")
     n, m95, w95, m99, w99 = SUMMARIES[family]
     source = _SOURCE.get(family, "validation/router_accuracy.py")
     return (f"measured on {n} configurations against the simulator: |error| of p95 median "
