@@ -7,8 +7,9 @@ per family what the README states:
 - exact and numerical results and one-instance approximations inside the simulator's 99%
   confidence interval widened by the result's lattice step, or within 8% plus the CI's
   half-width (the issue's worst-case bound for approximations);
-- several instances: within 26% plus the half-width, the worst error measured on the full
-  grid (the issue's 8% is not met there yet).
+- several instances: inside the range of errors their result states (its family's in
+  qmodel/theory/measured.py, measured over the full grid and a holdout) widened by the
+  half-width (the issue's 8% is not met there yet).
 
 Run with ``make test-slow``.
 """
@@ -21,6 +22,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "validation"))
 import predict_accuracy as grid  # noqa: E402
+
+from qmodel.theory.measured import MEASURED, family_of  # noqa: E402
 
 
 @pytest.mark.slow
@@ -37,7 +40,10 @@ def test_every_solver_over_the_quick_grid():
                 assert q["in_ci_with_lattice"] or abs(q["error"]) <= 0.08 + half, row
                 single.append(abs(q["error"]))
             else:
-                assert abs(q["error"]) <= 0.26 + half, row
+                fam = family_of(row["c"], row["jitter"] == "deterministic",
+                                row["D_over_S1"] > 0)
+                lowest, highest = getattr(MEASURED[fam], name)
+                assert lowest - half <= q["error"] <= highest + half, (fam, row)
                 several.append(abs(q["error"]))
     assert np.median(single) <= 0.03
     assert np.median(several) <= 0.03
