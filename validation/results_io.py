@@ -9,6 +9,8 @@ import argparse
 import json
 from pathlib import Path
 
+import numpy as np
+
 
 def add_output_arguments(ap: argparse.ArgumentParser) -> None:
     """--json FILE (every row) and --text FILE (the summary)."""
@@ -30,3 +32,9 @@ def stored_rows(args: argparse.Namespace, option: str = "--refresh-models") -> l
     if args.json is None or not args.json.exists():
         raise SystemExit(f"{option} needs an existing --json file")
     return json.loads(args.json.read_text())
+
+
+def signed_worst(errors) -> float:
+    """The error of largest magnitude, with its sign."""
+    errors = np.asarray(errors, float)
+    return float(errors[np.argmax(np.abs(errors))])

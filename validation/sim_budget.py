@@ -17,7 +17,9 @@ from qmodel.sim.run import relaxation_arrivals
 REQUESTS_PER_RELAXATION = 54_000
 
 
-def requests_for(node: qm.Node, rate: float, least: int, most: int) -> int:
-    """Simulated requests for a p99 spread near 1.5%, between ``least`` and ``most``."""
-    wanted = REQUESTS_PER_RELAXATION * relaxation_arrivals(qm.Cluster(node), rate)
+def requests_for(node: qm.Node, rate: float, least: int, most: int,
+                 arrival_scv: float = 1.0) -> int:
+    """Simulated requests for a p99 spread near 1.5%, between ``least`` and ``most``
+    (``arrival_scv``: of renewal arrivals' gaps, which lengthen the relaxation)."""
+    wanted = REQUESTS_PER_RELAXATION * relaxation_arrivals(qm.Cluster(node), rate, arrival_scv)
     return int(min(most, max(least, wanted)))
