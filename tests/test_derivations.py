@@ -474,6 +474,58 @@ def test_staggered_instances_against_monte_carlo(c, rate_s):
             assert abs(sample.mean() - p) <= 4 * math.sqrt(p * (1 - p) / sample.size) + 1e-12
 
 
+@pytest.mark.parametrize("c", [2, 3, 4, 5, 6])
+def test_instance_phases_roots_against_numpy(c):
+    """numpy's roots of P(z) = z + ... + z^c - g: c - 1 of them outside the unit circle for every
+    gain (the patterns grow), one inside (near g); at a small gain their squared moduli match
+    the first-order result to O(g^2); for c = 2 the exact root matches."""
+    d = load("instance_phases")
+    g, c_sym, theta = d.symbols["g"], d.symbols["c"], d.symbols["theta"]
+    first_order = sp.lambdify((g, theta), d.result("growth_first_order").subs(c_sym, c))
+    for gain in (0.01, 0.3, 0.85, 1.5):
+        roots = np.roots([1.0] * c + [-gain])            # z^c + ... + z - gain
+        outside = np.abs(roots) > 1.0
+        assert outside.sum() == c - 1, (gain, roots)
+        if gain == 0.01:
+            for z in roots[outside]:
+                expected = first_order(gain, np.angle(z))
+                assert abs(z) ** 2 == pytest.approx(expected, abs=10 * gain ** 2)
+        if c == 2:
+            exact = float(d.result("two_instances").subs(g, gain))
+            assert min(roots.real) == pytest.approx(exact, rel=1e-12)
+            assert exact < -1.0
+
+
+def test_instance_phases_bunching_in_the_simulator():
+    """What the instability predicts, on qmodel's own batcher (qmodel.replay, 4 instances,
+    max_batch_size 8, no delay, 50% load, 100,000 Poisson arrivals): with deterministic service
+    the pattern of dispatch spacings persists from one round to the next (correlation of
+    spacings 4 dispatches apart 0.88) and is uneven (spacing scv above the 0.6 of uniformly
+    random phases); lognormal cv 0.3 jitter mixes it (0.26). Mean and standard error over 20
+    blocks; the bounds are 4 standard errors."""
+    c = 4
+
+    def spacing_stats(jitter):
+        node = qm.Node(qm.ServiceTime.affine(TAU0, ALPHA, jitter=jitter), max_batch_size=8,
+                       instances=c)
+        rate = 0.5 * node.capacity
+        times = np.cumsum(_rng(60).exponential(1.0 / rate, 100_000))
+        spacing = np.diff(qm.replay(node, times).batch_start)
+        spacing = spacing[spacing.size // 10:]                  # without the empty start
+        corr, scv = [], []
+        for part in np.array_split(spacing, 20):
+            x = part - part.mean()
+            corr.append((x[:-c] * x[c:]).mean() / x.var())
+            scv.append(x.var() / part.mean() ** 2)
+        return [(np.mean(v), np.std(v, ddof=1) / math.sqrt(len(v))) for v in (corr, scv)]
+
+    (det_corr, det_se), (det_scv, scv_se) = spacing_stats("deterministic")
+    (mixed_corr, mixed_se), _ = spacing_stats(("lognormal", 0.3))
+    assert det_corr - 4 * det_se > 0.5
+    assert mixed_corr + 4 * mixed_se < det_corr - 4 * det_se
+    assert det_scv - 4 * scv_se > (c - 1) / (c + 1)      # spacings of c uniform phases
+
+
 def test_splitting_random_router_in_predict():
     """A random router over identical nodes under Renewal arrivals: predict's cluster answer is
     the mixture of predict(node, Renewal(rate p, p scv + 1 - p)), the scv from the derived

@@ -125,8 +125,12 @@ Several instances (approximation)
     arrival: the phases bunch and the pattern persists (spacing scv 0.82, 1.23 and 2.14 at B
     = 32 load 0.3, B = 8 load 0.5, B = 4 load 0.95, all 4 instances, against 0.6 for uniform
     phases; lag-4 autocorrelation +0.72, +0.91, +1.00). Lognormal cv 0.3 jitter mixes them
-    (scv 0.61, lag-4 +0.25). A model of that pattern (a quasi-static spacing environment) is
-    the lead left open. Variant (a) first missed most requests: without a delay they are
+    (scv 0.61, lag-4 +0.25). The derivation ``instance_phases`` (docs/derivations) makes this
+    exact for the linearised recursion: the evenly staggered spacing this chain uses is an
+    unstable equilibrium, every pattern of phases growing by about 1 + (b rate / c)(1 - cos
+    2 pi j / c) per dispatch until an instance idles or the batches fill, so no spread drawn
+    about S(k)/c can stand for it. A model of that pattern (a quasi-static spacing
+    environment) is the lead left open. Variant (a) first missed most requests: without a delay they are
     counted from the ages of the arrivals at a free epoch (the formation members), which came
     from the chain's blocking law, not the view's; with the view there too (its idle starts
     still the chain's, so that the requests' mass stays whole), and the round taken as c times
