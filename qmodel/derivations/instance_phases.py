@@ -44,7 +44,7 @@ def derive() -> Derivation:
     -2
     """
     a, b, lam, g = sp.symbols("a b lambda g", positive=True)
-    z, u, eps = sp.symbols("z u epsilon")
+    z, eps = sp.symbols("z epsilon")
     theta = sp.Symbol("theta", real=True)
     c = sp.Symbol("c", integer=True, positive=True)
     i = sp.Symbol("i", integer=True)

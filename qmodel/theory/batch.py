@@ -127,23 +127,23 @@ Several instances (approximation)
     phases; lag-4 autocorrelation +0.72, +0.91, +1.00). Lognormal cv 0.3 jitter mixes them
     (scv 0.61, lag-4 +0.25). The derivation ``instance_phases`` (docs/derivations) makes this
     exact for the linearised recursion: the evenly staggered spacing this chain uses is an
-    unstable equilibrium, every pattern of phases growing by about 1 + (b rate / c)(1 - cos
-    2 pi j / c) per dispatch until an instance idles or the batches fill, so no spread drawn
-    about S(k)/c can stand for it. A model of that pattern (a quasi-static spacing
-    environment) is the lead left open. Variant (a) first missed most requests: without a delay they are
+    unstable equilibrium, every pattern of phases growing by about 1 + (b rate / c)(1 - cos 2
+    pi j / c) per dispatch until an instance idles or the batches fill, so no spread drawn
+    about S(k)/c can stand for it. A model of that pattern (a quasi-static spacing environment)
+    is the lead left open. Variant (a) first missed most requests: without a delay they are
     counted from the ages of the arrivals at a free epoch (the formation members), which came
     from the chain's blocking law, not the view's; with the view there too (its idle starts
     still the chain's, so that the requests' mass stays whole), and the round taken as c times
     the chain's mean spacing rather than a random S(k), the grid's lognormal nodes without a
     delay came within 3.6-7.0% and deterministic ones within 14% (4 instances: B = 4 and 8 at
     loads 0.8-0.9 still -13..-14%), but delay nodes rose to +20% (their dispatches at delay
-    expiry keep the spacing regular: scv 0.28 at B = 32, D = 0.5 S(1), 4 instances, load
-    0.5). Taking, for delay nodes, the spacing the group-0 recursion gives from the chain's own
-    gaps (the reused instance freed at the dispatch, the mean pinned to S(k)/c) brought the
-    grid to 19 nodes beyond 8% (from 21), 7 beyond 12% (from 13), p99 median 1.2% (from
-    1.4%), worst 18.9% (from 15.8%); but the holdout of validation/multi_instance_holdout.py
-    went from 7 nodes beyond 8% on p99 to 19 (B = 64 at loads 0.5-0.8 up to +19%: uniform
-    phases overstate the spread of large batches), so it was not adopted either.
+    expiry keep the spacing regular: scv 0.28 at B = 32, D = 0.5 S(1), 4 instances, load 0.5).
+    Taking, for delay nodes, the spacing the group-0 recursion gives from the chain's own gaps
+    (the reused instance freed at the dispatch, the mean pinned to S(k)/c) brought the grid to
+    19 nodes beyond 8% (from 21), 7 beyond 12% (from 13), p99 median 1.2% (from 1.4%), worst
+    18.9% (from 15.8%); but the holdout of validation/multi_instance_holdout.py went from 7
+    nodes beyond 8% on p99 to 19 (B = 64 at loads 0.5-0.8 up to +19%: uniform phases overstate
+    the spread of large batches), so it was not adopted either.
 
 Renewal arrivals (approximation)
     Counts in an interval follow the stationary renewal law (exact for Erlang interarrival
