@@ -243,8 +243,7 @@ def balanced_least_outstanding(node: Node, rate: float, nodes: int,
                  f"spirit), P(wait) = {waiting:.3g} from the busy-nodes/extras chain (the "
                  f"central queue's {central_wait:.3g} scaled by {ratio:.3g}); "
                  f"{summary_statement('least_outstanding (in predict), B = 1 balanced')}; "
-                 f"lattice step "
-                 f"h = {h * 1e3:.4g} ms")
+                 f"lattice step h = {h * 1e3:.4g} ms")
     if overflow > 1e-9:
         statement += f"; service tail beyond the lattice {overflow:.1e}"
     return LatticeLatency(
