@@ -11,6 +11,9 @@ Each case runs in its own Python process (so one case's memory state cannot slow
 this machine a page fault on fresh memory costs ~10x a second touch), once to warm up and then
 ``--repeat`` times; the best time counts. Every line prints p99 with its 95% confidence
 interval, so speed is never bought with wrong answers. Run: make bench
+
+On a GPU machine, ``--backends numpy,cupy --no-peers --big 64000000`` times every qmodel case
+on both array libraries in the same run and prints the CuPy / NumPy ratio.
 """
 
 from __future__ import annotations
@@ -46,7 +49,7 @@ def best_of(repeat, fn):
 
 def line(name, requests, seconds, p99, lo, hi):
     rate = requests / seconds
-    print(f"{name:44} {requests:>11,} {seconds:8.2f} s {rate / 1e6:9.2f} M/s   "
+    print(f"{name:56} {requests:>11,} {seconds:8.2f} s {rate / 1e6:9.2f} M/s   "
           f"p99 {p99 * 1e3:8.3f} ms  [{lo * 1e3:.3f}, {hi * 1e3:.3f}]", flush=True)
     return rate
 
@@ -61,25 +64,26 @@ CASES = {
 }
 
 
-def run_case(name, requests, repeat):
+def run_case(name, requests, repeat, backend="auto"):
     """One qmodel case in this process; prints a JSON line for the parent."""
     system = CASES[name](qm.ServiceTime.affine(BASE, PER_ITEM))
     cluster = system if isinstance(system, qm.Cluster) else qm.Cluster(system)
     rate = LOAD * cluster.capacity
     seconds, r = best_of(repeat, lambda: qm.simulate(system, rate=rate, requests=requests,
-                                                     seed=1))
+                                                     seed=1, backend=backend))
     lo, hi = r.ci(0.99)
     print(json.dumps({"seconds": seconds, "p99": r.p99, "lo": lo, "hi": hi,
                       "method": r.method}))
 
 
-def qmodel_case(name, requests, repeat):
+def qmodel_case(name, requests, repeat, backend="auto"):
     out = subprocess.run([sys.executable, __file__, "--case", name, "--requests", str(requests),
-                          "--repeat", str(repeat)], capture_output=True, text=True, check=True)
+                          "--repeat", str(repeat), "--backend", backend],
+                         capture_output=True, text=True, check=True)
     rec = json.loads(out.stdout.strip().splitlines()[-1])
-    engine = rec["method"].split("(")[1].split(",")[0]
-    return line(f"qmodel {name} [{engine}]", requests, rec["seconds"], rec["p99"], rec["lo"],
-                rec["hi"])
+    engine, library = rec["method"].split("(")[1].split(",")[:2]
+    return line(f"qmodel {name} [{engine},{library}]", requests, rec["seconds"], rec["p99"],
+                rec["lo"], rec["hi"])
 
 
 def peer_case(name, fn, requests, **kw):
@@ -88,28 +92,51 @@ def peer_case(name, fn, requests, **kw):
     return line(name, requests, seconds, p99, p99 - half, p99 + half)
 
 
+def compare_backends(requests, repeat, backends, cases):
+    """The qmodel cases on each array library, and the speed ratio to the first."""
+    print(f"qmodel {qm.__version__}, numpy {np.__version__}, {os.cpu_count()} cores")
+    print(f"{'case':56} {'requests':>11} {'time':>10} {'speed':>11}")
+    for name in CASES:
+        if name.strip("(")[0] not in cases:
+            continue
+        speeds = [qmodel_case(name, requests, 1 if name.startswith("(c)") else repeat, b)
+                  for b in backends]
+        print("  " + ", ".join(f"{b} / {backends[0]} {s / speeds[0]:.2f}x"
+                               for b, s in zip(backends[1:], speeds[1:])))
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="smaller runs (about 30 s in all)")
     ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--backends", default="auto",
+                    help="comma-separated array libraries to time the qmodel cases on")
+    ap.add_argument("--no-peers", action="store_true", help="skip SimPy and Ciw")
+    ap.add_argument("--big", type=int, help="requests per qmodel case (default 16 M)")
+    ap.add_argument("--cases", default="a,b,c,M",
+                    help="with --backends: the cases to time, by their first letter")
     ap.add_argument("--case", help=argparse.SUPPRESS)
     ap.add_argument("--requests", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--backend", default="auto", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.case:
-        return run_case(args.case, args.requests, args.repeat)
-    big = 4_000_000 if args.quick else 16_000_000
+        return run_case(args.case, args.requests, args.repeat, args.backend)
+    big = args.big or (4_000_000 if args.quick else 16_000_000)
+    backends = args.backends.split(",")
+    if backends != ["auto"]:
+        return compare_backends(big, args.repeat, backends, args.cases.split(","))
     peer_n = 50_000 if args.quick else 200_000
 
     print(f"qmodel {qm.__version__}, numpy {np.__version__}, {platform.processor() or 'cpu'}, "
-          f"{os.cpu_count()} cores, backend {'cupy' if qm.sim.gpu_available() else 'numpy'}")
-    print(f"{'case':44} {'requests':>11} {'time':>10} {'speed':>11}")
+          f"{os.cpu_count()} cores, backend numpy")
+    print(f"{'case':56} {'requests':>11} {'time':>10} {'speed':>11}")
 
     a = qmodel_case("(a) B=8, D=1ms, c=1", big, args.repeat)
     b = qmodel_case("(b) B=32, c=4", big, args.repeat)
     c = qmodel_case("(c) 16 nodes, least_outstanding", big, 1)
     m = qmodel_case("M/M/1 rho 0.8", big, args.repeat)
-    print(f"{'exact M/M/1 p99':44} {'':>11} {'':>10} {'':>11}   p99 {np.log(100) / 200 * 1e3:8.3f} ms")
+    print(f"{'exact M/M/1 p99':56} {'':>11} {'':>10} {'':>11}   p99 {np.log(100) / 200 * 1e3:8.3f} ms")
 
     cap_a = 8 / (BASE + 8 * PER_ITEM)
     sa = peer_case("SimPy (a) B=8, D=1ms, c=1", peers.simpy_batching_node, peer_n,
