@@ -64,11 +64,11 @@ def test_progress_callback_reaches_the_end():
     assert seen and seen[-1] == pytest.approx(1.0)
 
 
-def test_numpy_backend_is_what_auto_picks_without_a_gpu():
-    r = qm.simulate(qm.Node(SVC), rate=100.0, requests=5_000, seed=1, backend="numpy")
+def test_auto_backend_is_numpy():
+    # CuPy runs the engines slower than NumPy (benchmarks/results/gpu-h100-2026-11-25), so
+    # "auto" must not pick it even where a GPU answers
+    r = qm.simulate(qm.Node(SVC), rate=100.0, requests=5_000, seed=1)
     assert "numpy" in r.method
-    if not qm.sim.gpu_available():
-        assert "numpy" in qm.simulate(qm.Node(SVC), rate=100.0, requests=5_000, seed=1).method
 
 
 def test_cupy_backend_matches_numpy_statistically():

@@ -1,7 +1,10 @@
 """One array namespace for NumPy and CuPy.
 
 The engines write ``bk.xp.maximum(...)`` and ``bk.rng.random(...)`` and run unchanged on either
-library. CuPy is used only when it imports *and* a GPU answers; otherwise NumPy.
+library. CuPy is used only when asked for (``backend="cupy"``), and then only when it imports
+*and* a GPU answers: on an H100 it ran the engines at 0.54-0.71x NumPy's speed and the events
+engine at 0.04x (benchmarks/results/gpu-h100-2026-11-25), because each step of the engines is a
+few small kernels and launch latency sets the pace. So "auto" takes NumPy.
 """
 
 from __future__ import annotations
@@ -63,7 +66,7 @@ def get_backend(name: str = "auto", seed=None) -> Backend:
     if name == "cupy" and not gpu_available():
         raise ValueError("backend='cupy' needs CuPy and a working GPU; install the 'gpu' extra "
                          "(pip install qmodel[gpu]) or use backend='numpy'")
-    if name == "cupy" or (name == "auto" and gpu_available()):
+    if name == "cupy":
         import cupy
         return Backend("cupy", cupy, cupy.random.default_rng(seed))
     return Backend("numpy", np, np.random.default_rng(seed))

@@ -149,7 +149,8 @@ def simulate(system, rate=None, *, arrivals=None, requests: int | None = None, s
     warmup : float
         Fraction of each replica's time span discarded as start-up transient, in [0, 0.9).
     backend : {"auto", "numpy", "cupy"}
-        "auto" takes CuPy only when a GPU is usable.
+        "auto" takes NumPy, the faster of the two today (see :mod:`qmodel.sim.backend`);
+        "cupy" runs the same engines on a GPU.
     engine : {"auto", "lookahead", "events"}
         Force an engine (for cross-checks); "auto" picks the fastest one that applies.
     progress : bool or callable
