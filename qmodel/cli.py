@@ -239,19 +239,24 @@ def _table_text(rep: dict) -> str:
               f"mean batch size   {rep['mean_batch_size']:.3f}",
               f"rejected          {rep['rejection_fraction']:.4%}",
               f"requests measured {rep['requests_measured']:,}",
-              *_accuracy_lines(rep["error"])]
+              *_accuracy_lines(rep["accuracy"]["clauses"])]
     return "\n".join(lines)
 
 
-def _accuracy_lines(statement: str) -> list:
-    """The accuracy statement under its label: one clause (between semicolons) per line,
-    wrapped at 99 columns and indented under the first."""
+def _accuracy_lines(clauses: list) -> list:
+    """The accuracy record's clauses under its label, one per line, wrapped at 99 columns and
+    indented under the first."""
     indent = " " * 18
     out = []
-    for i, clause in enumerate(statement.split("; ")):
+    for i, clause in enumerate(clauses):
         out += textwrap.wrap(clause, 99, initial_indent="accuracy          " if i == 0 else indent,
                              subsequent_indent=indent + "  ", break_on_hyphens=False)
     return out
+
+
+def _labelled(exactness: str, clauses: list) -> list:
+    """The clauses with the exactness in front of the first ("approximation: ...")."""
+    return [f"{exactness}: {clauses[0]}", *clauses[1:]] if clauses else [exactness]
 
 
 def _one_line_warning(message, category, filename, lineno, line=None) -> str:
@@ -326,7 +331,7 @@ def _predict_text(rep: dict, check: dict | None) -> str:
     lines += ["", f"throughput        {rep['throughput']:,.1f} req/s",
               f"utilization       {rep['utilization']:.3f}",
               f"mean batch size   {rep['mean_batch_size']:.3f}",
-              *_accuracy_lines(f"{rep['exactness']}: {rep['error']}")]
+              *_accuracy_lines(_labelled(rep["exactness"], rep["accuracy"]["clauses"]))]
     return "\n".join(lines)
 
 

@@ -53,13 +53,13 @@ from dataclasses import replace
 
 import numpy as np
 
-from .latency import Accuracy, Latency
+from .latency import Accuracy, Approximation, Latency, least_exact
 from .sim import run as sim_run
 from .system import Cluster, Node, Renewal, Trace, arrivals_from, as_cluster, check_stable
 from .theory.batch import DEFAULT_RESOLUTION, batch_node, check_resolution
 from .theory.classical import mdc, mg1, mmc
 from .theory.lindley import gig1, gigc
-from .theory.measured import summary_statement
+from .theory.measured import measured
 from .theory.jsq import balanced_least_outstanding, supported as jsq_supported
 from .theory.routing import dynamic_router
 
@@ -67,9 +67,9 @@ __all__ = ["predict", "MixtureLatency"]
 
 # Where the power-of-d mean-field model answers: N >= min_nodes and N (1 - load) >= slack,
 # load the offered rate over the cluster's capacity, by max_batch_size (the row with the
-# largest key not above it). Chosen from validation/router_accuracy.py's full grid (see the
-# README's accuracy table): outside, the model ran more than 10% optimistic. Batching nodes
-# decouple sooner: with B >= 8 the model held within 9.5% down to N = 4 and N (1 - load) = 0.8.
+# largest key not above it). Chosen from validation/router_accuracy.py's full grid: outside,
+# the model ran more than 10% optimistic; batching nodes decouple sooner. Inside, its errors are
+# the family "power_of_two_mean_field" of qmodel/theory/measured_errors.json.
 _POD_DOMAIN = {1: (8, 2.4), 8: (4, 0.8)}
 # one request per batch, one instance, Poisson, lognormal jitter (no closed-form transform, so
 # the inversion integrates it: 50-200 ms): with cv up to this the Pollaczek-Khinchine lattice
@@ -77,12 +77,12 @@ _POD_DOMAIN = {1: (8, 2.4), 8: (4, 0.8)}
 # 1.5 within 1.6%, at cv 2 25% off (the lattice spreads too thin), so longer tails go to mg1
 LATTICE_MAX_CV = 1.0
 # least outstanding is answered as round robin from this max_batch_size up, for service times
-# this steady (jitter cv): p99 measured within 10.5% for B >= 8 (the router grid), 12.8% at
-# B = 4 (validation/least_outstanding_small_batch.py; B = 2: +103%); jitter cv 0.2 +8%, cv 0.3
-# +29%
+# this steady (jitter cv): the families "least_outstanding_as_round_robin" (B >= 8) and
+# "least_outstanding_as_round_robin_b4" hold its measured errors; at B = 2 the p99 was up to
+# twice the simulated one, and with jitter cv 0.3 29% off (validation/least_outstanding_*.py)
 LEAST_MIN_BATCH, LEAST_MAX_CV = 4, 0.1
-# under renewal arrivals, from this max_batch_size (measured within 7.4% on p99 at B = 8 and 32,
-# validation/least_outstanding_renewal.py; not measured below)
+# under renewal arrivals, from this max_batch_size (family
+# "least_outstanding_as_round_robin_renewal"; not measured below)
 LEAST_RENEWAL_MIN_BATCH = 8
 # the cavity model's lattice (steps per S(1)); its quantiles move < 0.1% from 40 to 100
 DYNAMIC_RESOLUTION = 40
@@ -178,8 +178,9 @@ def _model(system, process, resolution: int) -> Latency:
     else:
         result = _cluster(system, rate, resolution, scv)
     if trace_note:
-        result.accuracy = Accuracy("approximation",
-                                   f"{trace_note}; {result.accuracy.statement}")
+        result.accuracy = result.accuracy.extended(
+            exactness=least_exact([result.accuracy, Accuracy("approximation")]),
+            approximations=[Approximation("trace_as_renewal", trace_note)])
     return result
 
 
@@ -208,8 +209,7 @@ def _simulated(system, process, reason: str) -> Latency:
             break
         requests = min(4 * requests, FALLBACK_MAX_REQUESTS)
     result.method = f"simulation fallback ({result.method}, seed {FALLBACK_SEED})"
-    result.accuracy = Accuracy("simulation", f"{result.accuracy.statement}; no analytic "
-                                             f"model: {reason}")
+    result.accuracy = result.accuracy.extended(fallback_reason=reason)
     return result
 
 
@@ -283,14 +283,17 @@ def _cluster(cluster: Cluster, rate: float, resolution: int, scv: float = 1.0) -
         weights.append(share)
         instances.append(node.instances)
     if router.policy == "round_robin":
-        split = (f"round robin over {len(nodes)} nodes: each sees every {len(nodes)}-th "
-                 f"arrival, gamma gaps with scv {scv / len(nodes):.3g} (exact marginally), "
-                 f"{summary_statement('round_robin')}")
+        split = Accuracy("numerical", f"round robin over {len(nodes)} nodes: each sees every "
+                                      f"{len(nodes)}-th arrival, gamma gaps with scv "
+                                      f"{scv / len(nodes):.3g} (exact marginally)",
+                         measured=[measured("round_robin")])
     elif scv == 1.0:
-        split = "random split of Poisson traffic: exact decomposition into independent nodes"
+        split = Accuracy("exact", "random split of Poisson traffic: exact decomposition into "
+                                  "independent nodes")
     else:
-        split = ("random split of renewal traffic: each node sees a thinned renewal stream, "
-                 "taken as gamma gaps with its scv (approximation)")
+        split = Accuracy("approximation", approximations=[Approximation(
+            "thinned_renewal", "random split of renewal traffic: each node sees a thinned "
+                               "renewal stream, taken as gamma gaps with its scv")])
     return MixtureLatency(parts, weights, instances, split=split)
 
 
@@ -329,8 +332,7 @@ def _dynamic(cluster: Cluster, rate: float, resolution: int, scv: float) -> Late
             f"at load {load:.2f} (N x (1 - load) = {N * (1 - load):.2f}), where the nodes fill "
             f"up together and the model is optimistic. Use qmodel.simulate for it")
     result = dynamic_router(nodes[0], rate, N, d, resolution=min(resolution, DYNAMIC_RESOLUTION))
-    result.accuracy = Accuracy(result.accuracy.exactness, f"{result.accuracy.statement}; "
-                               f"{summary_statement('power_of_two (in predict)')}")
+    result.accuracy = result.accuracy.extended(measured=[measured("power_of_two_mean_field")])
     return result
 
 
@@ -340,20 +342,17 @@ def _least_outstanding(cluster: Cluster, rate: float, resolution: int,
     batching nodes (each a measured approximation).
 
     One request per batch: :func:`~qmodel.theory.jsq.balanced_least_outstanding` (central-queue
-    count, the shortest node holds floor(n / N), equilibrium residual); p99 within about 5% of
-    the simulator over N = 2-128, loads 0.3-0.95 (validation/router_accuracy.py).
+    count, the shortest node holds floor(n / N), equilibrium residual); measured family
+    "least_outstanding_balanced".
 
     max_batch_size >= 4: joining the node with the fewest outstanding requests keeps the
     nodes' counts level, so successive requests go to different nodes in turn, much as round
-    robin sends them, and the node sees close to round robin's Erlang-N stream:
-    validation/router_accuracy.py measured the round-robin model within 10.5% of the simulated
-    least-outstanding p99 (median 1.3%) and 8.1% of its p95 over N = 2-128, max_batch_size 8
-    and 32, delay 0 and S(1), loads 0.3-0.95 (the full grid), and
-    validation/least_outstanding_small_batch.py within 12.8% (p99) and 3.7% (p95) at
-    max_batch_size 4; the median runs 5-24% low (least outstanding's requests wait for fuller
-    batches). At max_batch_size 2 it is up to twice the simulated p99 and is not used. The
-    independent-nodes mean field fails for this router at any size (25-60% low), so it is not
-    used.
+    robin sends them, and the node sees close to round robin's Erlang-N stream. The round-robin
+    model's errors against the simulated least-outstanding cluster are the measured families
+    "least_outstanding_as_round_robin" (max_batch_size >= 8), "..._b4" (4-7) and "..._renewal";
+    its median runs low (least outstanding's requests wait for fuller batches). At
+    max_batch_size 2 it is up to twice the simulated p99 and is not used. The independent-nodes
+    mean field fails for this router at any size (25-60% low), so it is not used.
     """
     node = cluster.nodes[0]
     N = len(cluster.nodes)
@@ -379,23 +378,21 @@ def _least_outstanding(cluster: Cluster, rate: float, resolution: int,
             f"predict() models router 'least_outstanding' for one-request nodes (max_batch_size "
             f"1) and for single-instance nodes with max_batch_size >= {LEAST_MIN_BATCH}, "
             f"service-time jitter cv <= {LEAST_MAX_CV:g}, no preferred sizes and an unlimited "
-            f"queue (as round robin, measured within 10.5% for B >= 8, 12.8% at B = 4; with "
-            f"more jitter the router reacts to service times and round robin does not); this "
-            f"node: {node.describe()}. Use qmodel.simulate for it")
+            f"queue (as round robin; with more jitter the router reacts to service times and "
+            f"round robin does not); this node: {node.describe()}. Use qmodel.simulate for it")
     twin = Cluster(list(cluster.nodes), router="round_robin")
     result = _cluster(twin, rate, resolution, scv)
     result.method = f"least outstanding over {N} nodes as round robin: {result.method}"
-    measured = ("within 10.5% of the simulated p99 and 8.1% of the p95 for max_batch_size >= 8"
-                if node.max_batch_size >= 8 else
-                "within 12.8% of the simulated p99 and 3.7% of the p95 for max_batch_size 4-7")
+    families = ["least_outstanding_as_round_robin" if node.max_batch_size >= 8
+                else "least_outstanding_as_round_robin_b4"]
     if scv != 1.0:
-        measured += (f"; under renewal arrivals (here scv {scv:.3g}) within 7.4% of the p99 and "
-                     f"4.7% of the p95 at max_batch_size 8 and 32, N = 4-32, scv 0.5 and 2, "
-                     f"validation/least_outstanding_renewal.py")
-    result.accuracy = Accuracy(
-        "approximation",
-        f"least outstanding taken as round robin (level counts send requests to the nodes in "
-        f"turn; measured {measured}; the median runs 5-24% low); {result.accuracy.statement}")
+        families.append("least_outstanding_as_round_robin_renewal")
+    result.accuracy = result.accuracy.extended(
+        exactness="approximation",
+        approximations=[Approximation("least_outstanding_as_round_robin",
+                                      "least outstanding taken as round robin (level counts "
+                                      "send requests to the nodes in turn)")],
+        measured=[measured(f) for f in families])
     return result
 
 
@@ -434,11 +431,12 @@ class MixtureLatency(Latency):
         requests (finite queues) count only the ones they serve.
     instances : sequence of int, optional
         Instances per part, to pool the parts' utilisations.
-    split : str, optional
-        How the stream was split, for the accuracy statement.
+    split : Accuracy, optional
+        How the stream was split (default: a random split of Poisson traffic, exact); the
+        mixture's accuracy combines it with the parts'.
     """
 
-    def __init__(self, parts, weights, instances=None, split: str | None = None):
+    def __init__(self, parts, weights, instances=None, split: Accuracy | None = None):
         shares = np.asarray(weights, float)
         shares = shares / shares.sum()
         instances = np.ones(len(parts)) if instances is None else np.asarray(instances, float)
@@ -452,16 +450,12 @@ class MixtureLatency(Latency):
             rate = w / part.mean_batch_size
             for k, p in part.batch_size_distribution.items():
                 batches[k] = batches.get(k, 0.0) + rate * p
-        worst = max(self.parts, key=lambda p: ("exact", "numerical", "approximation",
-                                               "simulation").index(p.accuracy.exactness))
-        exact_split = split or ("random split of Poisson traffic: exact decomposition into "
-                                "independent nodes")
-        statements = sorted({p.accuracy.statement for p in self.parts})
+        split = split or Accuracy("exact", "random split of Poisson traffic: exact "
+                                           "decomposition into independent nodes")
         super().__init__(
             method="mixture over nodes (" + ", ".join(sorted({p.method for p in self.parts}))
                    + ")",
-            accuracy=Accuracy(worst.accuracy.exactness,
-                              exact_split + "; nodes: " + " | ".join(statements)),
+            accuracy=Accuracy.combine(split, [p.accuracy for p in self.parts]),
             throughput=sum(p.throughput for p in self.parts),
             utilization=float(np.dot([p.utilization for p in self.parts], instances)
                               / np.sum(instances)),

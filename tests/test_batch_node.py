@@ -67,12 +67,12 @@ def test_what_the_result_claims():
     svc = qm.ServiceTime.affine(TAU0, ALPHA)
     greedy = batch_node(qm.Node(svc, max_batch_size=8), 2000.0)
     assert greedy.accuracy.exactness == "numerical"
-    assert "lattice step" in greedy.accuracy.statement
+    assert greedy.accuracy.lattice_step == greedy.h and greedy.accuracy.approximations == ()
     delayed = batch_node(qm.Node(svc, max_batch_size=8, max_queue_delay=2e-3), 2000.0)
     assert delayed.accuracy.exactness == "approximation"
-    assert "left-behind" in delayed.accuracy.statement
+    assert delayed.accuracy.approximation_keys == ("left_behind_age",)
     pooled = batch_node(qm.Node(svc, max_batch_size=8, instances=2), 2000.0)
-    assert "instances" in pooled.accuracy.statement
+    assert "staggered_instances" in pooled.accuracy.approximation_keys
 
 
 def test_bad_input_is_named():

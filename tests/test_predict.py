@@ -19,6 +19,7 @@ import pytest
 
 import qmodel as qm
 from qmodel.predict import MixtureLatency
+from qmodel.theory.measured import measured
 
 TAU0, ALPHA = 1.8874e-3, 0.1438e-3          # Inoue (2021), V100 fit
 S1 = TAU0 + ALPHA
@@ -191,7 +192,7 @@ def test_a_trace_is_taken_as_renewal_arrivals_with_its_rate_and_scv():
     trace = qm.Trace(np.cumsum(gaps))
     pred = qm.predict(node, arrivals=trace)
     assert pred.accuracy.exactness == "approximation"
-    assert "trace replaced by renewal arrivals" in pred.accuracy.statement
+    assert pred.accuracy.approximation_keys[0] == "trace_as_renewal"
     assert pred.p99 == qm.predict(node, arrivals=qm.Renewal(trace.rate, trace.scv)).p99
     # the trace is renewal here, so the renewal model's own bound (8% + CI) applies
     _within(pred, qm.simulate(node, arrivals=trace, seed=8), 0.08)
@@ -244,7 +245,7 @@ def test_renewal_arrivals(scv):
     arrivals = qm.Renewal(0.7 * node.capacity, scv=scv)
     pred = qm.predict(node, arrivals=arrivals)
     sim = qm.simulate(node, arrivals=arrivals, requests=REQUESTS, seed=4)
-    assert "renewal" in pred.accuracy.statement
+    assert "renewal_counts" in pred.accuracy.approximation_keys
     for p in (0.95, 0.99):
         lo, hi = sim.ci(p, level=0.99)
         s = sim.quantile(p)
@@ -281,7 +282,8 @@ def test_round_robin_nodes_see_erlang_n_arrivals(N, B, d, load):
     cluster = qm.Cluster(_node(B, d, 1), count=N, router="round_robin")
     rate = load * cluster.capacity
     pred = qm.predict(cluster, rate=rate)
-    assert "round robin over" in pred.accuracy.statement
+    assert pred.accuracy.basis.startswith(f"round robin over {N} nodes")
+    assert measured("round_robin") in pred.accuracy.measured
     assert pred.throughput == pytest.approx(rate)
     _within(pred, qm.simulate(cluster, rate=rate, requests=REQUESTS, seed=5), 0.05)
 
@@ -365,10 +367,9 @@ def test_no_model_falls_back_to_the_simulator_and_says_so():
     with pytest.raises(NotImplementedError, match="least_outstanding"):
         qm.predict(cluster, rate=rate, fallback="raise")
     pred = qm.predict(cluster, rate=rate)
-    assert pred.method.startswith("simulation fallback")
-    assert pred.accuracy.exactness == "simulation"
-    assert "no analytic model" in pred.accuracy.statement
-    assert "least_outstanding" in pred.accuracy.statement           # the reason, from the model
+    assert pred.accuracy.is_fallback and pred.accuracy.exactness == "simulation"
+    assert "least_outstanding" in pred.accuracy.fallback_reason     # the reason, from the model
+    assert pred.accuracy.simulation.requests == pred.requests
     lo, hi = pred.ci(0.99)
     assert (hi - lo) / 2 <= 0.02 * pred.p99                          # the fallback's CI target
     assert qm.predict(cluster, rate=rate).p99 == pred.p99            # fixed seed
@@ -384,8 +385,8 @@ def test_no_model_falls_back_to_the_simulator_and_says_so():
     short = qm.Node(_node(8, 0, 1).service, max_batch_size=8, max_queue_size=4,
                     max_queue_delay=1e-3)
     node_pred = qm.predict(short, rate=500.0)
-    assert node_pred.method.startswith("simulation fallback")
-    assert "max_queue_size=4" in node_pred.accuracy.statement
+    assert node_pred.accuracy.is_fallback
+    assert "max_queue_size=4" in node_pred.accuracy.fallback_reason
     with pytest.raises(qm.UnstableError):                          # checked before any model
         qm.predict(cluster, rate=1.01 * cluster.capacity)
 
@@ -397,8 +398,7 @@ def test_power_of_two_with_a_delay_calibrates_a_renewal_stream():
     cluster = qm.Cluster(_node(8, 1, 1), count=32, router="power_of_two")
     rate = 0.7 * cluster.capacity
     pred = qm.predict(cluster, rate=rate)
-    assert "calibrated on the cavity model" in pred.method
-    scv = float(pred.method.split("scv ")[1].split(")")[0])
+    scv = pred.accuracy.approximation("calibrated_stream").value
     assert 0.005 <= scv < 1.0                  # the routed stream is smoother than Poisson
     _within(pred, qm.simulate(cluster, rate=rate, requests=600_000, seed=12), 0.05)
 
@@ -425,7 +425,7 @@ def test_least_outstanding_with_batching_under_renewal_arrivals():
     arrivals = qm.Renewal(0.8 * cluster.capacity, scv=2.0)
     pred = qm.predict(cluster, arrivals=arrivals)
     assert pred.method.startswith("least outstanding over 8 nodes as round robin")
-    assert "renewal arrivals (here scv 2)" in pred.accuracy.statement
+    assert measured("least_outstanding_as_round_robin_renewal") in pred.accuracy.measured
     _within(pred, qm.simulate(cluster, arrivals=arrivals, requests=600_000, seed=13), 0.08)
     small = qm.Cluster(_node(4, 0, 1), count=8, router="least_outstanding")
     with pytest.raises(NotImplementedError, match="max_batch_size >= 8"):

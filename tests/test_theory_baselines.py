@@ -100,6 +100,7 @@ def test_baseline_metadata():
     r = baseline_latency(1.6, 1.0, 0.0, servers=2)
     assert isinstance(r, ExponentialWaitLatency)
     assert r.accuracy.exactness == "approximation"
+    assert r.accuracy.approximation_keys == ("exponential_tail_baseline",)
     assert "baseline, error not bounded" in r.accuracy.statement
     assert "Allen-Cunneen" in r.method
     assert r.throughput == 1.6 and r.utilization == pytest.approx(0.8)

@@ -1,19 +1,26 @@
-"""The measured errors the models state, from the stored campaign results.
+"""The measured errors the approximate models state, recomputed from the stored campaigns.
 
-qmodel/theory/measured.py carries these figures into every batch-node result's
-``accuracy`` statement; this script recomputes them from validation/results/*.json (the issue-3
-grid, the several-instance holdout with the shipped pass count, the one-instance holdout, the
-renewal-arrival campaign, and the grid's mean batch sizes and utilisations from
-validation/batch_size_accuracy.py) and
-prints the table in the form that module holds. tests/test_measured.py runs the same
-computation and fails when the module is stale. After rerunning a campaign: run this and
-paste its output over ``MEASURED``.
+Every approximate result of ``qmodel.predict`` carries the measured error of its family
+(:class:`qmodel.latency.MeasuredError`) in ``accuracy.measured``; the docs quote the same
+figures. They come from one table, qmodel/theory/measured_errors.json, which this script
+writes from the campaigns' stored results in validation/results/:
 
-Run: ``.venv/bin/python validation/measured_errors.py``
+- the batch model's families (one instance; several instances by jitter and delay; renewal
+  arrivals) from predict_accuracy.json (the accuracy grid), multi_instance_holdout.json (with
+  the shipped pass count), single_instance_holdout.json and renewal_batch.json, with mean
+  batch size and utilization errors from batch_size_accuracy.json and renewal_batch.json;
+- the router families from router_accuracy_full.json (N = 2-128 nodes, B = 1, 8, 32);
+- least outstanding as round robin at max_batch_size 4 (least_outstanding_small_batch.txt)
+  and under renewal arrivals (least_outstanding_renewal.txt);
+- the GI/G/c fast server (renewal_multi_server.txt).
+
+tests/test_measured.py recomputes the table and fails when the stored one is stale. After
+rerunning a campaign: ``.venv/bin/python validation/measured_errors.py --write``.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
 from collections import defaultdict
@@ -21,103 +28,181 @@ from pathlib import Path
 
 import numpy as np
 
-from qmodel.theory.batch import _SingleInstance
-from qmodel.theory.measured import Measured, family_of
+from qmodel.latency import ErrorRange, MeasuredError
+from qmodel.predict import LEAST_MIN_BATCH, mean_field_domain
+from qmodel.theory import measured as table
+from qmodel.theory.batch import SEVERAL_INSTANCE_PASSES
 
 RESULTS = Path(__file__).resolve().parent / "results"
+GRID = "validation/predict_accuracy.py"
 
 
-def _rows():
+def _load(name: str):
+    return json.loads((RESULTS / name).read_text())
+
+
+# ---- the batch model ----------------------------------------------------------------------
+def _batch_rows():
     """(family, p95 error, p99 error) of every batch-model approximation the campaigns ran."""
-    for r in json.loads((RESULTS / "predict_accuracy.json").read_text()):
+    for r in _load("predict_accuracy.json"):
         if r["family"] == "approximation" and r["method"].startswith("batch node"):
-            fam = family_of(r["c"], r["jitter"] == "deterministic", r["D_over_S1"] > 0)
+            fam = table.family_of(r["c"], r["jitter"] == "deterministic", r["D_over_S1"] > 0)
             yield fam, r["p95"]["error"], r["p99"]["error"]
-    passes = str(_SingleInstance.ITERATIONS)          # the pass count the model ships with
-    for r in json.loads((RESULTS / "multi_instance_holdout.json").read_text()):
+    passes = str(SEVERAL_INSTANCE_PASSES)             # the pass count the model ships with
+    for r in _load("multi_instance_holdout.json"):
         (q95, q99), (s95, s99) = r["predicted"][passes], r["simulated"]
-        fam = family_of(r["c"], r["jitter"] == "deterministic", r["D_over_S1"] > 0)
+        fam = table.family_of(r["c"], r["jitter"] == "deterministic", r["D_over_S1"] > 0)
         yield fam, q95 / s95 - 1, q99 / s99 - 1
-    for r in json.loads((RESULTS / "single_instance_holdout.json").read_text()):
+    for r in _load("single_instance_holdout.json"):
         if r["family"] == "approximation":
-            yield family_of(1, r["jitter"] == "deterministic", r["D_over_S1"] > 0), \
-                r["p95"]["error"], r["p99"]["error"]
-    for r in _renewal():
-        yield family_of(r["c"], True, True, renewal=True), r["p95"]["error"], r["p99"]["error"]
+            yield (table.family_of(1, r["jitter"] == "deterministic", r["D_over_S1"] > 0),
+                   r["p95"]["error"], r["p99"]["error"])
+    for r in _load("renewal_batch.json"):
+        yield (table.family_of(r["c"], True, True, renewal=True), r["p95"]["error"],
+               r["p99"]["error"])
 
 
-def _renewal():
-    return json.loads((RESULTS / "renewal_batch.json").read_text())
-
-
-def _mean_rows():
-    """(family, mean batch size error, utilisation error) of the grid's batch-model
-    approximations (one instance: the nodes with a delay; without one it is numerical) and of
+def _batch_mean_rows():
+    """(family, mean batch size error, utilization error): the grid's batch-model
+    approximations (one instance: the nodes with a delay; without one it is numerical) and
     the renewal campaign."""
-    for r in json.loads((RESULTS / "batch_size_accuracy.json").read_text()):
+    for r in _load("batch_size_accuracy.json"):
         if r["c"] > 1 or r["D_over_S1"] > 0:
-            fam = family_of(r["c"], r["jitter"] == "deterministic", r["D_over_S1"] > 0)
+            fam = table.family_of(r["c"], r["jitter"] == "deterministic", r["D_over_S1"] > 0)
             (qb, sb), (qu, su) = r["batch"], r["utilization"]
             yield fam, qb / sb - 1, qu / su - 1
-    for r in _renewal():
+    for r in _load("renewal_batch.json"):
         (qb, sb), (qu, su) = r["batch"], r["utilization"]
-        yield family_of(r["c"], True, True, renewal=True), qb / sb - 1, qu / su - 1
+        yield table.family_of(r["c"], True, True, renewal=True), qb / sb - 1, qu / su - 1
 
 
-def _range(x):
-    return round(float(np.min(x)), 3), round(float(np.max(x)), 3)
+_BATCH_SOURCES = {
+    "batch_one_instance": (GRID, "validation/single_instance_holdout.py",
+                           "validation/batch_size_accuracy.py"),
+    "batch_renewal_one_instance": ("validation/renewal_batch.py",),
+    "batch_renewal_several_instances": ("validation/renewal_batch.py",),
+}
+_SEVERAL_SOURCES = (GRID, "validation/multi_instance_holdout.py",
+                    "validation/batch_size_accuracy.py")
 
 
-def measured() -> dict:
-    """family -> Measured, the errors rounded to 0.1% as qmodel.theory.measured holds them."""
+def _error_range(errors) -> ErrorRange:
+    e = np.asarray(errors, float)
+    return ErrorRange(round(float(e.min()), 3), round(float(e.max()), 3),
+                      round(float(np.median(np.abs(e))), 3))
+
+
+def _signed_range(errors) -> tuple:
+    e = np.asarray(errors, float)
+    return round(float(e.min()), 3), round(float(e.max()), 3)
+
+
+def batch_families() -> dict:
     quantiles, means = defaultdict(list), defaultdict(list)
-    for fam, e95, e99 in _rows():
+    for fam, e95, e99 in _batch_rows():
         quantiles[fam].append((e95, e99))
-    for fam, eb, eu in _mean_rows():
+    for fam, eb, eu in _batch_mean_rows():
         means[fam].append((eb, eu))
     out = {}
     for fam in sorted(quantiles):
         e, m = np.array(quantiles[fam]), np.array(means[fam])
-        out[fam] = Measured(len(e), _range(e[:, 0]), _range(e[:, 1]),
-                            round(float(np.median(np.abs(e))), 3), len(m), _range(m[:, 0]),
-                            _range(m[:, 1]))
+        out[fam] = MeasuredError(
+            family=fam, description=table.DESCRIPTIONS[fam], configurations=len(e),
+            p95=_error_range(e[:, 0]), p99=_error_range(e[:, 1]),
+            sources=_BATCH_SOURCES.get(fam, _SEVERAL_SOURCES),
+            batch_configurations=len(m), mean_batch_size=_signed_range(m[:, 0]),
+            utilization=_signed_range(m[:, 1]))
     return out
 
 
-def _percent(text: str) -> float:
-    return round(float(text.rstrip("%")) / 100, 3)
+# ---- routers --------------------------------------------------------------------------------
+def _router_family(r) -> str | None:
+    """The family a row of the router grid belongs to where predict answers it (None:
+    outside predict, or an exact decomposition)."""
+    if r["router"] == "round_robin":
+        return "round_robin"
+    if r["router"] == "random":
+        return None                                   # exact decomposition of Poisson traffic
+    as_least = r["router"] == "least_outstanding" or r["N"] == 2    # power of two over 2 nodes
+    if as_least:
+        if r["B"] == 1:
+            return "least_outstanding_balanced"
+        return "least_outstanding_as_round_robin" if r["B"] >= LEAST_MIN_BATCH else None
+    return ("power_of_two_mean_field"
+            if mean_field_domain("power_of_d", r["N"], r["load"], r["B"]) else None)
 
 
-def summaries() -> dict:
-    """qmodel.theory.measured.SUMMARIES as the campaigns' stored summaries give it."""
-    out = {}
-    lines = (RESULTS / "router_accuracy_full.txt").read_text().splitlines()
-    lines = lines[next(i for i, x in enumerate(lines) if x.startswith("family ")):]  # summary
-    for family in ("round_robin", "power_of_two (in predict)",
-                   "least_outstanding (in predict), B = 1 balanced"):
-        line = next(x for x in lines if x.startswith(family + "  "))
-        n, m99, w99, m95, w95 = line[len(family):].split()[:5]
-        out[family] = (int(n), _percent(m95), _percent(w95), _percent(m99), _percent(w99))
-    text = (RESULTS / "renewal_multi_server.txt").read_text()
-    found = {p: re.search(rf"^{p}: median \|error\| ([\d.]+%), worst ([\d.]+%) over (\d+) ",
-                          text, re.M) for p in ("p95", "p99")}
-    out["GI/G/c fast server"] = (int(found["p99"].group(3)),
-                                 *(_percent(found[p].group(g)) for p in ("p95", "p99")
-                                   for g in (1, 2)))
-    return out
+def router_families() -> dict:
+    errors = defaultdict(list)
+    for r in _load("router_accuracy_full.json"):
+        fam = None if "declined" in r else _router_family(r)
+        if fam is not None:
+            errors[fam].append([r[q]["model"] / r[q]["sim"] - 1 for q in ("p50", "p95", "p99")])
+    return {fam: _with_quantiles(fam, np.array(e), ("validation/router_accuracy.py",))
+            for fam, e in sorted(errors.items())}
 
 
-def main() -> None:
-    print("MEASURED = {")
-    for fam, m in measured().items():
-        print(f"    {json.dumps(fam)}: Measured(\n"
-              f"        nodes={m.nodes}, p95={m.p95}, p99={m.p99}, median={m.median},\n"
-              f"        batch_nodes={m.batch_nodes}, mean_batch_size={m.mean_batch_size}, "
-              f"utilization={m.utilization}),")
-    print("}\n\nSUMMARIES = {")
-    for family, value in summaries().items():
-        print(f"    {json.dumps(family)}: {value},")
-    print("}")
+def _with_quantiles(fam, e, sources) -> MeasuredError:
+    """A family from an (n, 3) array of p50/p95/p99 errors (or (n, 2) of p95/p99)."""
+    p50 = _error_range(e[:, 0]) if e.shape[1] == 3 else None
+    return MeasuredError(family=fam, description=table.DESCRIPTIONS[fam],
+                         configurations=len(e), p95=_error_range(e[:, -2]),
+                         p99=_error_range(e[:, -1]), sources=sources, p50=p50)
+
+
+_ROW_ERRORS = re.compile(r"p50 ([-+][\d.]+)%\s+p95 ([-+][\d.]+)%\s+p99 ([-+][\d.]+)%")
+
+
+def _printed_errors(name: str, keep=lambda line: True) -> np.ndarray:
+    """The p50/p95/p99 errors printed on each row of a stored campaign log (rounded to 0.1%)."""
+    rows = [[float(x) / 100 for x in m.groups()]
+            for line in (RESULTS / name).read_text().splitlines()
+            if keep(line) and (m := _ROW_ERRORS.search(line))]
+    return np.array(rows)
+
+
+def least_outstanding_families() -> dict:
+    small = _printed_errors("least_outstanding_small_batch.txt",
+                            keep=lambda line: line.startswith("B=4 "))
+    renewal = _printed_errors("least_outstanding_renewal.txt")
+    return {
+        "least_outstanding_as_round_robin_b4": _with_quantiles(
+            "least_outstanding_as_round_robin_b4", small,
+            ("validation/least_outstanding_small_batch.py",)),
+        "least_outstanding_as_round_robin_renewal": _with_quantiles(
+            "least_outstanding_as_round_robin_renewal", renewal,
+            ("validation/least_outstanding_renewal.py",)),
+    }
+
+
+def fast_server_family() -> dict:
+    rows = []
+    for line in (RESULTS / "renewal_multi_server.txt").read_text().splitlines():
+        found = re.findall(r"([-+][\d.]+)%", line)
+        if len(found) == 2:
+            rows.append([float(x) / 100 for x in found])
+    return {"fast_server": _with_quantiles("fast_server", np.array(rows),
+                                           ("validation/renewal_multi_server.py",))}
+
+
+def measured() -> dict:
+    """family -> MeasuredError, from the stored results."""
+    return (batch_families() | router_families() | least_outstanding_families()
+            | fast_server_family())
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--write", action="store_true",
+                    help=f"write the table to {table.TABLE_FILE.name}")
+    args = ap.parse_args(argv)
+    families = measured()
+    for m in families.values():
+        print(f"{m.family:42} {m.configurations:4}  p95 {m.p95.low:+.1%}..{m.p95.high:+.1%}  "
+              f"p99 {m.p99.low:+.1%}..{m.p99.high:+.1%}")
+    if args.write:
+        table.write_table(families)
+        print(f"wrote {table.TABLE_FILE}")
 
 
 if __name__ == "__main__":

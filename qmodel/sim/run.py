@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..latency import Accuracy, SampledLatency
+from ..latency import Accuracy, SampledLatency, SimulationEstimate
 from ..system import Trace, arrivals_from, as_cluster, check_stable
 from .arrivals import replica_arrivals
 from .backend import get_backend
@@ -353,17 +353,16 @@ def _assemble(out, times, counts, types, warmup, method):
     section_sizes = np.bincount(section_of_replica, weights=kept, minlength=sections)
     result = SampledLatency(
         sojourn, section_sizes.astype(np.int64), method=method,
-        accuracy=Accuracy("simulation", "Monte Carlo"),
+        accuracy=Accuracy("simulation"),
         throughput=served / span, utilization=utilization,
         batch_size_distribution={k: int(c) for k, c in enumerate(hist) if c},
         rejection_fraction=rejected / max(1, rejected + served))
+    half_width = None
     if result.groups >= 2:
         lo, hi = result.ci(0.99)
-        statement = (f"Monte Carlo: {served} requests after warm-up in {replicas} replicas; "
-                     f"p99 95% CI +/-{(hi - lo) / 2 / result.p99:.2%}")
-    else:
-        statement = f"Monte Carlo: {served} requests, 1 replica (no confidence interval)"
-    result.accuracy = Accuracy("simulation", statement)
+        half_width = (hi - lo) / 2 / result.p99
+    result.accuracy = Accuracy("simulation", simulation=SimulationEstimate(
+        requests=served, replicas=replicas, p99_half_width=half_width))
     return result
 
 

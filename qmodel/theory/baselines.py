@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 import numbers
 
-from ..latency import Accuracy
+from ..latency import Accuracy, Approximation
 from ..system import UnstableError
 from .classical import (_ServiceLaw, _check_duration, _check_rate, _check_servers, _erlang_c,
                         _service_law)
@@ -196,9 +196,9 @@ def exponential_tail(p_wait, mean_wait, service, *, batch_size=1, rate=None,
     return ExponentialWaitLatency(
         decay_rate=p_wait / mean_wait, constant=float(p_wait), cap=float(p_wait), law=law,
         method="exponential-tail baseline",
-        accuracy=Accuracy("approximation", "exponential tail P(Wq > 0) exp(-P(Wq > 0) t / "
-                                           "E[Wq]) + independent service: baseline, error not "
-                                           "bounded"),
+        accuracy=Accuracy("approximation", approximations=[Approximation(
+            "exponential_tail_baseline", "exponential tail P(Wq > 0) exp(-P(Wq > 0) t / E[Wq]) "
+            "+ independent service: baseline, error not bounded")]),
         throughput=throughput, utilization=utilization, batch_size_distribution={k: 1.0})
 
 
@@ -266,8 +266,8 @@ def baseline_latency(rate, mean_service, service_scv, servers=1, arrival_scv=1.0
     return ExponentialWaitLatency(
         decay_rate=p_wait / mean_wait, constant=p_wait, cap=p_wait, law=law,
         method=f"{name} + exponential-tail baseline",
-        accuracy=Accuracy("approximation", f"{name} mean wait, probability of waiting "
-                                           f"{'rho' if method == 'kingman' else 'Erlang C'}, "
-                                           f"exponential tail, {law.family} service: "
-                                           f"textbook baseline, error not bounded"),
+        accuracy=Accuracy("approximation", approximations=[Approximation(
+            "exponential_tail_baseline", f"{name} mean wait, probability of waiting "
+            f"{'rho' if method == 'kingman' else 'Erlang C'}, exponential tail, {law.family} "
+            f"service: textbook baseline, error not bounded")]),
         throughput=rate, utilization=rho, batch_size_distribution={1: 1.0})

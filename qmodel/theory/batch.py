@@ -182,9 +182,9 @@ import numpy as np
 from scipy import fft, optimize, signal, special, stats
 from scipy.linalg import blas, lapack
 
-from ..latency import Accuracy, LatticeLatency
+from ..latency import Accuracy, Approximation, LatticeLatency
 from ..system import Node, UnstableError
-from .measured import family_of, measured_statement
+from .measured import family_of, measured
 from .blas import one_blas_thread
 from .service_law import lattice_cells, service_lattice, service_upper, unit_jitter
 
@@ -1301,24 +1301,28 @@ class _SingleInstance:
         spec = (fft.rfft(H[1:], L, axis=1) * fft.rfft(self.ps_own, L, axis=1)).sum(axis=0)
         self.pmf = np.clip(fft.irfft(spec, L), 0.0, None)
 
-    def approximations(self) -> list[str]:
+    def approximations(self) -> list:
         """What this node's result approximates (empty: exact up to lattice and truncation)."""
         notes = []
         table = self.table
         for j in range(1, self.K + 1):
             if any((table[n] if n >= self.pmin else n) < j for n in range(j, self.B + 1)):
-                notes.append("several preferred sizes: a request passed over by a smaller "
-                             "preferred batch leaves in the next one, sized at its mean")
+                notes.append(Approximation(
+                    "passed_over", "several preferred sizes: a request passed over by a smaller "
+                    "preferred batch leaves in the next one, sized at its mean"))
                 break
         if self.scv != 1.0:
-            notes.append(f"renewal arrivals (scv {self.scv:g}): stationary counts, requests see "
-                         f"time averages")
+            notes.append(Approximation(
+                "renewal_counts", f"renewal arrivals (scv {self.scv:g}): stationary counts, "
+                f"requests see time averages"))
         if self.c > 1:
-            notes.append(f"{self.c} instances: the wait for a free instance assumes instances "
-                         f"taken in turn (staggered)")
+            notes.append(Approximation(
+                "staggered_instances", f"{self.c} instances: the wait for a free instance "
+                f"assumes instances taken in turn (staggered)"))
         if self.D > 0 and self.pmin > 1:
-            notes.append("delay with a queue left behind: the age of the oldest left-behind "
-                         "request is approximated")
+            notes.append(Approximation(
+                "left_behind_age", "delay with a queue left behind: the age of the oldest "
+                "left-behind request is approximated"))
         return notes
 
     def dispatch_pass(self, cut: float):
@@ -1355,29 +1359,28 @@ class _SingleInstance:
         lost = max(self.chain_tail, self.service_overflow,
                    abs(1.0 - self.rejection - self.H_total))
         notes = self.approximations()
-        statement = (f"lattice step h = {self.h * 1e3:.4g} ms (quantiles within about h); "
-                     f"truncated or discretised mass {lost:.1e}")
-        if notes:
-            statement += "; approximations: " + "; ".join(notes)
-        if notes:
-            statement += "; " + measured_statement(family_of(
-                self.c, self.node.service.jitter == "deterministic", self.D > 0,
-                renewal=self.scv != 1.0))
         utilization = self.busy
         if utilization > 1.0:
             # c > 1: the chain's time between dispatches is not tied to the instances' service
             # time (validation/batch_size_accuracy.py measures what that does to the means)
-            statement += (f"; the model's dispatch rate implies a utilisation of "
-                          f"{utilization:.3f} (its instances free faster than they serve, so "
-                          f"its batch sizes run small), capped at 1")
+            notes.append(Approximation(
+                "utilization_capped", f"the model's dispatch rate implies a utilization of "
+                f"{utilization:.3f} (its instances free faster than they serve, so its batch "
+                f"sizes run small), capped at 1"))
             utilization = 1.0
+        family = family_of(self.c, self.node.service.jitter == "deterministic", self.D > 0,
+                           renewal=self.scv != 1.0)
+        accuracy = Accuracy(
+            "approximation" if notes else "numerical",
+            "embedded chain of dispatch records on a time lattice", lattice_step=self.h,
+            quantile_error=self.h, truncated_mass=lost, approximations=notes,
+            measured=(measured(family),) if notes else ())
         batches = np.bincount(self.rec_k, weights=self.pi, minlength=self.B + 1)
         return BatchNodeLatency(
             self.pmf, self.h,
             method=(f"batch node, embedded chain at instance-free epochs "
                     f"({self.c} instance{'s' if self.c > 1 else ''})"),
-            accuracy=Accuracy("approximation" if notes else "numerical", statement),
-            throughput=self.rate * (1.0 - self.rejection), utilization=utilization,
+            accuracy=accuracy, throughput=self.rate * (1.0 - self.rejection), utilization=utilization,
             rejection_fraction=self.rejection,
             batch_size_distribution={int(i): float(v) for i, v in enumerate(batches) if v > 0})
 
@@ -1428,3 +1431,7 @@ class _Spread:
                     - np.bincount(np.concatenate(self._hi), per, n))
             out += np.cumsum(diff.reshape(self.B + 1, self.length + 1), axis=1)[:, :-1]
         return out
+
+
+# The shipped number of passes of the several-instance gap iteration (part of the model).
+SEVERAL_INSTANCE_PASSES = _SingleInstance.ITERATIONS

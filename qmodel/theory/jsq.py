@@ -48,10 +48,10 @@ import numpy as np
 from scipy import fft, sparse, special, stats
 from scipy.sparse import linalg as sparse_linalg
 
-from ..latency import Accuracy, LatticeLatency
+from ..latency import Accuracy, Approximation, LatticeLatency
 from ..system import Node
 from .classical import _erlang_c, mdc
-from .measured import summary_statement
+from .measured import measured
 from .service_law import service_lattice
 
 __all__ = ["balanced_least_outstanding", "waiting_probability", "LEAST_B1_MAX_CV"]
@@ -238,16 +238,17 @@ def balanced_least_outstanding(node: Node, rate: float, nodes: int,
         behind = behind * S + prob
     pmf = fft.irfft(per_node[0] * S + R * S * behind, size)[:size]
     kind = "M" if service.jitter == "exponential" else "D"
-    statement = (f"balanced-queue model: central-queue M/{kind}/{nodes} count, the shortest "
-                 f"node holds floor(n / N), equilibrium residual (Nelson & Philips 1989 in "
-                 f"spirit), P(wait) = {waiting:.3g} from the busy-nodes/extras chain (the "
-                 f"central queue's {central_wait:.3g} scaled by {ratio:.3g}); "
-                 f"{summary_statement('least_outstanding (in predict), B = 1 balanced')}; "
-                 f"lattice step h = {h * 1e3:.4g} ms")
-    if overflow > 1e-9:
-        statement += f"; service tail beyond the lattice {overflow:.1e}"
+    balanced = Approximation(
+        "balanced_queues", f"balanced-queue model: central-queue M/{kind}/{nodes} count, the "
+        f"shortest node holds floor(n / N), equilibrium residual (Nelson & Philips 1989 in "
+        f"spirit), P(wait) = {waiting:.3g} from the busy-nodes/extras chain (the central "
+        f"queue's {central_wait:.3g} scaled by {ratio:.3g})")
+    accuracy = Accuracy("approximation", lattice_step=h, quantile_error=h,
+                        truncated_mass=overflow if overflow > 1e-9 else None,
+                        approximations=[balanced],
+                        measured=[measured("least_outstanding_balanced")])
     return LatticeLatency(
         np.clip(pmf, 0.0, None), h,
         method=f"least outstanding over {nodes} one-request nodes: balanced-queue model",
-        accuracy=Accuracy("approximation", statement), throughput=rate,
+        accuracy=accuracy, throughput=rate,
         utilization=rate * mean / nodes, batch_size_distribution={1: 1.0})

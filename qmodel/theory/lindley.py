@@ -25,10 +25,10 @@ import math
 import numpy as np
 from scipy import fft, stats
 
-from ..latency import Accuracy, LatticeLatency
+from ..latency import Accuracy, Approximation, LatticeLatency
 from ..system import ServiceTime, UnstableError
 from .classical import _erlang_c
-from .measured import summary_statement
+from .measured import measured
 from .service_law import service_lattice, service_upper
 
 __all__ = ["gig1", "gigc"]
@@ -202,8 +202,7 @@ def gig1(rate, service: ServiceTime, arrival_scv: float, batch_size: int = 1,
     sojourn = np.convolve(w, s_pmf)
     return LatticeLatency(
         sojourn, h, method=f"GI/G/1 numerical ({name} on a lattice)",
-        accuracy=Accuracy("numerical", f"lattice step h = {h * 1e3:.4g} ms (quantiles within "
-                                       f"about 2h); {how}"),
+        accuracy=Accuracy("numerical", how, lattice_step=h, quantile_error=2 * h),
         throughput=rate, utilization=rate * mean_s, batch_size_distribution={batch_size: 1.0})
 
 
@@ -267,8 +266,10 @@ def gigc(rate, service: ServiceTime, arrival_scv: float, servers: int,
     return LatticeLatency(
         np.convolve(wait, s_pmf), h,
         method=f"GI/G/{servers} fast-server approximation ({name} lattice, Erlang C scaling)",
-        accuracy=Accuracy("approximation", f"c servers as one c-times-faster server, probability "
-                                           f"of waiting scaled by Erlang C / rho (exact for "
-                                           f"M/M/c); lattice step h = {h * 1e3:.4g} ms, "
-                                           f"{how}; {summary_statement('GI/G/c fast server')}"),
+        accuracy=Accuracy(
+            "approximation", how, lattice_step=h, quantile_error=2 * h,
+            approximations=[Approximation(
+                "fast_server", "c servers as one c-times-faster server, probability of waiting "
+                "scaled by Erlang C / rho (exact for M/M/c)")],
+            measured=[measured("fast_server")]),
         throughput=rate, utilization=load / servers, batch_size_distribution={1: 1.0})

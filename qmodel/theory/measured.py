@@ -1,82 +1,68 @@
-"""Measured errors of the approximate models, for their results' ``accuracy`` statements.
+"""Measured errors of the approximate models, one table for results and docs alike.
 
-The batch model (:data:`MEASURED`, by family of node) and the router and multi-server models
-(:data:`SUMMARIES`, by campaign family) state how far off they have been measured to be.
+An approximation states how far off it has been measured to be on systems like the one asked
+about: its result's ``accuracy.measured`` holds the :class:`~qmodel.latency.MeasuredError` of
+its family (the relative errors of the predicted p95 and p99 against the simulator over a
+validation campaign's configurations). The figures live in measured_errors.json beside this
+module, written by ``validation/measured_errors.py --write`` from the campaigns' stored
+results; tests/test_measured.py fails when the table and the stored results disagree, and the
+docs' accuracy tables are generated from the same file (``docs/generate.py``).
 
-The batch model is exact up to its lattice for one instance without a delay; everywhere else it
-approximates (see :mod:`qmodel.theory.batch`), and a result should say how far off such an
-approximation has been measured to be on nodes like the one asked about. The figures below are
-the relative errors of the predicted p95 and p99 against the simulator on the validation
-campaigns' nodes:
-
-- ``validation/predict_accuracy.py`` (the issue-3 grid: S(k) = 1.8874 ms + 0.1438 ms k,
-  max_batch_size 1-32, delays 0-2 S(1), 1, 2 and 4 instances, loads 0.1-0.95, deterministic
-  and lognormal cv 0.3 service);
-- ``validation/multi_instance_holdout.py`` (S(k) = 4 ms + 0.4 ms k, B 2-64, 2, 3 and 8
-  instances) and ``validation/single_instance_holdout.py`` (one instance, preferred sizes {B}
-  and {B/2, B}, B 2-64);
-- ``validation/batch_size_accuracy.py`` (the grid's mean batch size and utilisation, which the
-  p95/p99 campaigns do not record);
-- ``validation/renewal_batch.py`` (renewal arrivals of scv 0.5 and 2, one and two instances).
-
-:data:`SUMMARIES` holds the summary lines that ``validation/router_accuracy.py`` (its full
-run, validation/results/router_accuracy_full.txt: N = 2-128 nodes, B = 1, 8, 32, one instance)
-and ``validation/renewal_multi_server.py`` (GI/G/c without batching) print.
-
-``validation/measured_errors.py`` recomputes both tables from the stored results
-(``validation/results/``), and tests/test_measured.py fails when they disagree, so a rerun
-campaign cannot leave a stale statement behind.
+Families
+--------
+The batch model (:mod:`qmodel.theory.batch`) is exact up to its lattice for one instance
+without a delay; elsewhere it approximates, and its families split by instance count, service
+jitter and delay (:func:`family_of`). The router and multi-server models have one family each
+(:data:`DESCRIPTIONS` says which configurations belong to which).
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple
+import json
+from functools import lru_cache
+from pathlib import Path
 
-__all__ = ["MEASURED", "Measured", "SUMMARIES", "family_of", "measured_statement",
-           "summary_statement"]
+from ..latency import ErrorRange, MeasuredError
 
+__all__ = ["DESCRIPTIONS", "TABLE_FILE", "family_of", "measured", "measured_table",
+           "write_table"]
 
-class Measured(NamedTuple):
-    """Signed relative errors of the prediction against the simulator over a family's nodes:
-    (lowest, highest) of p95, p99, mean batch size and utilisation, and the median |error| of
-    p95 and p99 together."""
+TABLE_FILE = Path(__file__).with_name("measured_errors.json")
 
-    nodes: int
-    p95: tuple
-    p99: tuple
-    median: float
-    batch_nodes: int
-    mean_batch_size: tuple
-    utilization: tuple
-
-
-MEASURED = {
-    "1 instance, approximation": Measured(
-        nodes=156, p95=(-0.014, 0.094), p99=(-0.02, 0.099), median=0.004,
-        batch_nodes=84, mean_batch_size=(-0.007, 0.005), utilization=(-0.002, 0.005)),
-    "renewal arrivals (measured at scv 0.5 and 2), 1 instance": Measured(
-        nodes=48, p95=(-0.017, 0.034), p99=(-0.024, 0.071), median=0.013,
-        batch_nodes=48, mean_batch_size=(-0.061, 0.026), utilization=(-0.022, 0.055)),
-    "renewal arrivals (measured at scv 0.5 and 2), several instances": Measured(
-        nodes=48, p95=(-0.163, 0.052), p99=(-0.142, 0.04), median=0.021,
-        batch_nodes=48, mean_batch_size=(-0.187, 0.028), utilization=(-0.019, 0.125)),
-    "several instances, deterministic, no delay": Measured(
-        nodes=69, p95=(-0.189, 0.093), p99=(-0.154, 0.1), median=0.039,
-        batch_nodes=42, mean_batch_size=(-0.303, 0.041), utilization=(-0.013, 0.103)),
-    "several instances, deterministic, with a delay": Measured(
-        nodes=111, p95=(-0.167, 0.044), p99=(-0.158, 0.035), median=0.006,
-        batch_nodes=84, mean_batch_size=(-0.147, 0.048), utilization=(-0.015, 0.074)),
-    "several instances, jittery, no delay": Measured(
-        nodes=69, p95=(-0.197, 0.106), p99=(-0.157, 0.091), median=0.016,
-        batch_nodes=42, mean_batch_size=(-0.435, 0.007), utilization=(-0.001, 0.091)),
-    "several instances, jittery, with a delay": Measured(
-        nodes=111, p95=(-0.013, 0.101), p99=(-0.007, 0.088), median=0.014,
-        batch_nodes=84, mean_batch_size=(-0.087, 0.061), utilization=(-0.019, 0.044)),
+# family key -> which configurations it covers (completes "measured on N ...")
+DESCRIPTIONS = {
+    "batch_one_instance": "one-instance batching nodes with a delay or several preferred sizes",
+    "batch_several_deterministic_no_delay":
+        "several-instance batching nodes, deterministic service, no delay",
+    "batch_several_deterministic_delay":
+        "several-instance batching nodes, deterministic service, with a delay",
+    "batch_several_jittery_no_delay":
+        "several-instance batching nodes, jittery service, no delay",
+    "batch_several_jittery_delay":
+        "several-instance batching nodes, jittery service, with a delay",
+    "batch_renewal_one_instance":
+        "one-instance batching nodes under renewal arrivals (scv 0.5 and 2)",
+    "batch_renewal_several_instances":
+        "several-instance batching nodes under renewal arrivals (scv 0.5 and 2)",
+    "round_robin": "round-robin clusters (N = 2-128 nodes, max_batch_size 1, 8, 32)",
+    "power_of_two_mean_field":
+        "power-of-two clusters inside the mean-field model's domain (N = 4-128 nodes)",
+    "least_outstanding_balanced":
+        "least-outstanding clusters of one-request nodes (N = 2-128)",
+    "least_outstanding_as_round_robin":
+        "least-outstanding clusters of batching nodes, max_batch_size 8 and 32 (N = 2-128)",
+    "least_outstanding_as_round_robin_b4":
+        "least-outstanding clusters of batching nodes, max_batch_size 4 (N = 2-32)",
+    "least_outstanding_as_round_robin_renewal":
+        "least-outstanding clusters of batching nodes under renewal arrivals (scv 0.5 and 2, "
+        "max_batch_size 8 and 32, N = 4-32)",
+    "fast_server": "several-instance nodes without batching (GI/G/c: c = 2-8, arrival scv "
+                   "0.25-2, four service laws)",
 }
 
 
 def family_of(instances: int, deterministic: bool, delay: bool, renewal: bool = False) -> str:
-    """The measured family a batch node with an approximation belongs to.
+    """The measured family of a batch node whose result is an approximation.
 
     Renewal (non-Poisson) arrivals have families of their own, by instance count only (their
     campaign is smaller than the Poisson ones).
@@ -84,64 +70,66 @@ def family_of(instances: int, deterministic: bool, delay: bool, renewal: bool = 
     Examples
     --------
     >>> family_of(4, deterministic=True, delay=False)
-    'several instances, deterministic, no delay'
+    'batch_several_deterministic_no_delay'
     >>> family_of(1, deterministic=False, delay=True)
-    '1 instance, approximation'
+    'batch_one_instance'
     >>> family_of(2, deterministic=True, delay=False, renewal=True)
-    'renewal arrivals (measured at scv 0.5 and 2), several instances'
+    'batch_renewal_several_instances'
     """
     if renewal:
-        count = "1 instance" if instances == 1 else "several instances"
-        return f"renewal arrivals (measured at scv 0.5 and 2), {count}"
+        return ("batch_renewal_one_instance" if instances == 1
+                else "batch_renewal_several_instances")
     if instances == 1:
-        return "1 instance, approximation"
-    return (f"several instances, {'deterministic' if deterministic else 'jittery'}, "
-            f"{'with a delay' if delay else 'no delay'}")
+        return "batch_one_instance"
+    return (f"batch_several_{'deterministic' if deterministic else 'jittery'}_"
+            f"{'delay' if delay else 'no_delay'}")
 
 
-def measured_statement(family: str) -> str:
-    """One sentence: the measured p95/p99 errors of ``family``.
-
-    Examples
-    --------
-    >>> print(measured_statement("1 instance, approximation"))  # doctest: +ELLIPSIS
-    measured on 156 such nodes against the simulator: p95 -1.4% to +9.4%, p99 -2.0% to +9.9%, ...
-    """
-    if family not in MEASURED:
-        raise ValueError(f"family must be one of {sorted(MEASURED)}, got {family!r}")
-    m = MEASURED[family]
-    return (f"measured on {m.nodes} such nodes against the simulator: p95 {m.p95[0]:+.1%} to "
-            f"{m.p95[1]:+.1%}, p99 {m.p99[0]:+.1%} to {m.p99[1]:+.1%}, median |error| "
-            f"{m.median:.1%}; on {m.batch_nodes} of them mean batch size "
-            f"{m.mean_batch_size[0]:+.1%} to {m.mean_batch_size[1]:+.1%}, utilisation "
-            f"{m.utilization[0]:+.1%} to {m.utilization[1]:+.1%} (family '{family}', "
-            f"validation/measured_errors.py)")
+@lru_cache(maxsize=1)
+def measured_table() -> dict:
+    """family -> MeasuredError, as stored in measured_errors.json."""
+    return {fam: _from_json(fam, row)
+            for fam, row in json.loads(TABLE_FILE.read_text()).items()}
 
 
-# campaign family -> (configurations, p95 median, p95 worst, p99 median, p99 worst) of
-# |relative error| against the simulator, as the campaign's summary prints them
-SUMMARIES = {
-    "round_robin": (150, 0.007, 0.038, 0.010, 0.067),
-    "power_of_two (in predict)": (98, 0.016, 0.086, 0.020, 0.095),
-    "least_outstanding (in predict), B = 1 balanced": (30, 0.005, 0.045, 0.005, 0.050),
-    "GI/G/c fast server": (108, 0.010, 0.191, 0.009, 0.152),
-}
-
-_SOURCE = {"GI/G/c fast server": "validation/renewal_multi_server.py"}
-
-
-def summary_statement(family: str) -> str:
-    """One sentence: the measured p95/p99 errors of a router or multi-server ``family``.
+def measured(family: str) -> MeasuredError:
+    """The measured error of ``family``.
 
     Examples
     --------
-    >>> print(summary_statement("round_robin"))  # doctest: +ELLIPSIS
-    measured on 150 configurations against the simulator: |error| of p95 median 0.7%, ...
+    >>> m = measured("round_robin")
+    >>> m.configurations, m.sources
+    (150, ('validation/router_accuracy.py',))
     """
-    if family not in SUMMARIES:
-        raise ValueError(f"family must be one of {sorted(SUMMARIES)}, got {family!r}")
-    n, m95, w95, m99, w99 = SUMMARIES[family]
-    source = _SOURCE.get(family, "validation/router_accuracy.py")
-    return (f"measured on {n} configurations against the simulator: |error| of p95 median "
-            f"{m95:.1%}, worst {w95:.1%}; of p99 median {m99:.1%}, worst {w99:.1%} "
-            f"({family}, {source})")
+    table = measured_table()
+    if family not in table:
+        raise ValueError(f"family must be one of {sorted(table)}, got {family!r}")
+    return table[family]
+
+
+def write_table(families: dict) -> None:
+    """Store family -> MeasuredError as measured_errors.json (for validation/measured_errors.py)."""
+    rows = {fam: _to_json(m) for fam, m in sorted(families.items())}
+    TABLE_FILE.write_text(json.dumps(rows, indent=1) + "\n")
+    measured_table.cache_clear()
+
+
+def _to_json(m: MeasuredError) -> dict:
+    def rng(r):
+        return None if r is None else [r.low, r.high, r.median]
+    return {"configurations": m.configurations, "p50": rng(m.p50), "p95": rng(m.p95),
+            "p99": rng(m.p99), "sources": list(m.sources),
+            "batch_configurations": m.batch_configurations,
+            "mean_batch_size": None if m.mean_batch_size is None else list(m.mean_batch_size),
+            "utilization": None if m.utilization is None else list(m.utilization)}
+
+
+def _from_json(family: str, row: dict) -> MeasuredError:
+    def rng(r):
+        return None if r is None else ErrorRange(*r)
+    return MeasuredError(
+        family=family, description=DESCRIPTIONS[family], configurations=row["configurations"],
+        p95=rng(row["p95"]), p99=rng(row["p99"]), sources=tuple(row["sources"]),
+        p50=rng(row["p50"]), batch_configurations=row["batch_configurations"],
+        mean_batch_size=None if row["mean_batch_size"] is None else tuple(row["mean_batch_size"]),
+        utilization=None if row["utilization"] is None else tuple(row["utilization"]))

@@ -54,7 +54,7 @@ from dataclasses import replace
 
 from scipy import fft, linalg, optimize
 
-from ..latency import Accuracy, LatticeLatency
+from ..latency import Accuracy, Approximation, LatticeLatency
 from ..system import Node, UnstableError
 from .batch import batch_node
 from .service_law import service_lattice, service_upper
@@ -387,13 +387,12 @@ def _with_delay(node: Node, rate: float, nodes: int, choices: int, resolution: i
     policy = "least outstanding" if choices == nodes else f"power of {choices}"
     result.method = (f"{policy} over {nodes} nodes with a delay: batch node under renewal "
                      f"arrivals (scv {x:.3g}) calibrated on the cavity model without the delay")
-    result.accuracy = Accuracy(
-        "approximation",
-        f"the routed stream as renewal arrivals with scv {x:.3g}, the value at which the node "
-        f"without its delay matches the mean-field p99 {reference.p99 * 1e3:.4g} ms "
-        f"(state dependence of the arrivals during a formation ignored; measured on p95/p99, "
-        f"the median up to 12% low); node: "
-        f"{result.accuracy.statement}")
+    result.accuracy = result.accuracy.extended(
+        exactness="approximation", approximations=[Approximation(
+            "calibrated_stream", f"the routed stream as renewal arrivals with scv {x:.3g}, the "
+            f"value at which the node without its delay matches the mean-field p99 "
+            f"{reference.p99 * 1e3:.4g} ms (state dependence of the arrivals during a "
+            f"formation ignored)", value=x)])
     return result
 
 
@@ -413,11 +412,12 @@ def _no_delay(node: Node, rate: float, nodes: int, choices: int, resolution: int
         pmf, cav.h,
         method=f"{policy} over {nodes} nodes: cavity (mean-field) model, state-dependent "
                f"arrivals",
-        accuracy=Accuracy("approximation",
-                          f"other nodes independent with the node's own stationary law "
-                          f"(mean field), own batch size from the mean arrivals behind; "
-                          f"lattice step h = {cav.h * 1e3:.4g} ms; fixed point after "
-                          f"{cav.iterations} iterations (count law moved {cav.moved:.1e})"),
+        accuracy=Accuracy(
+            "approximation", f"fixed point after {cav.iterations} iterations (count law moved "
+            f"{cav.moved:.1e})", lattice_step=cav.h,
+            approximations=[Approximation(
+                "mean_field", "other nodes independent with the node's own stationary law "
+                "(mean field), own batch size from the mean arrivals behind")]),
         throughput=rate,
         utilization=float(np.sum(cav.pi[1:])),
         batch_size_distribution={int(k): float(v) for k, v in

@@ -32,7 +32,7 @@ import numbers
 import numpy as np
 from scipy import optimize
 
-from ..latency import Accuracy
+from ..latency import Accuracy, Approximation
 from ..system import UnstableError
 from .classical import _QueueLatency, _ServiceLaw, _check_rate, _service_law
 
@@ -297,26 +297,26 @@ def cramer_lundberg(rate, service, arrival_scv=1.0, batch_size=1) -> CramerLundb
             accuracy = Accuracy("exact", "M/M/1: the waiting time is exactly rho exp(-(mu - "
                                          "lambda) t) beyond its atom; closed-form convolution")
         else:
-            accuracy = Accuracy(
-                "approximation",
+            accuracy = Accuracy("approximation", approximations=[Approximation(
+                "cramer_lundberg_tail",
                 "Cramer-Lundberg asymptote P(Wq > t) ~ C exp(-theta t) of M/G/1 (Abate, "
                 "Choudhury & Whitt 1995), capped at P(Wq > 0) = rho: relative error -> 0 as "
                 "t -> inf; accurate from the p90 on (M/D/1 at rho 0.9: waiting p99 exact to "
-                "4 decimals), weaker near the median")
+                "4 decimals), weaker near the median")])
     elif law.family == "exponential":
         constant, cap = 1.0 - theta * law.mean, 1.0
-        accuracy = Accuracy(
-            "approximation",
+        accuracy = Accuracy("approximation", approximations=[Approximation(
+            "gamma_arrivals",
             f"GI/M/1 waiting time sigma exp(-mu (1 - sigma) t), exact for gamma interarrivals "
-            f"with SCV {ca2:g}; other renewal laws with that SCV differ")
+            f"with SCV {ca2:g}; other renewal laws with that SCV differ")])
     else:
         kingman = rho * law.mean * (ca2 + law.scv) / (2.0 * (1.0 - rho))
         constant, cap = theta * kingman, 1.0
-        accuracy = Accuracy(
-            "approximation",
+        accuracy = Accuracy("approximation", approximations=[Approximation(
+            "cramer_lundberg_tail",
             f"GI/G/1 Cramer-Lundberg decay rate for gamma interarrivals with SCV {ca2:g} "
             f"(asymptotically exact for that law); constant theta x Kingman mean wait (Abate, "
-            f"Choudhury & Whitt 1995), an approximation with unbounded error; tail capped at 1")
+            f"Choudhury & Whitt 1995), an approximation with unbounded error; tail capped at 1")])
     result = CramerLundbergLatency(
         decay_rate=theta, constant=constant, cap=cap, law=law,
         method=("Cramer-Lundberg tail" + (" (M/G/1)" if ca2 == 1 else " (GI/G/1)")),
