@@ -17,6 +17,7 @@ import numpy as np
 from . import derive, validate
 from . import system as qs
 from .sim import simulate
+from .routers import COMPARED_ROUTERS, ROUTER_NAMES
 
 __all__ = ["main", "build_parser"]
 
@@ -98,9 +99,7 @@ def _add_system_args(parser) -> None:
                    help="reject arrivals beyond Q pending requests (0 = unlimited)")
     g = parser.add_argument_group("cluster")
     g.add_argument("--nodes", type=_count, default=1, metavar="N")
-    g.add_argument("--router", default="random",
-                   choices=["random", "round_robin", "least_outstanding", "power_of_two",
-                            "power_of_d"])
+    g.add_argument("--router", default="random", choices=ROUTER_NAMES)
     g.add_argument("--weights", type=_float_list, default=None, metavar="W,W",
                    help="with --router random: each node's share, e.g. 9,1")
     g.add_argument("--choices", type=_count, default=None, metavar="D",
@@ -156,7 +155,7 @@ def build_parser() -> argparse.ArgumentParser:
     rout = sub.add_parser(
         "routers", help="compare routers for the same nodes and load",
         description="Predict p50/p95/p99 of --nodes copies of the node under each router "
-                    "(random, round_robin, power_of_two, least_outstanding), with the mean "
+                    f"({', '.join(COMPARED_ROUTERS)}), with the mean "
                     "batch size and utilisation that explain the difference.")
     _add_system_args(rout)
     g = rout.add_argument_group("output")

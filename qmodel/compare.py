@@ -14,21 +14,11 @@ from dataclasses import dataclass
 
 from .latency import Latency
 from .predict import predict
+from .routers import COMPARED_ROUTERS, router_policy
 from .sim import simulate as run_simulation
 from .system import Cluster, Node
 
-__all__ = ["ROUTERS", "RouterResult", "compare_routers", "router_table"]
-
-ROUTERS = ("random", "round_robin", "power_of_two", "least_outstanding")
-
-_WHY = {
-    "random": "each node sees Poisson arrivals (interarrival scv 1)",
-    "round_robin": "each node sees every N-th arrival (interarrival scv 1/N): smoother queues",
-    "power_of_two": "joins the shorter of 2 sampled queues",
-    "least_outstanding": "joins the shortest queue of all; with batching the levelled queues "
-                         "take requests in turn, so it is predicted as round robin (tails); "
-                         "without, a request waits only when every node is busy",
-}
+__all__ = ["RouterResult", "compare_routers", "router_table"]
 
 
 @dataclass(frozen=True)
@@ -57,7 +47,7 @@ class RouterResult:
         return self.predicted if self.predicted is not None else self.simulated
 
 
-def compare_routers(node: Node, count: int, rate: float, routers=ROUTERS, *,
+def compare_routers(node: Node, count: int, rate: float, routers=COMPARED_ROUTERS, *,
                     requests: int | None = None, seed: int = 1) -> list[RouterResult]:
     """Latency of ``count`` copies of ``node`` at total ``rate`` under each router.
 
@@ -70,7 +60,8 @@ def compare_routers(node: Node, count: int, rate: float, routers=ROUTERS, *,
     rate : float
         Total Poisson arrival rate, requests per second.
     routers : sequence of str
-        Router names as :class:`~qmodel.system.Cluster` takes them.
+        Router names as :class:`~qmodel.system.Cluster` takes them; by default one per policy
+        (:data:`qmodel.routers.COMPARED_ROUTERS`).
     requests : int, optional
         Also simulate each router with this many requests (and use the simulation where the
         theory has no model yet).
@@ -97,7 +88,7 @@ def compare_routers(node: Node, count: int, rate: float, routers=ROUTERS, *,
     out = []
     for router in routers:
         cluster = Cluster(node, count=count, router=router)
-        note = _WHY.get(router, "")
+        note = router_policy(router).summary
         try:
             predicted = predict(cluster, rate=rate, fallback="raise")
         except NotImplementedError as err:
@@ -135,9 +126,10 @@ def router_table(rows: list[RouterResult]) -> str:
         # rank by one kind of number: the simulation when every router has one (a model's
         # error can exceed the gap between routers), else the best available
         by_sim = all(sim is not None for _, _, sim in ranked)
-        order = sorted((sim.p99 if by_sim else p99, name) for p99, name, sim in ranked)
-        best_p99, best = order[0]
-        lines.append(f"lowest p99: {best} ({best_p99 * 1e3:.3f} ms, "
+        shown = {name: round((sim.p99 if by_sim else p99) * 1e3, 3) for p99, name, sim in ranked}
+        best_p99 = min(shown.values())
+        best = " and ".join(name for name, value in shown.items() if value == best_p99)
+        lines.append(f"lowest p99: {best} ({best_p99:.3f} ms, "
                      f"{'simulated' if by_sim else 'as shown'})")
     lines.append("why:")
     lines += [f"  {r.router}: {r.note}" for r in rows if r.best is not None and r.note]

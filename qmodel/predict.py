@@ -60,30 +60,16 @@ from .theory.batch import DEFAULT_RESOLUTION, batch_node, check_resolution
 from .theory.classical import mdc, mg1, mmc
 from .theory.lindley import gig1, gigc
 from .theory.measured import measured
-from .theory.jsq import balanced_least_outstanding, supported as jsq_supported
+from .theory.jsq import balanced_least_outstanding
 from .theory.routing import dynamic_router
 
 __all__ = ["predict", "MixtureLatency"]
 
-# Where the power-of-d mean-field model answers: N >= min_nodes and N (1 - load) >= slack,
-# load the offered rate over the cluster's capacity, by max_batch_size (the row with the
-# largest key not above it). Chosen from validation/router_accuracy.py's full grid: outside,
-# the model ran more than 10% optimistic; batching nodes decouple sooner. Inside, its errors are
-# the family "power_of_two_mean_field" of qmodel/theory/measured_errors.json.
-_POD_DOMAIN = {1: (8, 2.4), 8: (4, 0.8)}
 # one request per batch, one instance, Poisson, lognormal jitter (no closed-form transform, so
 # the inversion integrates it: 50-200 ms): with cv up to this the Pollaczek-Khinchine lattice
 # (gig1) gives M/G/1's p50-p99 within 0.12% in 1.4-5 ms (loads 0.3-0.95, against mg1); at cv
 # 1.5 within 1.6%, at cv 2 25% off (the lattice spreads too thin), so longer tails go to mg1
 LATTICE_MAX_CV = 1.0
-# least outstanding is answered as round robin from this max_batch_size up, for service times
-# this steady (jitter cv): the families "least_outstanding_as_round_robin" (B >= 8) and
-# "least_outstanding_as_round_robin_b4" hold its measured errors; at B = 2 the p99 was up to
-# twice the simulated one, and with jitter cv 0.3 29% off (validation/least_outstanding_*.py)
-LEAST_MIN_BATCH, LEAST_MAX_CV = 4, 0.1
-# under renewal arrivals, from this max_batch_size (family
-# "least_outstanding_as_round_robin_renewal"; not measured below)
-LEAST_RENEWAL_MIN_BATCH = 8
 # the cavity model's lattice (steps per S(1)); its quantiles move < 0.1% from 40 to 100
 DYNAMIC_RESOLUTION = 40
 
@@ -250,7 +236,7 @@ def _single_request(node: Node, rate: float, scv: float) -> Latency:
     return gigc(rate, service, scv, c)
 
 
-def _cluster(cluster: Cluster, rate: float, resolution: int, scv: float = 1.0) -> Latency:
+def _split(cluster: Cluster, rate: float, resolution: int, scv: float = 1.0) -> Latency:
     """A static router splits the stream into per-node renewal streams: solve each node alone.
 
     - random (weighted), share p: independent thinning of a renewal stream is renewal, its
@@ -264,8 +250,6 @@ def _cluster(cluster: Cluster, rate: float, resolution: int, scv: float = 1.0) -
     mixture of the nodes' (every request is served by one node).
     """
     router = cluster.router
-    if not router.is_static:
-        return _dynamic(cluster, rate, resolution, scv)
     nodes, shares = cluster.nodes, cluster.shares
     solved = {}                       # identical nodes with identical streams: solve once
     parts, weights, instances = [], [], []
@@ -297,40 +281,21 @@ def _cluster(cluster: Cluster, rate: float, resolution: int, scv: float = 1.0) -
     return MixtureLatency(parts, weights, instances, split=split)
 
 
-def _dynamic(cluster: Cluster, rate: float, resolution: int, scv: float) -> Latency:
-    """Power of d: the cavity (mean-field) model, where it is accurate.
+def _power_of_d(cluster: Cluster, rate: float, resolution: int, scv: float) -> Latency:
+    """Power of d: the cavity (mean-field) model, where it is accurate; power of N samples
+    every node and breaks ties at random, which is least outstanding.
 
     The model takes the other nodes as independent copies of the one it follows, which holds
     as N grows and fails for few nodes near saturation (they fill up together). It answers
-    only inside the domain measured in validation/router_accuracy.py; elsewhere it says so.
+    only inside the domain measured in validation/router_accuracy.py
+    (:meth:`qmodel.routers.PowerOfD.unmodelled` says where).
     """
     router, nodes = cluster.router, cluster.nodes
-    N = len(nodes)
-    name = router.name
-    if any(node != nodes[0] for node in nodes):
-        raise NotImplementedError(
-            f"predict() models router {name!r} over identical nodes only; use qmodel.simulate "
-            f"for a mix of nodes")
-    d = router.choices
-    if router.policy == "least_outstanding" or d >= N:
-        # power of N samples every node and breaks ties at random: least outstanding exactly
+    N, d = len(nodes), router.choices
+    if d >= N:
         result = _least_outstanding(cluster, rate, resolution, scv)
-        if router.policy != "least_outstanding":
-            result.method = f"power of {d} over {N} nodes is least outstanding: {result.method}"
+        result.method = f"power of {d} over {N} nodes is least outstanding: {result.method}"
         return result
-    if scv != 1.0:
-        raise NotImplementedError(
-            f"predict() models router {name!r} for Poisson arrivals only; use qmodel.simulate "
-            f"for renewal or trace arrivals")
-    load = rate / cluster.capacity
-    B = nodes[0].max_batch_size
-    if not mean_field_domain(router.policy, N, load, B):
-        min_nodes, slack = _pod_domain(B)
-        raise NotImplementedError(
-            f"router {name!r}: the mean-field model is validated for N >= {min_nodes} nodes "
-            f"with N x (1 - load) >= {slack:g} at max_batch_size {B}; this cluster has N = {N} "
-            f"at load {load:.2f} (N x (1 - load) = {N * (1 - load):.2f}), where the nodes fill "
-            f"up together and the model is optimistic. Use qmodel.simulate for it")
     result = dynamic_router(nodes[0], rate, N, d, resolution=min(resolution, DYNAMIC_RESOLUTION))
     result.accuracy = result.accuracy.extended(measured=[measured("power_of_two_mean_field")])
     return result
@@ -356,32 +321,10 @@ def _least_outstanding(cluster: Cluster, rate: float, resolution: int,
     """
     node = cluster.nodes[0]
     N = len(cluster.nodes)
-    if scv != 1.0 and node.max_batch_size < LEAST_RENEWAL_MIN_BATCH:
-        raise NotImplementedError(
-            f"predict() models router 'least_outstanding' under renewal arrivals only for "
-            f"batching nodes with max_batch_size >= {LEAST_RENEWAL_MIN_BATCH} (as round robin); "
-            f"this node has max_batch_size {node.max_batch_size}. Use qmodel.simulate for it")
     if node.max_batch_size == 1:
-        why = jsq_supported(node)
-        if why is not None:
-            raise NotImplementedError(
-                f"predict() models router 'least_outstanding' over one-request nodes with one "
-                f"instance, an unlimited queue and steady service; this node has {why}. Use "
-                f"qmodel.simulate for it")
         return balanced_least_outstanding(node, rate, N)
-    service = node.service
-    steady = service.jitter == "deterministic" or (
-        service.jitter in ("lognormal", "gamma") and service.cv <= LEAST_MAX_CV)
-    if node.max_batch_size < LEAST_MIN_BATCH or node.instances != 1 \
-            or node.preferred_batch_sizes or node.max_queue_size or not steady:
-        raise NotImplementedError(
-            f"predict() models router 'least_outstanding' for one-request nodes (max_batch_size "
-            f"1) and for single-instance nodes with max_batch_size >= {LEAST_MIN_BATCH}, "
-            f"service-time jitter cv <= {LEAST_MAX_CV:g}, no preferred sizes and an unlimited "
-            f"queue (as round robin; with more jitter the router reacts to service times and "
-            f"round robin does not); this node: {node.describe()}. Use qmodel.simulate for it")
     twin = Cluster(list(cluster.nodes), router="round_robin")
-    result = _cluster(twin, rate, resolution, scv)
+    result = _split(twin, rate, resolution, scv)
     result.method = f"least outstanding over {N} nodes as round robin: {result.method}"
     families = ["least_outstanding_as_round_robin" if node.max_batch_size >= 8
                 else "least_outstanding_as_round_robin_b4"]
@@ -396,27 +339,18 @@ def _least_outstanding(cluster: Cluster, rate: float, resolution: int,
     return result
 
 
-def _pod_domain(max_batch_size: int) -> tuple:
-    return _POD_DOMAIN[max(k for k in _POD_DOMAIN if k <= max_batch_size)]
+# predict's model of a cluster behind each routing policy (qmodel.routers.RouterPolicy.model)
+_CLUSTER_MODELS = {"split": _split, "least_outstanding": _least_outstanding,
+                   "power_of_d": _power_of_d}
 
 
-def mean_field_domain(policy: str, nodes: int, load: float, max_batch_size: int = 1) -> bool:
-    """Whether predict() answers a dynamic router with the mean-field model.
-
-    Examples
-    --------
-    >>> mean_field_domain("power_of_d", 32, 0.9), mean_field_domain("power_of_d", 4, 0.3)
-    (True, False)
-    >>> mean_field_domain("power_of_d", 4, 0.8, max_batch_size=8)
-    True
-    >>> mean_field_domain("least_outstanding", 128, 0.3)
-    False
-    """
-    if policy != "power_of_d":
-        return False
-    min_nodes, slack = _pod_domain(max_batch_size)
-    # a hair of slack for loads such as 0.8 whose N (1 - load) rounds below the bound
-    return nodes >= min_nodes and nodes * (1.0 - load) >= slack - 1e-9
+def _cluster(cluster: Cluster, rate: float, resolution: int, scv: float = 1.0) -> Latency:
+    """The router's model, inside its domain; NotImplementedError saying why elsewhere."""
+    policy = cluster.router.kind
+    reason = policy.unmodelled(cluster, rate / cluster.capacity, scv)
+    if reason is not None:
+        raise NotImplementedError(reason)
+    return _CLUSTER_MODELS[policy.model](cluster, rate, resolution, scv)
 
 
 class MixtureLatency(Latency):

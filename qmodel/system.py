@@ -11,23 +11,20 @@ from __future__ import annotations
 
 import math
 import numbers
-import re
 import warnings
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 import numpy as np
 
+from .checks import (LONGEST_PLAUSIBLE_SECONDS, parse_duration, positive_duration, positive_int,
+                     positive_rate)
+from .routers import ROUTER_NAMES, router_policy
+
 __all__ = [
     "UnstableError", "ServiceTime", "Node", "Cluster", "Router",
     "Poisson", "Renewal", "Trace", "parse_duration", "check_stable",
 ]
-
-# A Triton max_queue_delay is configured in microseconds; a value this large in seconds almost
-# certainly came over without conversion.
-_LONGEST_PLAUSIBLE_SECONDS = 60.0
-
-_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
 
 
 class UnstableError(ValueError):
@@ -36,73 +33,6 @@ class UnstableError(ValueError):
     The message states the capacity and what to change (fewer requests per second, more nodes or
     instances, a larger max_batch_size, or a finite max_queue_size to shed load).
     """
-
-
-# --------------------------------------------------------------------------------------------
-# small checked conversions
-# --------------------------------------------------------------------------------------------
-def parse_duration(value, name: str = "duration") -> float:
-    """Seconds from a number (already seconds) or a string with a unit.
-
-    Parameters
-    ----------
-    value : float or str
-        ``0.002``, ``"2ms"``, ``"500us"``, ``"1.5 s"``, ``"250ns"``.
-    name : str
-        The field name used in error messages.
-
-    Examples
-    --------
-    >>> parse_duration("2ms"), parse_duration("500us"), parse_duration(0.25)
-    (0.002, 0.0005, 0.25)
-    """
-    if isinstance(value, str):
-        m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(s|ms|us|µs|ns)\s*", value)
-        if not m:
-            raise ValueError(f"{name}={value!r} is not a duration; write a number of seconds or "
-                             "a number with a unit: '2ms', '500us', '1.5s'")
-        return float(m.group(1)) * _UNITS[m.group(2)]
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise ValueError(f"{name} must be a number of seconds or a string like '2ms', "
-                         f"got {value!r}")
-    value = float(value)
-    if not math.isfinite(value):
-        raise ValueError(f"{name}={value} is not finite; give a duration in seconds")
-    return value
-
-
-def _positive_duration(value, name: str, allow_zero: bool = False) -> float:
-    seconds = parse_duration(value, name)
-    if seconds < 0 or (seconds == 0 and not allow_zero):
-        bound = ">= 0" if allow_zero else "> 0"
-        raise ValueError(f"{name}={seconds!r} s must be {bound} (seconds)")
-    if seconds > _LONGEST_PLAUSIBLE_SECONDS:
-        raise ValueError(
-            f"{name}={seconds:g} s is longer than {_LONGEST_PLAUSIBLE_SECONDS:g} s: qmodel takes "
-            f"seconds, so this looks like micro- or milliseconds; write {seconds * 1e-6:g} "
-            f"(from us) or {seconds * 1e-3:g} (from ms), or a string such as '2ms'")
-    return seconds
-
-
-def _positive_int(value, name: str, minimum: int = 1) -> int:
-    if isinstance(value, bool):
-        raise ValueError(f"{name} must be a whole number >= {minimum}, got {value!r}")
-    if not isinstance(value, numbers.Integral):
-        if isinstance(value, numbers.Real) and float(value).is_integer():
-            value = int(value)
-        else:
-            raise ValueError(f"{name} must be a whole number >= {minimum}, got {value!r}")
-    if value < minimum:
-        raise ValueError(f"{name}={value} must be >= {minimum}")
-    return int(value)
-
-
-def _positive_rate(value, name: str = "rate") -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
-        raise ValueError(f"{name} must be a finite number of requests per second, got {value!r}")
-    if value <= 0:
-        raise ValueError(f"{name}={value} must be > 0 requests per second")
-    return float(value)
 
 
 # --------------------------------------------------------------------------------------------
@@ -151,8 +81,8 @@ class ServiceTime:
         jitter : str or (str, float)
             ``"deterministic"``, ``"exponential"``, ``("lognormal", cv)`` or ``("gamma", cv)``.
         """
-        base = _positive_duration(base, "ServiceTime.base")
-        per_item = _positive_duration(per_item, "ServiceTime.per_item", allow_zero=True)
+        base = positive_duration(base, "ServiceTime.base")
+        per_item = positive_duration(per_item, "ServiceTime.per_item", allow_zero=True)
         name, cv = _parse_jitter(jitter)
         return cls(kind="affine", base=base, per_item=per_item, jitter=name, cv=cv)
 
@@ -167,7 +97,7 @@ class ServiceTime:
         if len(points) < 2 and points[0][0] != 1:
             raise ValueError("ServiceTime.table needs at least two batch sizes, or size 1 alone "
                              f"(for max_batch_size 1); got sizes {[k for k, _ in points]}")
-        pts = tuple((k, _positive_duration(v, f"ServiceTime.table[{k}]")) for k, v in points)
+        pts = tuple((k, positive_duration(v, f"ServiceTime.table[{k}]")) for k, v in points)
         name, cv = _parse_jitter(jitter)
         return cls(kind="table", points=pts, jitter=name, cv=cv)
 
@@ -187,9 +117,9 @@ class ServiceTime:
                 raise ValueError(f"ServiceTime.empirical[{k}] has no samples; give at least one")
             if not np.all(np.isfinite(arr)) or np.any(arr <= 0):
                 raise ValueError(f"ServiceTime.empirical[{k}] must hold positive finite seconds")
-            if arr.max() > _LONGEST_PLAUSIBLE_SECONDS:
+            if arr.max() > LONGEST_PLAUSIBLE_SECONDS:
                 raise ValueError(f"ServiceTime.empirical[{k}] has samples above "
-                                 f"{_LONGEST_PLAUSIBLE_SECONDS:g} s; convert to seconds")
+                                 f"{LONGEST_PLAUSIBLE_SECONDS:g} s; convert to seconds")
             out.append((k, tuple(arr.tolist())))
         return cls(kind="empirical", samples=tuple(out), jitter="empirical",
                    cv=float("nan"))
@@ -208,7 +138,7 @@ class ServiceTime:
         if self.kind != "empirical":
             raise ValueError(f"nearest_measured is for empirical service times; this one is "
                              f"{self.kind!r}")
-        k = _positive_int(k, "batch size k")
+        k = positive_int(k, "batch size k")
         sizes = np.array([size for size, _ in self.samples])
         return int(sizes[np.argmin(np.abs(sizes - k))])
 
@@ -283,7 +213,7 @@ def _checked_size_map(mapping, name):
                          f"e.g. {{1: 3.1e-3, 8: 6.7e-3}}")
     items = []
     for k, v in mapping.items():
-        size = _positive_int(k, f"{name} batch size")
+        size = positive_int(k, f"{name} batch size")
         items.append((size, v))
     return sorted(items)
 
@@ -331,19 +261,19 @@ class Node:
         if isinstance(self.max_batch_size, numbers.Integral) and self.max_batch_size == 0:
             raise ValueError("Node.max_batch_size=0 is Triton's 'no batching'; qmodel writes that "
                              "as max_batch_size=1 (every batch holds one request)")
-        B = _positive_int(self.max_batch_size, "Node.max_batch_size")
+        B = positive_int(self.max_batch_size, "Node.max_batch_size")
         object.__setattr__(self, "max_batch_size", B)
         object.__setattr__(self, "max_queue_delay",
-                           _positive_duration(self.max_queue_delay, "Node.max_queue_delay",
+                           positive_duration(self.max_queue_delay, "Node.max_queue_delay",
                                               allow_zero=True))
-        object.__setattr__(self, "instances", _positive_int(self.instances, "Node.instances"))
+        object.__setattr__(self, "instances", positive_int(self.instances, "Node.instances"))
         object.__setattr__(self, "max_queue_size",
-                           _positive_int(self.max_queue_size, "Node.max_queue_size", minimum=0))
+                           positive_int(self.max_queue_size, "Node.max_queue_size", minimum=0))
         prefs = self.preferred_batch_sizes
         if isinstance(prefs, numbers.Integral):
             prefs = (prefs,)
         try:
-            prefs = tuple(_positive_int(p, "Node.preferred_batch_sizes") for p in prefs)
+            prefs = tuple(positive_int(p, "Node.preferred_batch_sizes") for p in prefs)
         except TypeError:
             raise ValueError("Node.preferred_batch_sizes must be a sequence of whole numbers, "
                              f"got {self.preferred_batch_sizes!r}") from None
@@ -405,9 +335,6 @@ class Node:
 # --------------------------------------------------------------------------------------------
 # routing and clusters
 # --------------------------------------------------------------------------------------------
-_POLICIES = ("random", "round_robin", "least_outstanding", "power_of_d")
-
-
 def preferred_table(preferred, upto: int) -> np.ndarray:
     """t[q] = largest size in ``preferred`` that is <= q (0 if none), for q = 0..upto.
 
@@ -434,6 +361,7 @@ class Router:
         nodes in turn; ``least_outstanding``: the node with the fewest queued plus in-service
         requests, ties at random (NGINX least_conn); ``power_of_d``: ``choices`` distinct nodes
         sampled uniformly, the least outstanding of them (Envoy LEAST_REQUEST samples 2).
+        What each does lives in its policy object, :data:`qmodel.routers.ROUTERS`.
     weights : tuple of float, optional
         Only with ``random``: relative shares, normalised to sum 1.
     choices : int
@@ -445,15 +373,18 @@ class Router:
     choices: int = 2
 
     @property
+    def kind(self):
+        """The policy object (:class:`qmodel.routers.RouterPolicy`) that carries the behaviour."""
+        return router_policy(self.policy)
+
+    @property
     def is_static(self) -> bool:
         """True when the choice ignores node state (the nodes then decouple)."""
-        return self.policy in ("random", "round_robin")
+        return self.kind.static
 
     @property
     def name(self) -> str:
-        if self.policy == "power_of_d":
-            return "power_of_two" if self.choices == 2 else f"power_of_{self.choices}"
-        return self.policy
+        return self.kind.display_name(self)
 
 
 @dataclass(frozen=True)
@@ -491,7 +422,7 @@ class Cluster:
     def __post_init__(self):
         nodes = self.nodes
         if isinstance(nodes, Node):
-            count = 1 if self.count is None else _positive_int(self.count, "Cluster.count")
+            count = 1 if self.count is None else positive_int(self.count, "Cluster.count")
             nodes = (nodes,) * count
         else:
             try:
@@ -510,62 +441,35 @@ class Cluster:
         object.__setattr__(self, "router", self._make_router(len(nodes)))
         object.__setattr__(self, "weights", self.router.weights)
         object.__setattr__(self, "choices", self.router.choices
-                           if self.router.policy == "power_of_d" else None)
+                           if self.router.kind.samples_nodes else None)
 
     def _make_router(self, n: int) -> Router:
         r = self.router
         if isinstance(r, Router):
-            policy, weights, choices = r.policy, r.weights, r.choices
+            name, weights, choices, explicit = r.policy, r.weights, r.choices, True
             if self.weights is not None or self.choices is not None:
                 raise ValueError("give weights/choices either in the Router or in the Cluster, "
                                  "not both")
         elif isinstance(r, str):
-            policy, weights = r, self.weights
-            choices = self.choices
-            if policy == "power_of_two":
+            name, weights, choices, explicit = r, self.weights, self.choices, False
+            if name == "power_of_two":
                 if choices not in (None, 2):
                     raise ValueError("router 'power_of_two' samples 2 nodes; for another number "
                                      "use router='power_of_d' with choices=d")
-                policy, choices = "power_of_d", 2
-            elif policy == "power_of_d" and choices is None:
-                raise ValueError("router 'power_of_d' needs choices=d (how many nodes to sample)")
+                choices = 2
         else:
             raise ValueError(f"Cluster.router must be a string or a Router, got {r!r}")
-        if policy not in _POLICIES:
-            raise ValueError(f"Cluster.router {policy!r} is unknown; use one of 'random', "
-                             "'round_robin', 'least_outstanding', 'power_of_two', 'power_of_d'")
-        if weights is not None:
-            if policy != "random":
-                raise ValueError(f"Cluster.weights only apply to router='random', not {policy!r}")
-            try:
-                w = np.asarray(weights, dtype=float).ravel()
-            except (TypeError, ValueError):
-                raise ValueError(f"Cluster.weights must be numbers, got {weights!r}") from None
-            if w.size != n:
-                raise ValueError(f"Cluster.weights has {w.size} entries for {n} nodes; "
-                                 "give one weight per node")
-            if not np.all(np.isfinite(w)) or np.any(w < 0) or w.sum() <= 0:
-                raise ValueError("Cluster.weights must be finite, >= 0 and sum to a positive "
-                                 f"number, got {w.tolist()}")
-            weights = tuple((w / w.sum()).tolist())
-        if policy == "power_of_d":
-            choices = _positive_int(choices, "Cluster.choices")
-            if choices > n:
-                raise ValueError(f"Cluster.choices={choices} exceeds the {n} nodes; sample at "
-                                 "most as many nodes as there are (d = N is least_outstanding)")
-        elif choices is not None and not isinstance(r, Router):
-            raise ValueError(f"Cluster.choices only applies to power_of_d routers, not {policy!r}")
-        return Router(policy=policy, weights=weights, choices=choices or 2)
+        if name not in ROUTER_NAMES:
+            raise ValueError(f"Cluster.router {name!r} is unknown; use one of "
+                             f"{', '.join(repr(x) for x in ROUTER_NAMES)}")
+        policy = router_policy(name)
+        weights, choices = policy.checked_parameters(weights, choices, n, explicit)
+        return Router(policy=policy.name, weights=weights, choices=choices)
 
     @property
     def shares(self) -> np.ndarray | None:
         """Each node's long-run share of requests for static routers; None for dynamic ones."""
-        n = len(self.nodes)
-        if self.router.policy == "random":
-            return np.asarray(self.router.weights) if self.router.weights else np.full(n, 1 / n)
-        if self.router.policy == "round_robin":
-            return np.full(n, 1 / n)
-        return None
+        return self.router.kind.shares(self.router, len(self.nodes))
 
     @property
     def capacity(self) -> float:
@@ -599,7 +503,7 @@ class Poisson:
     rate: float
 
     def __post_init__(self):
-        object.__setattr__(self, "rate", _positive_rate(self.rate))
+        object.__setattr__(self, "rate", positive_rate(self.rate))
 
     scv = 1.0
 
@@ -613,7 +517,7 @@ class Renewal:
     scv: float = 1.0
 
     def __post_init__(self):
-        object.__setattr__(self, "rate", _positive_rate(self.rate))
+        object.__setattr__(self, "rate", positive_rate(self.rate))
         scv = self.scv
         if isinstance(scv, bool) or not isinstance(scv, numbers.Real) or not math.isfinite(scv):
             raise ValueError(f"Renewal.scv must be a finite number >= 0, got {scv!r}")

@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from qmodel.latency import ErrorRange, MeasuredError
-from qmodel.predict import LEAST_MIN_BATCH, mean_field_domain
+from qmodel.routers import ROUTERS
 from qmodel.theory import measured as table
 from qmodel.theory.batch import SEVERAL_INSTANCE_PASSES
 
@@ -127,9 +127,11 @@ def _router_family(r) -> str | None:
     if as_least:
         if r["B"] == 1:
             return "least_outstanding_balanced"
-        return "least_outstanding_as_round_robin" if r["B"] >= LEAST_MIN_BATCH else None
+        least = ROUTERS["least_outstanding"]
+        return ("least_outstanding_as_round_robin" if r["B"] >= least.AS_ROUND_ROBIN_MIN_BATCH
+                else None)
     return ("power_of_two_mean_field"
-            if mean_field_domain("power_of_d", r["N"], r["load"], r["B"]) else None)
+            if ROUTERS["power_of_d"].in_mean_field_domain(r["N"], r["load"], r["B"]) else None)
 
 
 def router_families() -> dict:

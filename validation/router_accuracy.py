@@ -29,7 +29,8 @@ from pathlib import Path
 import numpy as np
 
 import qmodel as qm
-from qmodel.predict import DYNAMIC_RESOLUTION, LEAST_MIN_BATCH, mean_field_domain
+from qmodel.predict import DYNAMIC_RESOLUTION
+from qmodel.routers import ROUTERS
 from qmodel.sim import run as sim_run
 from qmodel.theory.routing import dynamic_router
 
@@ -128,9 +129,9 @@ def _in_predict(r) -> bool:
     if r["router"] in ("random", "round_robin"):
         return True
     if r["router"] == "least_outstanding":
-        return r["B"] >= LEAST_MIN_BATCH or r["B"] == 1
+        return r["B"] >= ROUTERS["least_outstanding"].AS_ROUND_ROBIN_MIN_BATCH or r["B"] == 1
     # power of two over two nodes samples both: least outstanding
-    return r["N"] == 2 or mean_field_domain("power_of_d", r["N"], r["load"], r["B"])
+    return r["N"] == 2 or ROUTERS["power_of_d"].in_mean_field_domain(r["N"], r["load"], r["B"])
 
 
 def summarise(rows) -> str:

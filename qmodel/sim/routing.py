@@ -2,7 +2,8 @@
 
 Static routers (random, round robin) ignore node state, so the assignment of every request is
 drawn up front and the nodes decouple. Dynamic routers (least outstanding, power of d) look at
-each node's outstanding requests (queued + in service) when the request arrives.
+each node's outstanding requests (queued + in service) when the request arrives. What each
+policy draws is its own (:mod:`qmodel.routers`); this module applies it to the engines' arrays.
 """
 
 from __future__ import annotations
@@ -11,26 +12,11 @@ import numpy as np
 
 __all__ = ["static_assignment", "split_by_node", "choose_node", "tie_bits"]
 
-# Ties are broken by 16 random low bits under the outstanding count: tied nodes are chosen
-# uniformly, except that two tied nodes drawing the same 16 bits (probability 2**-16) fall to
-# the lower index, a bias far below any Monte Carlo error. Cheaper than a float per node.
-TIE_BITS = 16
-
-
 def static_assignment(bk, router, nodes: int, shape):
     """Node index of every request for a static router, shape ``shape`` = (replicas, n)."""
-    xp, rng = bk.xp, bk.rng
     if nodes == 1:
-        return xp.zeros(shape, dtype=np.int64)
-    if router.policy == "random":
-        if router.weights is None:
-            return rng.integers(0, nodes, shape)
-        cum = xp.asarray(np.cumsum(router.weights)[:-1])
-        return xp.searchsorted(cum, rng.random(shape), side="right")
-    if router.policy == "round_robin":
-        start = rng.integers(0, nodes, (shape[0], 1))
-        return (xp.arange(shape[1])[None, :] + start) % nodes
-    raise AssertionError(f"{router.policy} is not a static router")
+        return bk.xp.zeros(shape, dtype=np.int64)
+    return router.kind.assign(router, bk.xp, bk.rng, nodes, shape)
 
 
 def split_by_node(bk, times, assign, nodes: int, pad: int):
@@ -72,35 +58,19 @@ def split_by_node(bk, times, assign, nodes: int, pad: int):
     return out[:groups], counts
 
 
-def tie_bits(bk, router, steps, lanes, nodes):
+def tie_bits(bk, router, steps, replicas, nodes):
     """Random tie-breakers for ``steps`` routing decisions, drawn in one call."""
-    width = nodes if router.policy == "least_outstanding" else router.choices
-    return bk.random_bits16((steps, lanes, width))
+    return bk.random_bits16((steps, replicas, router.kind.tie_width(router, nodes)))
 
 
 def choose_node(bk, router, outstanding, ties):
-    """Node chosen in each lane by a dynamic router.
+    """Node chosen in each replica by a dynamic router (:meth:`RouterPolicy.choose`).
 
     Parameters
     ----------
-    outstanding : int array (lanes, nodes)
+    outstanding : int array (replicas, nodes)
         Queued + in-service requests per node.
-    ties : int array (lanes, nodes) for least_outstanding, (lanes, d) for power_of_d
+    ties : int array
         Random 16-bit tie-breakers from :func:`tie_bits`.
     """
-    xp, rng = bk.xp, bk.rng
-    lanes, nodes = outstanding.shape
-    if router.policy == "least_outstanding":
-        return xp.argmin((outstanding << TIE_BITS) | ties, axis=1)
-    if router.policy == "power_of_d":
-        d = router.choices
-        # Floyd's algorithm: a uniformly random d-subset of the nodes per lane in d draws.
-        chosen = xp.empty((lanes, d), dtype=np.int64)
-        for i, j in enumerate(range(nodes - d, nodes)):
-            t = rng.integers(0, j + 1, lanes)
-            if i:
-                t = xp.where((chosen[:, :i] == t[:, None]).any(axis=1), j, t)
-            chosen[:, i] = t
-        seen = xp.take_along_axis(outstanding, chosen, axis=1)
-        return chosen[xp.arange(lanes), xp.argmin((seen << TIE_BITS) | ties, axis=1)]
-    raise AssertionError(f"{router.policy} is not a dynamic router")
+    return router.kind.choose(router, bk.xp, bk.rng, outstanding, ties)
