@@ -128,7 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--requests", type=_count, default=None, metavar="N",
                    help="requests to simulate (default 2e6, or the whole trace)")
     g.add_argument("--seed", type=_count, default=1)
-    g.add_argument("--lanes", type=_count, default=None, metavar="R",
+    g.add_argument("--replicas", type=_count, default=None, metavar="R",
                    help="independent replicas (default: automatic)")
     g.add_argument("--warmup", type=float, default=0.1, metavar="FRACTION")
     g.add_argument("--backend", default="auto", choices=["auto", "numpy", "cupy"])
@@ -215,7 +215,7 @@ def _report(result, system, arrivals) -> dict:
     out = {"system": system.describe(), "arrival_rate": arrivals.rate}
     out.update(result.summary())
     out["p999"] = result.quantile(0.999)
-    if result.groups >= 2:
+    if result.sections >= 2:
         for name, p in (("p50", 0.5), ("p95", 0.95), ("p99", 0.99)):
             out[f"{name}_ci95"] = list(result.ci(p))
     out["requests_measured"] = result.requests
@@ -291,7 +291,7 @@ def _run(argv) -> int:
         if progress is None:
             progress = (requests or 2_000_000) >= PROGRESS_FROM and sys.stderr.isatty()
         result = simulate(system, arrivals=arrivals, requests=requests, seed=args.seed,
-                          lanes=args.lanes, warmup=args.warmup, backend=args.backend,
+                          replicas=args.replicas, warmup=args.warmup, backend=args.backend,
                           progress=progress)
     except ValueError as err:   # includes UnstableError: say what to change, no traceback
         print(f"qmodel: error: {err}", file=sys.stderr)

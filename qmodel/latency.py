@@ -465,8 +465,9 @@ class SampledLatency(Latency):
         super().__init__(**metrics)
         self._sections = np.split(samples, np.cumsum(sizes)[:-1])
         self._sections = [x for x in self._sections if x.size]
+        # sections: the independent groups of replicas whose quantiles give the CIs
         self._sorted = np.sort(samples)
-        self.groups = len(self._sections)
+        self.sections = len(self._sections)
         self.requests = samples.size
         self._section_cache: dict = {}
 
@@ -516,12 +517,12 @@ class SampledLatency(Latency):
             raise ValueError(f"level must lie strictly between 0 and 1, got {level!r}")
         if not 0 < p < 1:
             raise ValueError(f"quantile level p must lie strictly between 0 and 1, got {p!r}")
-        if self.groups < 2:
+        if self.sections < 2:
             raise ValueError("a confidence interval needs at least 2 independent sections; "
-                             "simulate with lanes >= 2")
+                             "simulate with replicas >= 2")
         sec = self.section_quantiles(float(p))
-        half = float(stats.t.ppf(0.5 + level / 2, self.groups - 1) * sec.std(ddof=1)
-                     / math.sqrt(self.groups))
+        half = float(stats.t.ppf(0.5 + level / 2, self.sections - 1) * sec.std(ddof=1)
+                     / math.sqrt(self.sections))
         centre = self.quantile(p)
         return centre - half, centre + half
 

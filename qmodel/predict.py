@@ -188,7 +188,7 @@ def _simulated(system, process, reason: str) -> Latency:
     while True:
         result = sim_run.simulate(system, arrivals=process, requests=requests,
                                   seed=FALLBACK_SEED)
-        if requests is None or requests >= FALLBACK_MAX_REQUESTS or result.groups < 2:
+        if requests is None or requests >= FALLBACK_MAX_REQUESTS or result.sections < 2:
             break
         lo, hi = result.ci(0.99)
         if (hi - lo) / 2 <= FALLBACK_CI * result.p99:

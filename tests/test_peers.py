@@ -91,7 +91,7 @@ def test_batching_node_hand_worked_case():
                                rtol=0, atol=1e-12)
     model = qm.Node(qm.ServiceTime.affine(2 * ms, 0.5 * ms), max_batch_size=4,
                     max_queue_delay=1 * ms)
-    r = qm.simulate(model, arrivals=qm.Trace(times), lanes=1, warmup=0.0, seed=0)
+    r = qm.simulate(model, arrivals=qm.Trace(times), replicas=1, warmup=0.0, seed=0)
     np.testing.assert_allclose(np.asarray(r.samples, float), np.sort(expected),
                                rtol=1e-6, atol=1e-12)
 
@@ -104,7 +104,7 @@ def test_batching_node_replays_a_trace_like_qmodel(delay, instances, load):
     times = np.cumsum(rng.exponential(1 / (load * capacity(instances)), 5_000))
     mine = peers.simpy_batching_node(None, BASE, PER_ITEM, B, delay, instances, None, None,
                                      times=times)
-    r = qm.simulate(node(delay, instances), arrivals=qm.Trace(times), lanes=1, warmup=0.0,
+    r = qm.simulate(node(delay, instances), arrivals=qm.Trace(times), replicas=1, warmup=0.0,
                     seed=0)
     # qmodel keeps its samples in float32
     np.testing.assert_allclose(np.asarray(r.samples, float), np.sort(mine), rtol=1e-6,

@@ -217,5 +217,5 @@ def test_too_few_requests_for_the_transient_warn_and_say_how_many():
                    max_batch_size=64)
     with pytest.warns(UserWarning, match=r"raise requests to at least 1,869,"):
         qm.simulate(node, rate=0.95 * node.capacity, requests=100_000, seed=1)
-    with pytest.warns(UserWarning, match="lower lanes or raise requests"):
-        qm.simulate(node, rate=0.95 * node.capacity, requests=1_000_000, seed=1, lanes=32)
+    with pytest.warns(UserWarning, match="lower replicas or raise requests"):
+        qm.simulate(node, rate=0.95 * node.capacity, requests=1_000_000, seed=1, replicas=32)

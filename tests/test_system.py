@@ -197,12 +197,12 @@ def test_unstable_load_names_capacity_and_fix():
     (dict(rate=100.0, arrivals=qm.Poisson(100.0)), "exactly one of rate"),
     (dict(rate=-3.0), "rate"),
     (dict(rate=100.0, requests=0), "requests"),
-    (dict(rate=100.0, lanes=0), "lanes"),
+    (dict(rate=100.0, replicas=0), "replicas"),
     (dict(rate=100.0, warmup=0.95), "warmup"),
     (dict(rate=100.0, engine="gpu"), "engine"),
     (dict(rate=100.0, backend="torch"), "backend"),
     (dict(rate=100.0, seed=-1), "seed"),
-    (dict(rate=100.0, requests=1000, lanes=1000), "fewer than 2"),
+    (dict(rate=100.0, requests=1000, replicas=1000), "fewer than 2"),
     (dict(arrivals=[0.1, 0.2]), "arrivals must be"),
 ])
 def test_bad_simulate_arguments(kwargs, match):

@@ -1,4 +1,4 @@
-"""Start-up bias against replica length: the evidence behind simulate()'s default lanes.
+"""Start-up bias against replica length: the evidence behind simulate()'s default replicas.
 
 Every replica starts empty, so short replicas under-estimate the tail. The transient lasts
 about R = load^2 (ca^2 + load B cs^2) / (1 - load)^2 arrivals per node
@@ -59,19 +59,19 @@ def main(argv=None) -> None:
                      f"{model.p99 * 1e3:.3f} ms ({model.method})")
         print(lines[-1], flush=True)
         for length in lengths:
-            lanes = max(2, int(args.requests // (length * R)))
+            replicas = max(2, int(args.requests // (length * R)))
             start = time.perf_counter()
             p99, half, inside = [], [], 0
             for seed in range(args.seeds):
                 sim = qm.simulate(node, rate=rate, requests=args.requests, seed=seed,
-                                  lanes=lanes)
+                                  replicas=replicas)
                 lo, hi = sim.ci(0.99)
                 p99.append(sim.p99 / model.p99 - 1)
                 half.append((hi - lo) / 2 / model.p99)
                 inside += lo <= model.p99 <= hi
             err = 100 * np.array(p99)
             lines.append(
-                f"  {args.requests / lanes / R:6.1f} R ({lanes:5d} replicas): p99 error "
+                f"  {args.requests / replicas / R:6.1f} R ({replicas:5d} replicas): p99 error "
                 f"{err.mean():+6.2f}% (se {err.std(ddof=1) / np.sqrt(args.seeds):4.2f}), run sd "
                 f"{err.std(ddof=1):5.2f}%, 95% CI half {100 * np.mean(half):5.2f}%, CI holds "
                 f"the model {inside}/{args.seeds}  ({time.perf_counter() - start:.0f} s)")

@@ -1,6 +1,7 @@
 """``qmodel.simulate``: Monte Carlo sojourn times of a node or cluster under Triton's batching.
 
-Independent replications ("replicas") of the whole system run side by side as array lanes, on
+Independent replications ("replicas") of the whole system run side by side as array rows
+("lanes": one per replica, or per node of a replica where the nodes decouple), on
 NumPy or CuPy. Two engines share one batching rule (:mod:`qmodel.sim.batching`):
 
 - ``lookahead`` (:mod:`qmodel.sim.lookahead`): nodes that decouple (one node, or static routing)
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..checks import positive_int
 from ..latency import Accuracy, SampledLatency, SimulationEstimate
 from ..system import Trace, arrivals_from, as_cluster, check_stable
 from .arrivals import replica_arrivals
@@ -125,7 +127,7 @@ def _replica_length(relaxation: float) -> float:
 
 
 def simulate(system, rate=None, *, arrivals=None, requests: int | None = None, seed=None,
-             lanes: int | None = None, warmup: float = 0.1, backend: str = "auto",
+             replicas: int | None = None, warmup: float = 0.1, backend: str = "auto",
              engine: str = "auto", progress=False) -> SampledLatency:
     """Simulate a Node or Cluster and return its sojourn-time distribution.
 
@@ -140,8 +142,8 @@ def simulate(system, rate=None, *, arrivals=None, requests: int | None = None, s
         number replays only the start of the trace).
     seed : int, optional
         Seeds the random generator; the same seed, backend and arguments reproduce a run.
-    lanes : int, optional
-        Independent replicas of the system. Default: as many as leave every node 100
+    replicas : int, optional
+        Independent replications of the system. Default: as many as leave every node 100
         relaxation lengths of arrivals per replica (:func:`arrivals_per_replica_node`: longer
         at high load, for large batches and for jittery service), between 8 and 2048.
         Replicas under 25 relaxation lengths bias the tail low (each starts empty) and draw
@@ -175,7 +177,7 @@ def simulate(system, rate=None, *, arrivals=None, requests: int | None = None, s
     check_stable(cluster, source.rate)
     if requests is None:
         requests = source.times.size if isinstance(source, Trace) else DEFAULT_REQUESTS
-    requests = _whole(requests, "requests", 100)
+    requests = positive_int(requests, "requests", 100)
     if not isinstance(warmup, numbers.Real) or not 0 <= warmup < 0.9:
         raise ValueError(f"warmup={warmup!r} must be a fraction in [0, 0.9), e.g. 0.1")
     if engine not in ("auto", "lookahead", "events"):
@@ -193,18 +195,19 @@ def simulate(system, rate=None, *, arrivals=None, requests: int | None = None, s
     relaxation = relaxation_arrivals(cluster, source.rate, source.scv)
     per_node = _replica_length(relaxation)
     load = min(source.rate / cluster.capacity, 0.999)
-    if lanes is None:
-        replicas = int(np.clip(requests // (nodes * per_node), MIN_REPLICAS, MAX_REPLICAS))
+    chosen = replicas is not None
+    if chosen:
+        replicas = positive_int(replicas, "replicas")
     else:
-        replicas = _whole(lanes, "lanes", 1)
+        replicas = int(np.clip(requests // (nodes * per_node), MIN_REPLICAS, MAX_REPLICAS))
     per_replica = requests // replicas
     if per_replica < 2:
-        raise ValueError(f"requests={requests} over lanes={replicas} leaves fewer than 2 arrivals "
-                         "per replica; raise requests or lower lanes")
+        raise ValueError(f"requests={requests} over replicas={replicas} leaves fewer than 2 "
+                         "arrivals per replica; raise requests or lower replicas")
     # below 25 relaxations the measured p99 bias reaches a few percent (see above)
     short = REPLICA_RELAXATIONS / 4 * relaxation
     if not isinstance(source, Trace) and per_replica / nodes < short:
-        fix = ("lower lanes or raise requests" if lanes is not None else
+        fix = ("lower replicas or raise requests" if chosen else
                f"raise requests to at least {int(MIN_REPLICAS * nodes * per_node):,}")
         warnings.warn(
             f"{replicas} replicas leave {per_replica / nodes:.0f} arrivals per node per "
@@ -358,7 +361,7 @@ def _assemble(out, times, counts, types, warmup, method):
         batch_size_distribution={k: int(c) for k, c in enumerate(hist) if c},
         rejection_fraction=rejected / max(1, rejected + served))
     half_width = None
-    if result.groups >= 2:
+    if result.sections >= 2:
         lo, hi = result.ci(0.99)
         half_width = (hi - lo) / 2 / result.p99
     result.accuracy = Accuracy("simulation", simulation=SimulationEstimate(
@@ -454,12 +457,3 @@ def _progress_callback(progress, requests):
             bar.close()
 
     return _Report()
-
-
-def _whole(value, name, minimum):
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or \
-            not float(value).is_integer() or value < minimum:
-        raise ValueError(f"{name} must be a whole number >= {minimum}, got {value!r}")
-    return int(value)
-
-
