@@ -14,7 +14,8 @@ import warnings
 
 import numpy as np
 
-from . import derive, validate
+from . import derive
+from .campaign import validate
 from . import system as qs
 from .sim import simulate
 

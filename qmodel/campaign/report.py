@@ -1,9 +1,10 @@
-"""The validation report: Markdown and PNG figures from a :class:`qmodel.validate.Campaign`.
+"""The validation report: Markdown and PNG figures from a campaign's results.
 
 :func:`write_report` writes ``report.md``, ``results.json`` (every number behind it) and
-``figures/*.png`` into the output folder; :func:`summary_text` is the table ``qmodel validate``
-prints. The figures themselves are drawn by :mod:`qmodel.report_figures`. Everything here reads
-the campaign's plain-data rows; nothing is recomputed.
+``figures/*.png`` of a :class:`~qmodel.campaign.runner.Campaign` into the output folder;
+:func:`summary_text` is the table ``qmodel validate`` prints. The figures themselves are drawn
+by :mod:`qmodel.campaign.figures`. Everything here reads the campaign's plain-data rows;
+nothing is recomputed.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import report_figures as figs
+from . import figures as figs
 
 __all__ = ["summary_groups", "summary_text", "summary_markdown", "write_report"]
 
@@ -307,7 +308,7 @@ def write_report(campaign, out) -> Path:
 
     Parameters
     ----------
-    campaign : qmodel.validate.Campaign
+    campaign : qmodel.campaign.runner.Campaign
     out : str or Path
         Output folder (created).
     """
