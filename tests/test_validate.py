@@ -132,6 +132,48 @@ def test_the_command_runs_a_configs_file_and_fails_cleanly(tmp_path, capsys):
     assert err.startswith("qmodel: error:") and "instances" in err and "Traceback" not in err
 
 
+MINE = ('[[config]]\nname = "b4"\nservice = {base = "2ms", per_item = "0.25ms"}\n'
+        'max_batch_size = 4\nmax_queue_delay = "1ms"\nload = 0.6\n\n'
+        '[[config]]\nname = "md1"\nservice = {base = "2ms"}\nrate = 250.0\n')
+
+
+def test_the_command_writes_a_new_folder_by_default(tmp_path, monkeypatch, capsys):
+    (tmp_path / "mine.toml").write_text(MINE)
+    monkeypatch.chdir(tmp_path)
+    argv = ["validate", "--configs", "mine.toml", "--requests", "20000", "--workers", "1",
+            "--no-progress"]
+    assert main(argv) == 0 and main(argv) == 0       # twice: two folders, nothing overwritten
+    folders = sorted(tmp_path.glob("validate-mine-*"))
+    assert len(folders) == 2 and all((f / "report.md").exists() for f in folders)
+    printed = capsys.readouterr().out
+    assert all(f"report: {f.name}/report.md" in printed for f in folders)
+
+
+def test_an_existing_report_is_kept_unless_resume_or_fresh(tmp_path, capsys):
+    configs = tmp_path / "mine.toml"
+    configs.write_text(MINE)
+    out = tmp_path / "committed"
+    out.mkdir()
+    (out / "report.md").write_text("keep me")
+    argv = ["validate", "--configs", str(configs), "--out", str(out), "--requests", "20000",
+            "--workers", "1", "--no-progress"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("qmodel: error:") and "--resume" in err and "--fresh" in err
+    assert (out / "report.md").read_text() == "keep me"
+    assert main(argv + ["--resume"]) == 0             # an empty cache: computed, then cached
+    assert "## Summary" in (out / "report.md").read_text()
+    camp, report = qc.run_validation(configs=configs, out=out, resume=True, requests=20_000,
+                                     workers=1, progress=False)
+    assert camp.stats["cached"] == 2 and camp.stats["computed"] == 0 and report.parent == out
+    camp, _ = qc.run_validation(configs=configs, out=out, fresh=True, requests=20_000,
+                                workers=1, progress=False)
+    assert camp.stats["computed"] == 2 and camp.settings["source"] == str(configs)
+    with pytest.raises(FileExistsError, match="already holds files"):
+        qc.run_validation(configs=configs, out=out, requests=20_000, workers=1,
+                          progress=False)
+
+
 def test_a_campaign_runs_on_a_dask_cluster():
     distributed = pytest.importorskip("dask.distributed")
     with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False,

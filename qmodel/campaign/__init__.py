@@ -13,7 +13,8 @@ judges the prediction against stated tolerances and writes a Markdown report wit
 - :mod:`~qmodel.campaign.runner`: running tasks over executors with a cache;
 - :mod:`~qmodel.campaign.lab`: the dynamic-batching lab, predicted and simulated;
 - :mod:`~qmodel.campaign.report` and :mod:`~qmodel.campaign.figures`: the report;
-- :mod:`~qmodel.campaign.validate`: ``qmodel validate``.
+- :mod:`~qmodel.campaign.validate`: ``qmodel validate`` and its Python form,
+  :func:`run_validation`, which write into a new folder unless told otherwise.
 
 The names below are re-exported here; the rest live in their modules.
 """
@@ -23,8 +24,10 @@ from .grids import Plan, grid_config, plan
 from .measure import measure_config, measure_curve, measure_router
 from .report import summary_text, write_report
 from .runner import Campaign, run_campaign, run_tasks
+from .validate import run_validation
 from .verdicts import Tolerance, judge
 
 __all__ = ["Config", "parse_config", "load_configs", "node_of", "system_of", "Plan", "plan",
            "grid_config", "measure_config", "measure_router", "measure_curve", "Tolerance",
-           "judge", "run_tasks", "run_campaign", "Campaign", "write_report", "summary_text"]
+           "judge", "run_tasks", "run_campaign", "Campaign", "write_report", "summary_text",
+           "run_validation"]

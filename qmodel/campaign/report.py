@@ -335,8 +335,9 @@ def write_report(campaign, out) -> Path:
         campaign.level, f"qmodel validate --configs {st.get('source', 'FILE')}")
     md = [f"# qmodel validation report ({campaign.level})", "",
           f"Theory (`qmodel.predict`) against simulation (`qmodel.simulate`), configuration by "
-          f"configuration. Regenerate with `{cmd} --out {out.as_posix()}` (results are cached in "
-          f"`cache/`; `--fresh` recomputes). Written {datetime.date.today().isoformat()} by "
+          f"configuration. Regenerate with `{cmd} --out {out.as_posix()} --resume` (which "
+          f"reuses the results cached in `cache/`; `--fresh` instead of `--resume` recomputes "
+          f"them). Written {datetime.date.today().isoformat()} by "
           f"qmodel {st['qmodel']}; {st['requests']:,} simulated requests per configuration, "
           f"seed {st['seed']}, on {st['executor']}; {campaign.wall_seconds:.0f} s wall time "
           f"({campaign.stats.get('computed', 0)} tasks computed, "
