@@ -3,13 +3,12 @@
 qmodel/theory/measured.py carries these figures into every batch-node result's
 ``accuracy`` statement; this script recomputes them from validation/results/*.json (the issue-3
 grid, the several-instance holdout with the shipped pass count, the one-instance holdout, the
-renewal-arrival campaign, and the grid's mean batch sizes and utilisations from
-validation/batch_size_accuracy.py) and
-prints the table in the form that module holds. tests/test_measured.py runs the same
-computation and fails when the module is stale. After rerunning a campaign: run this and
-paste its output over ``MEASURED``.
+renewal-arrival campaign, and the grid's mean batch sizes and utilizations from
+validation/batch_size_accuracy.py) and prints the table in the form that module holds.
+tests/test_measured.py runs the same computation and fails when the module is stale. After
+rerunning a campaign: run this and paste its output over ``MEASURED``.
 
-Run: ``.venv/bin/python validation/measured_errors.py``
+Run from the repository root: ``python validation/measured_errors.py`` (seconds).
 """
 
 from __future__ import annotations
@@ -21,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from qmodel.theory.batch import _SingleInstance
+from qmodel.campaign.measure import shipped_passes
 from qmodel.theory.measured import Measured, family_of
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -33,7 +32,7 @@ def _rows():
         if r["family"] == "approximation" and r["method"].startswith("batch node"):
             fam = family_of(r["c"], r["jitter"] == "deterministic", r["D_over_S1"] > 0)
             yield fam, r["p95"]["error"], r["p99"]["error"]
-    passes = str(_SingleInstance.ITERATIONS)          # the pass count the model ships with
+    passes = str(shipped_passes())
     for r in json.loads((RESULTS / "multi_instance_holdout.json").read_text()):
         (q95, q99), (s95, s99) = r["predicted"][passes], r["simulated"]
         fam = family_of(r["c"], r["jitter"] == "deterministic", r["D_over_S1"] > 0)
@@ -51,7 +50,7 @@ def _renewal():
 
 
 def _mean_rows():
-    """(family, mean batch size error, utilisation error) of the grid's batch-model
+    """(family, mean batch size error, utilization error) of the grid's batch-model
     approximations (one instance: the nodes with a delay; without one it is numerical) and of
     the renewal campaign."""
     for r in json.loads((RESULTS / "batch_size_accuracy.json").read_text()):

@@ -1,15 +1,17 @@
-"""Start-up bias against replica length: the evidence behind simulate()'s default lanes.
+"""Start-up bias against replica length: the evidence behind simulate()'s default replicas.
 
 Every replica starts empty, so short replicas under-estimate the tail. The transient lasts
 about R = load^2 (ca^2 + load B cs^2) / (1 - load)^2 arrivals per node
 (qmodel.sim.run.relaxation_arrivals). For one-instance nodes with no delay, whose embedded-chain
-model is exact up to its lattice step (qmodel.predict says "numerical"), the script cuts the
+model is exact up to its lattice step (qmodel.predict says "numerical"; nodes of the issue-3
+grid's service time, :data:`qmodel.campaign.grids.GRID_SERVICE`), the script cuts the
 same number of requests into replicas of 3 to 200 R arrivals and prints the simulated p99's
 mean relative error over several seeds (with its standard error), the spread from run to run,
 the simulator's mean 95% CI half-width of p99 and how often that CI holds the model's p99.
 
-Run: ``.venv/bin/python validation/replica_bias.py [--quick] [--out FILE]`` (about 4 minutes;
---quick: two nodes, three lengths, under a minute)
+Run from the repository root: ``python validation/replica_bias.py [--quick] [--out FILE]``
+(about 4 minutes; --quick: two nodes, three lengths, under a minute; results in
+validation/results/replica_bias.txt).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 import qmodel as qm
-from predict_accuracy import node_of              # the accuracy grid's nodes
+from qmodel.campaign.grids import GRID_SERVICE
 from qmodel.sim.run import relaxation_arrivals
 
 NODES = [  # (max_batch_size, jitter, load); lognormal jitter has cv 0.3
@@ -50,7 +52,7 @@ def main(argv=None) -> None:
              "against the exact one-instance model"]
     print(lines[0], flush=True)
     for B, jitter, load in nodes:
-        node = node_of(jitter, B, 0.0, 1)
+        node = GRID_SERVICE.node(B, jitter=jitter)
         rate = load * node.capacity
         model = qm.predict(node, rate=rate, fallback="raise")
         assert model.accuracy.exactness == "numerical", model.accuracy
@@ -59,19 +61,19 @@ def main(argv=None) -> None:
                      f"{model.p99 * 1e3:.3f} ms ({model.method})")
         print(lines[-1], flush=True)
         for length in lengths:
-            lanes = max(2, int(args.requests // (length * R)))
+            replicas = max(2, int(args.requests // (length * R)))
             start = time.perf_counter()
             p99, half, inside = [], [], 0
             for seed in range(args.seeds):
                 sim = qm.simulate(node, rate=rate, requests=args.requests, seed=seed,
-                                  lanes=lanes)
+                                  lanes=replicas)
                 lo, hi = sim.ci(0.99)
                 p99.append(sim.p99 / model.p99 - 1)
                 half.append((hi - lo) / 2 / model.p99)
                 inside += lo <= model.p99 <= hi
             err = 100 * np.array(p99)
             lines.append(
-                f"  {args.requests / lanes / R:6.1f} R ({lanes:5d} replicas): p99 error "
+                f"  {args.requests / replicas / R:6.1f} R ({replicas:5d} replicas): p99 error "
                 f"{err.mean():+6.2f}% (se {err.std(ddof=1) / np.sqrt(args.seeds):4.2f}), run sd "
                 f"{err.std(ddof=1):5.2f}%, 95% CI half {100 * np.mean(half):5.2f}%, CI holds "
                 f"the model {inside}/{args.seeds}  ({time.perf_counter() - start:.0f} s)")

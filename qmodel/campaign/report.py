@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from . import figures as figs
+from .results import median_worst
 
 __all__ = ["summary_groups", "summary_text", "summary_markdown", "write_report"]
 
@@ -66,13 +67,12 @@ def summary_groups(rows) -> list[dict]:
              "passed": sum(r["verdict"] == "pass" for r in sel)}
         modelled = [r for r in sel if r["modelled"]]
         for q in ("p50", "p95", "p99"):
-            e = np.abs([r["error"][q] for r in modelled])
-            g[q] = (float(np.median(e)), float(e.max())) if e.size else None
-        b = np.abs([r["baseline"]["error"]["p99"] for r in sel if "error" in r["baseline"]])
-        g["baseline_p99"] = (float(np.median(b)), float(b.max())) if b.size else None
+            e = [r["error"][q] for r in modelled]
+            g[q] = median_worst(e) if e else None
+        b = [r["baseline"]["error"]["p99"] for r in sel if "error" in r["baseline"]]
+        g["baseline_p99"] = median_worst(b) if b else None
         for key in ("predict_seconds", "simulate_seconds"):
-            t = np.array([r[key] for r in sel])
-            g[key] = (float(np.median(t)), float(t.max()))
+            g[key] = median_worst([r[key] for r in sel])
         out.append(g)
     return out
 
