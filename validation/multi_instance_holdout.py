@@ -1,9 +1,9 @@
 """The several-instance batch model off the issue grid: a holdout for its pass count.
 
 The c > 1 approximation of qmodel.theory.batch iterates the gaps between dispatches a fixed
-number of times (part of the model). That number was chosen on the issue-3 grid
-(validation/predict_accuracy.py), so this script measures it on nodes the grid does not
-hold, the several-instance holdout
+number of times (part of the model; ``batch_node(..., passes=n)`` runs it n times).
+That number was chosen on the issue-3 grid (validation/predict_accuracy.py), so this
+script measures it on nodes the grid does not hold, the several-instance holdout
 (:func:`qmodel.campaign.grids.multi_instance_holdout`): another service time, S(k) = 4 ms +
 0.4 ms x k (the grid's is 1.89 ms + 0.14 ms x k), max_batch_size B in {2, 16, 64}, instances
 c in {2, 3, 8}, max_queue_delay D in {0, 1} x S(1), loads 0.5, 0.8 and 0.95, deterministic and
@@ -31,24 +31,24 @@ from qmodel.campaign.budget import requests_for
 from qmodel.campaign.grids import HOLDOUT_SERVICE, multi_instance_holdout
 from qmodel.campaign.measure import shipped_passes
 from qmodel.campaign.results import add_output_arguments, stored_rows, write_outputs
-from qmodel.theory import batch
+from qmodel.theory.batch import batch_node
 
 REQUESTS, MAX_REQUESTS, SEED = 4_000_000, 64_000_000, 5
 
 
 def predictions(row, passes) -> dict:
-    """The model's p95 and p99 for the holdout row's node, with each pass count."""
+    """The model's p95 and p99 for the holdout row's node, with each pass count.
+
+    ``predict`` answers these nodes (c > 1, Poisson arrivals) with ``batch_node`` at its
+    default resolution, so calling it with each pass count gives what ``predict`` would with
+    that count.
+    """
     node = HOLDOUT_SERVICE.node(row["B"], row["D_over_S1"], row["c"], row["jitter"])
     rate = row["load"] * node.capacity
-    shipped = batch._SingleInstance.ITERATIONS
     out = {}
-    try:
-        for n in passes:
-            batch._SingleInstance.ITERATIONS = n
-            pred = qm.predict(node, rate=rate, fallback="raise")
-            out[str(n)] = [float(pred.quantile(p)) for p in (0.95, 0.99)]
-    finally:
-        batch._SingleInstance.ITERATIONS = shipped
+    for n in passes:
+        pred = batch_node(node, rate, passes=n)
+        out[str(n)] = [float(pred.quantile(p)) for p in (0.95, 0.99)]
     return out
 
 
