@@ -172,6 +172,9 @@ def test_an_existing_report_is_kept_unless_resume_or_fresh(tmp_path, capsys):
     with pytest.raises(FileExistsError, match="already holds files"):
         qc.run_validation(configs=configs, out=out, requests=20_000, workers=1,
                           progress=False)
+    with pytest.raises(ValueError, match="--out DIR"):    # nothing to resume in a new folder
+        qc.run_validation(configs=configs, resume=True, requests=20_000, workers=1,
+                          progress=False)
 
 
 def test_a_campaign_runs_on_a_dask_cluster():

@@ -64,8 +64,12 @@ def output_folder(out, name: str, *, resume: bool = False, fresh: bool = False) 
     ------
     FileExistsError
         If ``out`` holds files and neither ``resume`` nor ``fresh`` is set, or is a file.
+    ValueError
+        For ``resume`` without ``out``.
     """
     if out is None:
+        if resume:
+            raise ValueError("--resume continues in an existing folder: name it with --out DIR")
         return new_folder(name)
     out = Path(out)
     if out.exists() and not out.is_dir():
