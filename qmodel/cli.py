@@ -14,7 +14,8 @@ import warnings
 
 import numpy as np
 
-from . import derive, validate
+from . import derive
+from .campaign import validate
 from . import system as qs
 from .sim import simulate
 from .routers import COMPARED_ROUTERS, ROUTER_NAMES
@@ -173,7 +174,8 @@ def build_parser() -> argparse.ArgumentParser:
         "validate", help="validation campaign: theory against simulation, with a report",
         description="Predict and simulate a grid of configurations (or your own, --configs) "
                     "in parallel, judge the models against stated tolerances, and write a "
-                    "Markdown report with figures. Results are cached, so a rerun resumes."))
+                    "Markdown report with figures, into a new folder unless --out names one. "
+                    "Results are cached there, so --resume continues an interrupted run."))
     return parser
 
 

@@ -1,7 +1,8 @@
 """The conformance suite over the issue-3 grid (three loads per configuration): slow.
 
-Runs every solver that ``qmodel.predict`` picks on validation/predict_accuracy.py's quick grid
-(180 configurations, 1e6 simulated requests each, up to 8e6 at high load) and asserts
+Runs every solver that ``qmodel.predict`` picks on the issue-3 grid's quick form
+(``qmodel.campaign.grids.issue3_grid(quick=True)``, measured as validation/predict_accuracy.py
+does: 180 configurations, 1e6 simulated requests each, up to 8e6 at high load) and asserts
 per family what the README states:
 
 - exact and numerical results and one-instance approximations inside the simulator's 99%
@@ -20,16 +21,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "validation"))
-import predict_accuracy as grid  # noqa: E402
+from qmodel.campaign.grids import issue3_grid
+from qmodel.theory.measured import family_of, measured
 
-from qmodel.theory.measured import family_of, measured  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "validation"))
+import predict_accuracy  # noqa: E402
 
 
 @pytest.mark.slow
 def test_every_solver_over_the_quick_grid():
-    rows = [grid.run_case(case, 1_000_000, seed=17, most=8_000_000)
-            for case in grid.grid(quick=True)]
+    rows = [predict_accuracy.run_case(case, 1_000_000, seed=17, most=8_000_000)
+            for case in issue3_grid(quick=True)]
     single, several = [], []
     for row in rows:
         for name in ("p95", "p99"):

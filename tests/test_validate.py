@@ -4,10 +4,10 @@ import json
 
 import pytest
 
-from qmodel import validate as qv
+from qmodel import campaign as qc
+from qmodel.campaign import runner
+from qmodel.campaign.lab import lab_point, largest_under_wall
 from qmodel.cli import main
-from qmodel.lab import lab_point, largest_under_wall
-from qmodel.report import write_report
 
 TINY = [
     {"name": "b4", "service": {"base": "2ms", "per_item": "0.25ms"}, "max_batch_size": 4,
@@ -21,7 +21,7 @@ REQUESTS = 20_000
 
 
 def _campaign(configs, out=None, **kw):
-    return qv.run_campaign(configs, out, requests=REQUESTS, seed=3, workers=1, progress=False,
+    return qc.run_campaign(configs, out, requests=REQUESTS, seed=3, workers=1, progress=False,
                            **kw)
 
 
@@ -41,7 +41,7 @@ def test_tiny_campaign_writes_rows_and_a_report(tmp_path):
         assert row["verdict"] in ("pass", "fail") and set(row["checks"]) == {"p95", "p99"}
     # the M/D/1 queue is solved to within its lattice: it must sit inside the 99% interval
     assert camp.rows[1]["verdict"] == "pass"
-    report = write_report(camp, tmp_path)
+    report = qc.write_report(camp, tmp_path)
     text = report.read_text()
     for word in ("## Summary", "b4", "md1", "lo2", "not modelled", "textbook baseline"):
         assert word in text
@@ -62,19 +62,19 @@ def test_the_cache_skips_finished_work(tmp_path, monkeypatch):
     assert (first.stats["computed"], first.stats["cached"], first.stats["errors"]) == (2, 0, 0)
     assert len(list((tmp_path / "cache").glob("config-*.json"))) == 2
     calls = []
-    real = qv._run_task
+    real = runner.run_task
 
     def counting(*args):
         calls.append(args)
         return real(*args)
 
-    monkeypatch.setattr(qv, "_run_task", counting)
+    monkeypatch.setattr(runner, "run_task", counting)
     again = _campaign(TINY, tmp_path)
     assert calls == [] and again.stats["cached"] == 2
     assert [r["simulated"]["p99"] for r in again.rows] == \
         [r["simulated"]["p99"] for r in first.rows]
     # other simulation settings are other results: recomputed, not read back
-    qv.run_campaign(TINY, tmp_path, requests=REQUESTS + 1000, seed=3, workers=1,
+    qc.run_campaign(TINY, tmp_path, requests=REQUESTS + 1000, seed=3, workers=1,
                     progress=False)
     assert len(calls) == 2
 
@@ -85,12 +85,12 @@ def test_judge_applies_the_stated_tolerances():
                 "predicted": {"p95": pred, "p99": pred},
                 "simulated": {"p95": sim, "p99": sim, "ci99": {"p95": ci, "p99": ci}}}
 
-    assert qv.judge(row("numerical", 10.3, 10.0, [9.9, 10.1]))["verdict"] == "fail"
-    assert qv.judge(row("numerical", 10.3, 10.0, [9.9, 10.1], h=0.25))["verdict"] == "pass"
-    assert qv.judge(row("approximation", 10.75, 10.0, [9.9, 10.1]))["verdict"] == "pass"
-    assert qv.judge(row("approximation", 10.95, 10.0, [9.9, 10.1]))["verdict"] == "fail"
-    loose = qv.Tolerance(approx=0.10)
-    assert qv.judge(row("approximation", 10.95, 10.0, [9.9, 10.1]), loose)["verdict"] == "pass"
+    assert qc.judge(row("numerical", 10.3, 10.0, [9.9, 10.1]))["verdict"] == "fail"
+    assert qc.judge(row("numerical", 10.3, 10.0, [9.9, 10.1], h=0.25))["verdict"] == "pass"
+    assert qc.judge(row("approximation", 10.75, 10.0, [9.9, 10.1]))["verdict"] == "pass"
+    assert qc.judge(row("approximation", 10.95, 10.0, [9.9, 10.1]))["verdict"] == "fail"
+    loose = qc.Tolerance(approx=0.10)
+    assert qc.judge(row("approximation", 10.95, 10.0, [9.9, 10.1]), loose)["verdict"] == "pass"
 
 
 @pytest.mark.parametrize("text, suffix, message", [
@@ -110,7 +110,7 @@ def test_a_malformed_configs_file_names_the_field(tmp_path, text, suffix, messag
     path = tmp_path / f"configs{suffix}"
     path.write_text(text)
     with pytest.raises(ValueError, match="entry 1|not valid") as info:
-        qv.load_configs(path)
+        qc.load_configs(path)
     assert message in str(info.value) and str(path) in str(info.value)
 
 
@@ -132,12 +132,57 @@ def test_the_command_runs_a_configs_file_and_fails_cleanly(tmp_path, capsys):
     assert err.startswith("qmodel: error:") and "instances" in err and "Traceback" not in err
 
 
+MINE = ('[[config]]\nname = "b4"\nservice = {base = "2ms", per_item = "0.25ms"}\n'
+        'max_batch_size = 4\nmax_queue_delay = "1ms"\nload = 0.6\n\n'
+        '[[config]]\nname = "md1"\nservice = {base = "2ms"}\nrate = 250.0\n')
+
+
+def test_the_command_writes_a_new_folder_by_default(tmp_path, monkeypatch, capsys):
+    (tmp_path / "mine.toml").write_text(MINE)
+    monkeypatch.chdir(tmp_path)
+    argv = ["validate", "--configs", "mine.toml", "--requests", "20000", "--workers", "1",
+            "--no-progress"]
+    assert main(argv) == 0 and main(argv) == 0       # twice: two folders, nothing overwritten
+    folders = sorted(tmp_path.glob("validate-mine-*"))
+    assert len(folders) == 2 and all((f / "report.md").exists() for f in folders)
+    printed = capsys.readouterr().out
+    assert all(f"report: {f.name}/report.md" in printed for f in folders)
+
+
+def test_an_existing_report_is_kept_unless_resume_or_fresh(tmp_path, capsys):
+    configs = tmp_path / "mine.toml"
+    configs.write_text(MINE)
+    out = tmp_path / "committed"
+    out.mkdir()
+    (out / "report.md").write_text("keep me")
+    argv = ["validate", "--configs", str(configs), "--out", str(out), "--requests", "20000",
+            "--workers", "1", "--no-progress"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("qmodel: error:") and "--resume" in err and "--fresh" in err
+    assert (out / "report.md").read_text() == "keep me"
+    assert main(argv + ["--resume"]) == 0             # an empty cache: computed, then cached
+    assert "## Summary" in (out / "report.md").read_text()
+    camp, report = qc.run_validation(configs=configs, out=out, resume=True, requests=20_000,
+                                     workers=1, progress=False)
+    assert camp.stats["cached"] == 2 and camp.stats["computed"] == 0 and report.parent == out
+    camp, _ = qc.run_validation(configs=configs, out=out, fresh=True, requests=20_000,
+                                workers=1, progress=False)
+    assert camp.stats["computed"] == 2 and camp.settings["source"] == str(configs)
+    with pytest.raises(FileExistsError, match="already holds files"):
+        qc.run_validation(configs=configs, out=out, requests=20_000, workers=1,
+                          progress=False)
+    with pytest.raises(ValueError, match="--out DIR"):    # nothing to resume in a new folder
+        qc.run_validation(configs=configs, resume=True, requests=20_000, workers=1,
+                          progress=False)
+
+
 def test_a_campaign_runs_on_a_dask_cluster():
     distributed = pytest.importorskip("dask.distributed")
     with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
                                   dashboard_address=None) as cluster, \
             distributed.Client(cluster) as client:
-        camp = qv.run_campaign(TINY + [UNMODELLED], requests=REQUESTS, seed=3,
+        camp = qc.run_campaign(TINY + [UNMODELLED], requests=REQUESTS, seed=3,
                                executor=client.get_executor(), progress=False)
     assert [r["verdict"] for r in camp.rows][2] == "not modelled"
     assert all(r["simulated"]["p99"] > 0 for r in camp.rows)
@@ -162,6 +207,6 @@ def test_the_lab_rule_picks_the_largest_batch_under_the_wall():
 def test_the_example_configs_file_parses():
     from pathlib import Path
 
-    configs = qv.load_configs(Path(__file__).parents[1] / "validation/configs/example.toml")
+    configs = qc.load_configs(Path(__file__).parents[1] / "validation/configs/example.toml")
     assert len(configs) == 4 and configs[2].system.router.name == "round_robin"
     assert configs[1].rate == 900.0 and configs[0].system.preferred_batch_sizes == (4, 8)

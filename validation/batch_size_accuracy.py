@@ -1,18 +1,20 @@
-"""How accurate are the batch model's mean batch size and utilisation? Against the simulator.
+"""How accurate are the batch model's mean batch size and utilization? Against the simulator.
 
 p95/p99 are measured by validation/predict_accuracy.py; this script measures the other two
 numbers a sizing script reads off ``qmodel.predict``: ``mean_batch_size`` (per executed batch)
 and ``utilization`` (fraction of instance time spent serving). Both are means, so a simulation
 of 1-4 million requests pins them to about 0.1% (the start-up transient kept out by the
-simulator's replica rule); the grid is predict_accuracy.py's, max_batch_size >= 4 (B = 1 has
-one request per batch and exact classical models).
+simulator's replica rule). The nodes: the issue-3 grid (:func:`qmodel.campaign.grids.issue3_grid`)
+with max_batch_size >= 4 (B = 1 has one request per batch and exact classical models).
 
-Why: the several-instance model's chain of dispatch records does not tie the time between
-dispatches to the instances' service time, so its implied utilisation can exceed 1 (it then
-reports 1 and says so in ``accuracy``), and its batch sizes come out too small there.
+The several-instance model's chain of dispatch records does not tie the time between
+dispatches to the instances' service time, so its implied utilization can exceed 1 (it then
+reports 1 and says so in ``accuracy``, counted in the column "capped"), and its batch sizes
+come out too small there.
 
-Run: ``.venv/bin/python validation/batch_size_accuracy.py [--quick] [--json FILE] [--text FILE]``
-(about 5 minutes; results in validation/results/batch_size_accuracy.txt)
+Run from the repository root: ``python validation/batch_size_accuracy.py [--quick]
+[--json FILE] [--text FILE]`` (about 5 minutes; results in
+validation/results/batch_size_accuracy.{json,txt}).
 """
 
 from __future__ import annotations
@@ -23,14 +25,15 @@ import warnings
 import numpy as np
 
 import qmodel as qm
-from predict_accuracy import grid, node_of
-from results_io import add_output_arguments, signed_worst, write_outputs
-from sim_budget import requests_for
+from qmodel.campaign.budget import requests_for
+from qmodel.campaign.grids import GRID_SERVICE, issue3_grid
+from qmodel.campaign.results import add_output_arguments, signed_worst, write_outputs
 
 
 def run_case(case, seed: int) -> dict:
+    """Predicted and simulated means of one (jitter, B, D/S(1), c, load) of the grid."""
     jitter, B, d, c, load = case
-    node = node_of(jitter, B, d, c)
+    node = GRID_SERVICE.node(B, d, c, jitter)
     rate = load * node.capacity
     pred = qm.predict(node, rate=rate, fallback="raise")
     with warnings.catch_warnings():
@@ -40,7 +43,7 @@ def run_case(case, seed: int) -> dict:
     return {"jitter": jitter, "B": B, "D_over_S1": d, "c": c, "load": load,
             "batch": [pred.mean_batch_size, sim.mean_batch_size],
             "utilization": [pred.utilization, sim.utilization],
-            "capped": "capped at 1" in pred.accuracy.statement}
+            "capped": pred.accuracy.approximation("utilization_capped") is not None}
 
 
 def summarise(rows) -> str:
@@ -62,7 +65,7 @@ def summarise(rows) -> str:
                              f"{signed_worst(eu):+7.1%}  "
                              f"{sum(r['capped'] for r in sel):6}")
     lines.append("(relative error of the prediction; worst is signed; capped: nodes whose "
-                 "model utilisation exceeded 1 and was reported as 1)")
+                 "model utilization exceeded 1 and was reported as 1)")
     return "\n".join(lines)
 
 
@@ -80,7 +83,7 @@ def main(argv=None) -> None:
     add_output_arguments(ap)
     args = ap.parse_args(argv)
     rows = []
-    for case in grid(args.quick):
+    for case in issue3_grid(args.quick):
         if case[1] == 1:
             continue
         rows.append(run_case(case, args.seed))

@@ -1,29 +1,27 @@
 """How much do the batch model's quantiles depend on its lattice, and what would a coarser one save?
 
-For every batch-model node of the accuracy grid (validation/predict_accuracy.py, B > 1: 378
-nodes) the script solves the node with the shipped lattice (``resolution`` 100 steps per S(1),
-at most 200 points across the longest service time and 50 across the delay), with a fine
-reference (300 / 600 / 150) and with two coarser ones (50 / 100 / 25 and 25 / 50 / 12), and
-prints how far p95 and p99 move from the reference and the time per solve (warm, one call).
-This is the measurement behind keeping the shipped lattice (README, "How fast").
+For every batch-model node of the issue-3 grid (:func:`qmodel.campaign.grids.issue3_grid`,
+B > 1: 378 nodes) the script solves the node with the shipped lattice (``resolution`` 100
+steps per S(1), at most 200 points across the longest service time and 50 across the delay),
+with a fine reference (300 / 600 / 150) and with two coarser ones (50 / 100 / 25 and
+25 / 50 / 12), and prints how far p95 and p99 move from the reference and the time per solve
+(warm, one call). This is the measurement behind keeping the shipped lattice.
 
-Run: ``.venv/bin/python validation/lattice_resolution.py [--quick] [--out FILE]`` (about five
-minutes; --quick: the grid's three quick loads)
+Run from the repository root: ``python validation/lattice_resolution.py [--quick] [--out FILE]``
+(about five minutes; --quick: the grid's three quick loads; results in
+validation/results/lattice_resolution.txt).
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from predict_accuracy import grid, node_of  # noqa: E402
-
-from qmodel.theory import batch as batch_module  # noqa: E402
+from qmodel.campaign.grids import GRID_SERVICE, issue3_grid
+from qmodel.theory import batch as batch_module
 
 # name: (resolution, lattice points across the longest service, across the delay)
 LATTICES = {"reference": (300, 600, 150), "shipped": (100, 200, 50),
@@ -52,11 +50,11 @@ def main(argv=None) -> None:
     ap.add_argument("--out", type=Path, default=None, help="also write the table here")
     args = ap.parse_args(argv)
     rows = []
-    for case in grid(args.quick):
+    for case in issue3_grid(args.quick):
         jitter, B, d, c, load = case
         if B == 1:
             continue                      # predict answers B = 1 with exact M/D/c, M/G/1
-        node = node_of(jitter, B, d, c)
+        node = GRID_SERVICE.node(B, d, c, jitter)
         rate = load * node.capacity
         rows.append((case, {name: solve(node, rate, lattice)
                             for name, lattice in LATTICES.items()}))

@@ -1,5 +1,5 @@
-"""Least outstanding over batching nodes under renewal arrivals: is round robin's model still
-close?
+"""Least outstanding over batching nodes under renewal arrivals: is round robin's model
+still close?
 
 ``qmodel.predict`` answers least outstanding over single-instance batching nodes with the
 round-robin model (level outstanding counts send requests to the nodes in turn; measured for
@@ -7,12 +7,14 @@ Poisson input in validation/router_accuracy.py). Round robin's model takes renew
 every N-th arrival of a renewal stream with interarrival scv s has gaps of scv s / N. This
 script measures that surrogate against the simulated least-outstanding cluster under renewal
 (gamma) arrivals: max_batch_size 8 and 32, N in {4, 8, 32}, arrival scv 0.5 and 2, loads 0.5,
-0.8, 0.9; no delay, one instance per node, deterministic S(k) = 1.8874 ms + 0.1438 ms x k.
-Measured (validation/results/least_outstanding_renewal.txt): p99 within 7.4% and p95 within
-4.7%, so ``predict`` uses the surrogate under renewal arrivals from max_batch_size 8
-(LEAST_RENEWAL_MIN_BATCH).
+0.8, 0.9; no delay, one instance per node, the issue-3 grid's deterministic service time
+(:data:`qmodel.campaign.grids.GRID_SERVICE`). Its results
+(validation/results/least_outstanding_renewal.txt) set the smallest max_batch_size at which
+``predict`` uses the surrogate under renewal arrivals
+(``qmodel.routers.LeastOutstanding.RENEWAL_MIN_BATCH``).
 
-Run: ``.venv/bin/python validation/least_outstanding_renewal.py``
+Run from the repository root: ``python validation/least_outstanding_renewal.py`` (writes the
+table to stdout).
 """
 
 from __future__ import annotations
@@ -22,14 +24,13 @@ import itertools
 import numpy as np
 
 import qmodel as qm
-
-BASE, PER_ITEM = 1.8874e-3, 0.1438e-3
+from qmodel.campaign.grids import GRID_SERVICE
 
 
 def main() -> None:
     worst = np.zeros(3)
     for B, N, scv, load in itertools.product((8, 32), (4, 8, 32), (0.5, 2.0), (0.5, 0.8, 0.9)):
-        node = qm.Node(qm.ServiceTime.affine(BASE, PER_ITEM), max_batch_size=B)
+        node = GRID_SERVICE.node(B)
         cluster = qm.Cluster(node, count=N, router="least_outstanding")
         arrivals = qm.Renewal(load * cluster.capacity, scv=scv)
         surrogate = qm.predict(qm.Cluster(node, count=N, router="round_robin"),

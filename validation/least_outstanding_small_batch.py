@@ -4,12 +4,14 @@
 (level outstanding counts send requests to the nodes in turn). This script measures that
 surrogate against the simulator for max_batch_size 2 and 4 (the router grid of
 validation/router_accuracy.py covers 1, 8 and 32): N in {2, 8, 32}, delay 0 and S(1), loads
-0.3, 0.7, 0.9; one instance per node, deterministic S(k) = 1.8874 ms + 0.1438 ms x k.
-Measured (validation/results/least_outstanding_small_batch.txt): B = 4 within 12.8% on p99
-and 3.7% on p95, which is where ``predict`` starts using it (LEAST_MIN_BATCH); B = 2 up to
-+103% on p99, so ``predict`` declines it.
+0.3, 0.7, 0.9; one instance per node, the issue-3 grid's deterministic service time
+(:data:`qmodel.campaign.grids.GRID_SERVICE`). It prints each configuration's errors and the
+worst |error| per max_batch_size; its results (validation/results/least_outstanding_small_batch.txt)
+set the smallest max_batch_size at which ``predict`` uses the surrogate
+(``qmodel.routers.LeastOutstanding.AS_ROUND_ROBIN_MIN_BATCH``).
 
-Run: ``.venv/bin/python validation/least_outstanding_small_batch.py``
+Run from the repository root: ``python validation/least_outstanding_small_batch.py``
+(writes the table to stdout).
 """
 
 from __future__ import annotations
@@ -19,16 +21,13 @@ import itertools
 import numpy as np
 
 import qmodel as qm
-
-BASE, PER_ITEM = 1.8874e-3, 0.1438e-3
-S1 = BASE + PER_ITEM
+from qmodel.campaign.grids import GRID_SERVICE
 
 
 def main() -> None:
     worst = {}
     for B, d, N, load in itertools.product((2, 4), (0.0, 1.0), (2, 8, 32), (0.3, 0.7, 0.9)):
-        node = qm.Node(qm.ServiceTime.affine(BASE, PER_ITEM), max_batch_size=B,
-                       max_queue_delay=d * S1)
+        node = GRID_SERVICE.node(B, d)
         cluster = qm.Cluster(node, count=N, router="least_outstanding")
         rate = load * cluster.capacity
         surrogate = qm.predict(qm.Cluster(node, count=N, router="round_robin"), rate=rate)

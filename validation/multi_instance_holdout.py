@@ -1,63 +1,54 @@
 """The several-instance batch model off the issue grid: a holdout for its pass count.
 
 The c > 1 approximation of qmodel.theory.batch iterates the gaps between dispatches a fixed
-number of times (``_SingleInstance.ITERATIONS``, part of the model). That number was chosen on
-the issue-3 grid (validation/predict_accuracy.py), so this script measures it on nodes the grid
-does not hold: another service time, S(k) = 4 ms + 0.4 ms x k (the grid's is 1.89 ms + 0.14 ms
-x k), max_batch_size B in {2, 16, 64}, instances c in {2, 3, 8}, max_queue_delay D in {0, 1} x
-S(1), loads 0.5, 0.8 and 0.95, deterministic and lognormal (cv 0.2) service: 108 nodes, each
-simulated with 4 million requests or more (54,000 relaxation lengths, up to 64 million:
-validation/sim_budget.py; seed 5) in the simulator's default replicas. For each pass
-count it prints the median and worst |error| of p95 and p99 against the simulator, overall and
-per c, and the worst nodes of the model as shipped.
+number of times (part of the model; ``batch_node(..., passes=n)`` runs it n times).
+That number was chosen on the issue-3 grid (validation/predict_accuracy.py), so this
+script measures it on nodes the grid does not hold, the several-instance holdout
+(:func:`qmodel.campaign.grids.multi_instance_holdout`): another service time, S(k) = 4 ms +
+0.4 ms x k (the grid's is 1.89 ms + 0.14 ms x k), max_batch_size B in {2, 16, 64}, instances
+c in {2, 3, 8}, max_queue_delay D in {0, 1} x S(1), loads 0.5, 0.8 and 0.95, deterministic and
+lognormal (cv 0.2) service: 108 nodes, each simulated with 4 million requests or more (the
+campaigns' budget rule, :func:`qmodel.campaign.budget.requests_for`, up to 64 million; seed
+5) in the simulator's default replicas. For each pass count it prints the median and worst
+|error| of p95 and p99 against the simulator, overall and per c, and the worst nodes of the
+model as shipped.
 
-Run: ``.venv/bin/python validation/multi_instance_holdout.py [--passes 1 2 3] [--json FILE]
-[--text FILE]``; after a model change, ``--refresh-models --json FILE`` recomputes the
-predictions and keeps the stored simulations.
+Run from the repository root: ``python validation/multi_instance_holdout.py [--passes 1 2 3]
+[--json FILE] [--text FILE]`` (hours; results in
+validation/results/multi_instance_holdout.{json,txt}); after a model change,
+``--refresh-models --json FILE`` recomputes the predictions and keeps the stored simulations
+(minutes).
 """
 
 from __future__ import annotations
 
 import argparse
-import itertools
 
 import numpy as np
 
 import qmodel as qm
-from results_io import add_output_arguments, stored_rows, write_outputs
-from sim_budget import requests_for
-from qmodel.theory import batch
+from qmodel.campaign.budget import requests_for
+from qmodel.campaign.grids import HOLDOUT_SERVICE, multi_instance_holdout
+from qmodel.theory.batch import SEVERAL_INSTANCE_PASSES
+from qmodel.campaign.results import add_output_arguments, stored_rows, write_outputs
+from qmodel.theory.batch import batch_node
 
-BASE, PER_ITEM = 4e-3, 0.4e-3
 REQUESTS, MAX_REQUESTS, SEED = 4_000_000, 64_000_000, 5
 
 
-def nodes():
-    """(B, c, D/S(1), load, jitter) of the holdout."""
-    return list(itertools.product((2, 16, 64), (2, 3, 8), (0.0, 1.0), (0.5, 0.8, 0.95),
-                                  ("deterministic", "lognormal")))
-
-
-def node_of(B, c, d, jitter) -> qm.Node:
-    service = qm.ServiceTime.affine(BASE, PER_ITEM, jitter=(
-        "deterministic" if jitter == "deterministic" else ("lognormal", 0.2)))
-    return qm.Node(service, max_batch_size=B, max_queue_delay=d * float(service.mean(1)),
-                   instances=c)
-
-
 def predictions(row, passes) -> dict:
-    """The model's p95 and p99 for the holdout row's node, with each pass count."""
-    node = node_of(row["B"], row["c"], row["D_over_S1"], row["jitter"])
+    """The model's p95 and p99 for the holdout row's node, with each pass count.
+
+    ``predict`` answers these nodes (c > 1, Poisson arrivals) with ``batch_node`` at its
+    default resolution, so calling it with each pass count gives what ``predict`` would with
+    that count.
+    """
+    node = HOLDOUT_SERVICE.node(row["B"], row["D_over_S1"], row["c"], row["jitter"])
     rate = row["load"] * node.capacity
-    shipped = batch._SingleInstance.ITERATIONS
     out = {}
-    try:
-        for n in passes:
-            batch._SingleInstance.ITERATIONS = n
-            pred = qm.predict(node, rate=rate, fallback="raise")
-            out[str(n)] = [float(pred.quantile(p)) for p in (0.95, 0.99)]
-    finally:
-        batch._SingleInstance.ITERATIONS = shipped
+    for n in passes:
+        pred = batch_node(node, rate, passes=n)
+        out[str(n)] = [float(pred.quantile(p)) for p in (0.95, 0.99)]
     return out
 
 
@@ -70,8 +61,8 @@ def report(row, passes) -> None:
 
 def run(passes) -> list[dict]:
     rows = []
-    for B, c, d, load, jitter in nodes():
-        node = node_of(B, c, d, jitter)
+    for B, c, d, load, jitter in multi_instance_holdout():
+        node = HOLDOUT_SERVICE.node(B, d, c, jitter)
         rate = load * node.capacity
         requests = requests_for(node, rate, REQUESTS, MAX_REQUESTS)
         sim = qm.simulate(node, rate=rate, requests=requests, seed=SEED)
@@ -93,7 +84,7 @@ def refresh(rows, passes) -> list[dict]:
 
 
 def summarise(rows, passes) -> str:
-    shipped = batch._SingleInstance.ITERATIONS
+    shipped = SEVERAL_INSTANCE_PASSES
     lines = [f"{len(rows)} nodes; |error| against the simulator, median / worst "
              f"(the model ships with {shipped} passes)"]
     for c in (None, 2, 3, 8):

@@ -2,9 +2,10 @@
 
 Triton dispatches the largest preferred size that fits, so a request can be passed over by a
 smaller preferred batch; the batch model approximates that (qmodel/theory/batch.py). This
-prints p50/p95/p99 errors and batch sizes for the nodes behind the README's claim.
+prints p50/p95/p99 errors and batch sizes on eight nodes with preferred sizes, and the median
+and worst |error| of p95 and p99 over them.
 
-Run: ``.venv/bin/python validation/preferred_sizes.py``
+Run from the repository root: ``python validation/preferred_sizes.py`` (a few minutes).
 """
 
 import numpy as np

@@ -3,17 +3,18 @@
 ``qmodel.predict`` answers a batching node fed by renewal arrivals (gamma interarrival times of
 a given scv; a trace is taken as such) with the batch model, whose counts over an interval
 follow the stationary renewal law and whose arriving request is taken to see the time-average
-state (see qmodel/theory/batch.py). This script measures that approximation: max_batch_size 4
-and 16, no delay and a delay of S(1), 1 and 2 instances, arrival scv 0.5 and 2, loads 0.5,
-0.8 and 0.9, deterministic and lognormal cv 0.3 service, S(k) = 1.8874 ms + 0.1438 ms k (the
-grid's; 96 nodes). Each node is simulated by the grid's rule (54,000 relaxation lengths, here
+state (see qmodel/theory/batch.py). This script measures that approximation on the renewal
+grid (:func:`qmodel.campaign.grids.renewal_grid`, 96 nodes of the issue-3 grid's service
+time): max_batch_size 4 and 16, no delay and a delay of S(1), 1 and 2 instances, arrival scv
+0.5 and 2, loads 0.5, 0.8 and 0.9, deterministic and lognormal cv 0.3 service. Each node is
+simulated by the campaigns' budget rule (:func:`qmodel.campaign.budget.requests_for`, here
 counted with the arrivals' scv; 2 to 16 million requests).
 
 Its rows feed the 'renewal arrivals' family of qmodel/theory/measured.py
 (validation/measured_errors.py).
 
-Run: ``.venv/bin/python validation/renewal_batch.py [--quick] [--json FILE] [--text FILE]``
-(about 10 minutes; results in validation/results/renewal_batch.txt)
+Run from the repository root: ``python validation/renewal_batch.py [--quick] [--json FILE]
+[--text FILE]`` (about 10 minutes; results in validation/results/renewal_batch.{json,txt}).
 """
 
 from __future__ import annotations
@@ -23,23 +24,16 @@ import argparse
 import numpy as np
 
 import qmodel as qm
-from predict_accuracy import node_of
-from results_io import add_output_arguments, signed_worst, write_outputs
-from sim_budget import requests_for
-
-LOADS = (0.5, 0.8, 0.9)
-
-
-def grid(quick: bool = False):
-    """(jitter, B, D/S1, c, scv, load) of the measured nodes."""
-    return [(jitter, B, d, c, scv, load)
-            for jitter in ("deterministic", "lognormal") for B in (4, 16) for d in (0.0, 1.0)
-            for c in (1, 2) for scv in (0.5, 2.0) for load in ((0.8,) if quick else LOADS)]
+from qmodel.campaign.budget import requests_for
+from qmodel.campaign.grids import GRID_SERVICE, renewal_grid
+from qmodel.campaign.measure import QUANTILES
+from qmodel.campaign.results import add_output_arguments, signed_worst, write_outputs
 
 
 def run_case(case, seed: int, least: int, most: int) -> dict:
+    """Predict and simulate one (jitter, B, D/S(1), c, scv, load) of the renewal grid."""
     jitter, B, d, c, scv, load = case
-    node = node_of(jitter, B, d, c)
+    node = GRID_SERVICE.node(B, d, c, jitter)
     arrivals = qm.Renewal(load * node.capacity, scv=scv)
     pred = qm.predict(node, arrivals=arrivals, fallback="raise")
     requests = requests_for(node, arrivals.rate, least, most, arrival_scv=scv)
@@ -48,7 +42,7 @@ def run_case(case, seed: int, least: int, most: int) -> dict:
            "requests": requests, "method": pred.method, "family": pred.accuracy.exactness,
            "batch": [pred.mean_batch_size, sim.mean_batch_size],
            "utilization": [pred.utilization, sim.utilization]}
-    for name, p in (("p95", 0.95), ("p99", 0.99)):
+    for name, p in QUANTILES[1:]:
         lo, hi = sim.ci(p, level=0.99)
         q, s = float(pred.quantile(p)), float(sim.quantile(p))
         row[name] = {"predicted": q, "simulated": s, "ci99": [lo, hi], "error": q / s - 1}
@@ -93,7 +87,7 @@ def main(argv=None) -> None:
     rows = []
     print(f"{'jitter':6} {'B':>3} {'D/S1':>4} {'c':>2} {'scv':>4} {'load':>5}  "
           f"{'p95 pred/sim (ms)':>17}  {'err':>6}  {'p99 pred/sim (ms)':>17}  {'err':>6}")
-    for case in grid(args.quick):
+    for case in renewal_grid(args.quick):
         rows.append(run_case(case, args.seed, int(args.requests), int(args.max_requests)))
         print(row_line(rows[-1]), flush=True)
     write_outputs(args, rows, "\n".join(row_line(r) for r in rows) + "\n\n" + summarise(rows))

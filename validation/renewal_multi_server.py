@@ -9,7 +9,9 @@ load in {0.5, 0.8, 0.9}, S(1) = 2 ms, and prints p95/p99 errors with the simulat
 confidence interval ("in CI": both model quantiles inside it). Where an exact solver exists
 (M/D/c, M/M/c) the simulator is replaced by it ("-" in that column).
 
-Run: ``.venv/bin/python validation/renewal_multi_server.py [--requests N] [--out FILE]``
+Run from the repository root: ``python validation/renewal_multi_server.py [--requests N]
+[--out FILE]`` (about 10 minutes; results in validation/results/renewal_multi_server.txt,
+whose summary lines qmodel/theory/measured.py carries).
 """
 
 from __future__ import annotations
@@ -22,12 +24,12 @@ import numpy as np
 import qmodel as qm
 from qmodel.theory import gigc, mdc, mmc
 
-JITTERS = ("deterministic", "exponential", ("lognormal", 0.3), ("gamma", 1.5))
+JITTER_LAWS = ("deterministic", "exponential", ("lognormal", 0.3), ("gamma", 1.5))
 S1 = 2e-3
 
 
 def rows(requests: int, seed: int):
-    for jitter in JITTERS:
+    for jitter in JITTER_LAWS:
         for c in (2, 4, 8):
             for scv in (0.25, 1.0, 2.0):
                 for load in (0.5, 0.8, 0.9):

@@ -1,7 +1,9 @@
 """The simulator against exact M/M/c, M/D/1 and M/D/c percentiles (same seeds as the tests).
 
 Prints a Markdown table: exact p95/p99 of the sojourn time, the simulated value and its 99%
-confidence interval. Run: .venv/bin/python validation/sim_vs_exact.py
+confidence interval.
+
+Run from the repository root: ``python validation/sim_vs_exact.py`` (a few minutes).
 """
 
 import qmodel as qm

@@ -1,65 +1,54 @@
 """The one-instance batch model off the issue grid: does its accuracy carry over?
 
 validation/predict_accuracy.py measures qmodel.predict on the issue-3 grid (S(k) = 1.89 ms +
-0.14 ms x k, B in {1, 4, 8, 32}). This script takes nodes the grid does not hold: S(k) = 4 ms
+0.14 ms x k, B in {1, 4, 8, 32}). This script takes nodes the grid does not hold, the
+one-instance holdout (:func:`qmodel.campaign.grids.single_instance_holdout`): S(k) = 4 ms
 + 0.4 ms x k, max_batch_size B in {2, 16, 64}, max_queue_delay D in {0, 0.5, 2} x S(1),
 preferred sizes {B} (Triton's default) or {B/2, B}, loads 0.5, 0.8 and 0.95, deterministic and
 lognormal (cv 0.2) service, one instance: 108 nodes, each simulated with 4 million requests
-or more (54,000 relaxation lengths, up to 64 million: validation/sim_budget.py; seed 7) in the
-simulator's default replicas. It prints every node's p95/p99 errors and the median and worst
-|error| per accuracy family (numerical: exact up to the lattice; approximation: a delay with
-requests left behind, or several preferred sizes), with the share inside the simulator's 99%
-CI widened by the lattice step.
+or more (the campaigns' budget rule, :func:`qmodel.campaign.budget.requests_for`, up to 64
+million; seed 7) in the simulator's default replicas. It prints every node's p95/p99 errors
+and the median and worst |error| per accuracy family (numerical: exact up to the lattice;
+approximation: a delay with requests left behind, or several preferred sizes), with the share
+inside the simulator's 99% CI widened by the lattice step.
 
-Until 2026-11-23 the script passed 32 replicas of 125,000 arrivals: the simulator's default
-replicas were then too short for B = 64 at 95% load (20 one-million-request runs read p99
-104.5 ms on average against 109.7 ms from long replicas and 109.6 ms from the numerical model);
-its default now sizes replicas by the relaxation length (qmodel/sim/run.py).
-
-Run: ``.venv/bin/python validation/single_instance_holdout.py [--json FILE] [--text FILE]``
+Run from the repository root: ``python validation/single_instance_holdout.py [--json FILE]
+[--text FILE]`` (hours; results in validation/results/single_instance_holdout.{json,txt}).
 """
 
 from __future__ import annotations
 
 import argparse
-import itertools
 
 import numpy as np
 
 import qmodel as qm
-from results_io import add_output_arguments, write_outputs
-from sim_budget import requests_for
+from qmodel.campaign.budget import requests_for
+from qmodel.campaign.grids import HOLDOUT_SERVICE, single_instance_holdout
+from qmodel.campaign.measure import QUANTILES, lattice_step
+from qmodel.campaign.results import add_output_arguments, median_worst, write_outputs
 
-BASE, PER_ITEM = 4e-3, 0.4e-3
 REQUESTS, MAX_REQUESTS, SEED = 4_000_000, 64_000_000, 7
 
 
-def nodes():
-    """(B, D/S(1), preferred, load, jitter) of the holdout."""
-    return list(itertools.product((2, 16, 64), (0.0, 0.5, 2.0), ("B", "B/2,B"),
-                                  (0.5, 0.8, 0.95), ("deterministic", "lognormal")))
-
-
-def node_of(B, d, preferred, jitter) -> qm.Node:
-    service = qm.ServiceTime.affine(BASE, PER_ITEM, jitter=(
-        "deterministic" if jitter == "deterministic" else ("lognormal", 0.2)))
+def holdout_node(B, d, preferred, jitter) -> qm.Node:
+    """The holdout's node; ``preferred`` "B" (Triton's default) or "B/2,B"."""
     sizes = (B,) if preferred == "B" else (B // 2, B)
-    return qm.Node(service, max_batch_size=B, max_queue_delay=d * float(service.mean(1)),
-                   preferred_batch_sizes=sizes)
+    return HOLDOUT_SERVICE.node(B, d, jitter=jitter, preferred=sizes)
 
 
 def run() -> list[dict]:
     rows = []
-    for B, d, preferred, load, jitter in nodes():
-        node = node_of(B, d, preferred, jitter)
+    for B, d, preferred, load, jitter in single_instance_holdout():
+        node = holdout_node(B, d, preferred, jitter)
         rate = load * node.capacity
         pred = qm.predict(node, rate=rate, fallback="raise")
         requests = requests_for(node, rate, REQUESTS, MAX_REQUESTS)
         sim = qm.simulate(node, rate=rate, requests=requests, seed=SEED)
-        h = float(getattr(pred, "h", 0.0))
+        h = lattice_step(pred)
         row = {"B": B, "D_over_S1": d, "preferred": preferred, "load": load, "jitter": jitter,
                "family": pred.accuracy.exactness, "lattice_step": h}
-        for name, p in (("p95", 0.95), ("p99", 0.99)):
+        for name, p in QUANTILES[1:]:
             lo, hi = (float(x) for x in sim.ci(p, level=0.99))
             q, s = float(pred.quantile(p)), float(sim.quantile(p))
             row[name] = {"predicted": q, "simulated": s, "error": q / s - 1,
@@ -76,11 +65,11 @@ def summarise(rows) -> str:
              f"and the share inside its 99% CI +- the lattice step"]
     for family in sorted({r["family"] for r in rows}):
         sub = [r for r in rows if r["family"] == family]
-        err = np.array([[abs(r[q]["error"]) for q in ("p95", "p99")] for r in sub])
+        (m95, w95), (m99, w99) = (median_worst([r[q]["error"] for r in sub])
+                                  for q in ("p95", "p99"))
         inside = [np.mean([r[q]["in_ci_with_lattice"] for r in sub]) for q in ("p95", "p99")]
-        lines.append(f"  {family:13} {len(sub):3} nodes: p95 {np.median(err[:, 0]):5.1%} / "
-                     f"{err[:, 0].max():5.1%}   p99 {np.median(err[:, 1]):5.1%} / "
-                     f"{err[:, 1].max():5.1%}   in CI {inside[0]:.0%}, {inside[1]:.0%}")
+        lines.append(f"  {family:13} {len(sub):3} nodes: p95 {m95:5.1%} / {w95:5.1%}   "
+                     f"p99 {m99:5.1%} / {w99:5.1%}   in CI {inside[0]:.0%}, {inside[1]:.0%}")
     worst = sorted(rows, key=lambda r: -abs(r["p99"]["error"]))[:5]
     lines.append("worst p99:")
     for r in worst:

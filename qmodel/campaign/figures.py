@@ -13,6 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .measure import QUANTILES
+
 __all__ = ["cdf_overlays", "error_heatmaps", "throughput_p99", "router_comparison",
            "lab_figure"]
 
@@ -82,7 +84,7 @@ def cdf_overlays(rows, path):
             sf = 1 - np.array(r["curve"][key])
             keep = sf > 2e-4           # below, the simulated tail is a handful of requests
             ax.semilogy(t[keep], sf[keep], label=label, **style)
-        for q, level in (("p50", 0.5), ("p95", 0.95), ("p99", 0.99)):
+        for q, level in QUANTILES:
             s = r["simulated"]
             lo, hi = s["ci99"][q]
             ax.errorbar(s[q] * 1e3, 1 - level, xerr=[[(s[q] - lo) * 1e3], [(hi - s[q]) * 1e3]],

@@ -1,8 +1,10 @@
 """The dynamic-batching lab, predicted by the models and checked by the simulator.
 
-The lab (a mini-Triton batcher load-tested against a one-request-at-a-time server, then swept
-over ``max_batch_size``) teaches three results. Each is computed here twice, by
-:func:`qmodel.predict` and by :func:`qmodel.simulate`, for the same node:
+The lab, a mini-Triton batcher load-tested against a one-request-at-a-time server and then
+swept over ``max_batch_size``, teaches three results; it is a section of the built-in
+campaigns (:func:`qmodel.campaign.grids.plan` sweeps B over ``Plan.lab_sizes``). Each result
+is computed here twice, by :func:`qmodel.predict` and by :func:`qmodel.simulate`, for the same
+node:
 
 1. **Naive against dynamic batching.** ``max_batch_size`` 1 against a batching node: the largest
    sustainable throughput (capacity), the largest throughput whose p99 stays under the SLA wall,
@@ -14,9 +16,10 @@ over ``max_batch_size``) teaches three results. Each is computed here twice, by
    sweep whose predicted *and* simulated p99 are at most the wall
    (:func:`largest_under_wall`); not the B with the globally highest throughput.
 
-Service time: S(k) = 1.8874 ms + 0.1438 ms x k, the V100 fit of Inoue (2021), with lognormal
-jitter of cv 0.1 (GPU kernels vary a little run to run); max_queue_delay 1 ms; SLA wall 10 ms
-at p99 (for instance a 15 ms user-facing SLA minus a 5 ms network and queueing budget).
+Service time: S(k) = 1.8874 ms + 0.1438 ms x k (:data:`qmodel.campaign.grids.GRID_SERVICE`,
+the V100 fit of Inoue 2021), with lognormal jitter of cv 0.1 (GPU kernels vary a little run
+to run); max_queue_delay 1 ms; SLA wall 10 ms at p99 (for instance a 15 ms user-facing SLA
+minus a 5 ms network and queueing budget).
 """
 
 from __future__ import annotations
@@ -25,20 +28,20 @@ import time
 
 import numpy as np
 
-from .predict import predict
-from .sim import simulate
-from .system import Node, ServiceTime
+from ..predict import predict
+from ..sim import simulate
+from ..system import Node, ServiceTime
+from .grids import GRID_SERVICE
 
 __all__ = ["LAB", "lab_node", "lab_point", "max_rate_under_wall", "largest_under_wall",
            "lab_summary"]
 
 # The lab's fixed choices, in seconds and requests per second (stated in the report).
 LAB = {
-    "base": 1.8874e-3, "per_item": 0.1438e-3,       # Inoue (2021), V100
+    "base": GRID_SERVICE.base, "per_item": GRID_SERVICE.per_item,   # Inoue (2021), V100
     "jitter": ("lognormal", 0.1),
     "delay": 1e-3,
     "wall": 10e-3,
-    "sizes": (1, 2, 4, 8, 16, 32, 64),
     "load": 0.8,                                    # the sweep's load, fraction of capacity
     "common_rate": 400.0,                           # 81% of the naive server's capacity
 }

@@ -1,9 +1,10 @@
-"""The validation report: Markdown and PNG figures from a :class:`qmodel.validate.Campaign`.
+"""The validation report: Markdown and PNG figures from a campaign's results.
 
 :func:`write_report` writes ``report.md``, ``results.json`` (every number behind it) and
-``figures/*.png`` into the output folder; :func:`summary_text` is the table ``qmodel validate``
-prints. The figures themselves are drawn by :mod:`qmodel.report_figures`. Everything here reads
-the campaign's plain-data rows; nothing is recomputed.
+``figures/*.png`` of a :class:`~qmodel.campaign.runner.Campaign` into the output folder;
+:func:`summary_text` is the table ``qmodel validate`` prints. The figures themselves are drawn
+by :mod:`qmodel.campaign.figures`. Everything here reads the campaign's plain-data rows;
+nothing is recomputed.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
-from . import report_figures as figs
+from . import figures as figs
+from .results import median_worst
 
 __all__ = ["summary_groups", "summary_text", "summary_markdown", "write_report"]
 
@@ -65,13 +67,12 @@ def summary_groups(rows) -> list[dict]:
              "passed": sum(r["verdict"] == "pass" for r in sel)}
         modelled = [r for r in sel if r["modelled"]]
         for q in ("p50", "p95", "p99"):
-            e = np.abs([r["error"][q] for r in modelled])
-            g[q] = (float(np.median(e)), float(e.max())) if e.size else None
-        b = np.abs([r["baseline"]["error"]["p99"] for r in sel if "error" in r["baseline"]])
-        g["baseline_p99"] = (float(np.median(b)), float(b.max())) if b.size else None
+            e = [r["error"][q] for r in modelled]
+            g[q] = median_worst(e) if e else None
+        b = [r["baseline"]["error"]["p99"] for r in sel if "error" in r["baseline"]]
+        g["baseline_p99"] = median_worst(b) if b else None
         for key in ("predict_seconds", "simulate_seconds"):
-            t = np.array([r[key] for r in sel])
-            g[key] = (float(np.median(t)), float(t.max()))
+            g[key] = median_worst([r[key] for r in sel])
         out.append(g)
     return out
 
@@ -307,7 +308,7 @@ def write_report(campaign, out) -> Path:
 
     Parameters
     ----------
-    campaign : qmodel.validate.Campaign
+    campaign : qmodel.campaign.runner.Campaign
     out : str or Path
         Output folder (created).
     """
@@ -334,8 +335,9 @@ def write_report(campaign, out) -> Path:
         campaign.level, f"qmodel validate --configs {st.get('source', 'FILE')}")
     md = [f"# qmodel validation report ({campaign.level})", "",
           f"Theory (`qmodel.predict`) against simulation (`qmodel.simulate`), configuration by "
-          f"configuration. Regenerate with `{cmd} --out {out.as_posix()}` (results are cached in "
-          f"`cache/`; `--fresh` recomputes). Written {datetime.date.today().isoformat()} by "
+          f"configuration. Regenerate with `{cmd} --out {out.as_posix()} --resume` (which "
+          f"reuses the results cached in `cache/`; `--fresh` instead of `--resume` recomputes "
+          f"them). Written {datetime.date.today().isoformat()} by "
           f"qmodel {st['qmodel']}; {st['requests']:,} simulated requests per configuration, "
           f"seed {st['seed']}, on {st['executor']}; {campaign.wall_seconds:.0f} s wall time "
           f"({campaign.stats.get('computed', 0)} tasks computed, "

@@ -1,4 +1,4 @@
-"""Campaign configurations: a node, optionally a cluster, and a load, from files or a grid.
+"""Campaign configurations: a node, optionally a cluster, and a load, checked once.
 
 A configurations file (``qmodel validate --configs FILE``) is TOML (``[[config]]`` tables) or
 JSON (a list, or ``{"config": [...]}``); durations are seconds or strings with a unit::
@@ -25,14 +25,9 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from .system import Cluster, Node, ServiceTime, check_stable, parse_duration
+from ..system import Cluster, Node, ServiceTime, check_stable, parse_duration
 
-__all__ = ["Config", "parse_config", "load_configs", "grid_config", "system_of", "node_of",
-           "BASE", "PER_ITEM", "S1"]
-
-# Inoue (2021), V100: the service time of the built-in grids (and of validation/).
-BASE, PER_ITEM = 1.8874e-3, 0.1438e-3
-S1 = BASE + PER_ITEM
+__all__ = ["Config", "parse_config", "load_configs", "system_of", "node_of"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -40,8 +35,9 @@ class Config:
     """One configuration of a campaign: a node, optionally a cluster, and a load.
 
     Build it with :func:`parse_config` (from a dict such as a configs file holds) or
-    :func:`grid_config`. ``spec`` is the normalised, JSON-ready description (seconds,
-    requests/s); it is what a worker receives and what the cache key hashes.
+    :func:`qmodel.campaign.grids.grid_config`. ``spec`` is the normalised, JSON-ready
+    description (seconds, requests/s); it is what a worker receives and what the cache key
+    hashes.
 
     Examples
     --------
@@ -285,32 +281,3 @@ def _toml():
                              "or give the configurations as JSON") from None
     return tomllib
 
-
-def grid_config(jitter: str, B: int, d: float, c: int, load: float, nodes: int = 1,
-                router: str | None = None) -> Config:
-    """A configuration of the built-in grids: S(k) = 1.8874 ms + 0.1438 ms x k (Inoue 2021).
-
-    Parameters
-    ----------
-    jitter : {"deterministic", "lognormal"}
-        Lognormal has cv 0.3.
-    B, c : int
-        max_batch_size and instances.
-    d : float
-        max_queue_delay as a multiple of S(1).
-    load : float
-        Fraction of capacity.
-    nodes, router
-        A cluster of ``nodes`` copies behind ``router`` (nodes > 1).
-    """
-    entry = {"service": {"base": BASE, "per_item": PER_ITEM,
-                         "jitter": "deterministic" if jitter == "deterministic"
-                         else "lognormal:0.3"},
-             "max_batch_size": B, "max_queue_delay": d * S1, "instances": c, "load": load}
-    if nodes > 1:
-        entry["cluster"] = {"nodes": nodes, "router": router or "random"}
-    tag = "det" if jitter == "deterministic" else "logn"
-    name = f"{tag} B={B} D={d:g}xS1 c={c} load={load:.2f}"
-    if nodes > 1:
-        name = f"{router} N={nodes} {name}"
-    return parse_config({"name": name, **entry}, name)
