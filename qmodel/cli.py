@@ -33,6 +33,16 @@ def _duration(text: str) -> float:
         raise argparse.ArgumentTypeError(str(err)) from None
 
 
+def _service_duration(text: str) -> float:
+    """A batch's service time; a bare number of a second or more is read as seconds, with a
+    hint, since it is more often milliseconds written without the unit."""
+    seconds = _duration(text)
+    if seconds >= 1.0 and not any(c.isalpha() for c in text):
+        warnings.warn(f"a service time of {text} is read as {seconds:g} s; for milliseconds "
+                      f"write {text}ms")
+    return seconds
+
+
 def _count(text: str) -> int:
     try:
         value = float(text)
@@ -82,9 +92,9 @@ def _table(text: str) -> dict:
 def _add_system_args(parser) -> None:
     """The flags that describe a node, a cluster and the load (shared by the subcommands)."""
     g = parser.add_argument_group("service time of a batch of k: S(k) = base + per_item * k")
-    g.add_argument("--service-base", type=_duration, default=None, metavar="TIME",
+    g.add_argument("--service-base", type=_service_duration, default=None, metavar="TIME",
                    help="fixed part of S(k) (default 2.4ms unless --service-table)")
-    g.add_argument("--per-item", type=_duration, default=0.0, metavar="TIME",
+    g.add_argument("--per-item", type=_service_duration, default=0.0, metavar="TIME",
                    help="added per request in the batch (default 0)")
     g.add_argument("--service-table", type=_table, default=None, metavar="K:TIME,...",
                    help="measured mean S(k) per batch size instead, e.g. 1:3.1ms,8:6.7ms")
@@ -207,14 +217,15 @@ def _arrivals_from(args):
             raise ValueError(f"--trace {args.trace}: {err}") from None
         return qs.Trace(times)
     if args.rate is None:
-        raise ValueError("give the load: --rate REQ/S (or --trace FILE)")
+        raise ValueError("give the arrival rate: --rate REQ/S (or --trace FILE)")
     if args.arrival_scv == 1.0:
         return qs.Poisson(args.rate)
     return qs.Renewal(args.rate, scv=args.arrival_scv)
 
 
 def _report(result, system, arrivals) -> dict:
-    out = {"system": system.describe(), "arrival_rate": arrivals.rate}
+    out = {"system": system.describe(), "arrival_rate": arrivals.rate,
+           "load": arrivals.rate / system.capacity}
     out.update(result.summary())
     out["p999"] = result.quantile(0.999)
     if result.sections >= 2:
@@ -228,8 +239,7 @@ def _table_text(rep: dict) -> str:
     def ms(x):
         return f"{x * 1e3:9.3f} ms"
 
-    lines = [rep["system"], f"load {rep['arrival_rate']:,.1f} req/s   method: {rep['method']}",
-             "", f"{'':8}{'latency':>12}   95% confidence interval"]
+    lines = [rep["system"], _rate_line(rep), "", f"{'':8}{'latency':>12}   95% confidence interval"]
     for name in ("p50", "p95", "p99"):
         ci = rep.get(f"{name}_ci95")
         band = f"[{ci[0] * 1e3:.3f}, {ci[1] * 1e3:.3f}] ms" if ci else "-"
@@ -242,6 +252,13 @@ def _table_text(rep: dict) -> str:
               f"requests measured {rep['requests_measured']:,}",
               *_accuracy_lines(rep["accuracy"]["clauses"])]
     return "\n".join(lines)
+
+
+def _rate_line(rep: dict) -> str:
+    """The offered rate, the load it puts on the system (a fraction of its capacity) and the
+    method."""
+    return (f"rate {rep['arrival_rate']:,.1f} req/s   load {rep['load']:.3f} of capacity   "
+            f"method: {rep['method']}")
 
 
 def _accuracy_lines(clauses: list) -> list:
@@ -304,7 +321,7 @@ def _run(argv) -> int:
 
 
 def _predict_report(result, system, rate) -> dict:
-    out = {"system": system.describe(), "arrival_rate": rate}
+    out = {"system": system.describe(), "arrival_rate": rate, "load": rate / system.capacity}
     out.update(result.summary())
     out["p999"] = result.quantile(0.999)
     return out
@@ -314,13 +331,14 @@ def _predict_text(rep: dict, check: dict | None) -> str:
     def ms(x):
         return f"{x * 1e3:9.3f} ms"
 
-    lines = [rep["system"], f"load {rep['arrival_rate']:,.1f} req/s   method: {rep['method']}", ""]
+    lines = [rep["system"], _rate_line(rep), ""]
     if check is None:
         # where no model covers the system, predict's answer is a simulation: say so
         heading = "simulated" if rep.get("exactness") == "simulation" else "predicted"
         lines.append(f"{'':8}{heading:>12}")
-        for name in ("p50", "p95", "p99", "p999", "mean"):
-            lines.append(f"{name:8}{ms(rep[name])}")
+        for name, label in (("p50", "p50"), ("p95", "p95"), ("p99", "p99"), ("p999", "p99.9"),
+                            ("mean", "mean")):
+            lines.append(f"{label:8}{ms(rep[name])}")
     else:
         lines.append(f"{'':8}{'predicted':>12}{'simulated':>13}   95% CI of simulated   error")
         for name in ("p50", "p95", "p99"):

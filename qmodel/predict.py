@@ -114,7 +114,7 @@ def predict(system, rate=None, *, arrivals=None, resolution: int = DEFAULT_RESOL
     Raises
     ------
     UnstableError
-        If the offered load reaches the system's capacity.
+        If the load (arrival rate over capacity) reaches 1.
     NotImplementedError
         With ``fallback="raise"``, where no model covers the system (the message says why).
 

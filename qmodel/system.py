@@ -28,7 +28,7 @@ __all__ = [
 
 
 class UnstableError(ValueError):
-    """The offered load reaches the system's capacity: queues grow without bound.
+    """The load (arrival rate over capacity) reaches 1: queues grow without bound.
 
     The message states the capacity and what to change (fewer requests per second, more nodes or
     instances, a larger max_batch_size, or a finite max_queue_size to shed load).
@@ -486,6 +486,9 @@ class Cluster:
         used = shares > 0
         return float(np.min(caps[used] / shares[used]))
 
+    def __repr__(self) -> str:
+        return self.describe()
+
     def describe(self) -> str:
         kinds = {n for n in self.nodes}
         body = (f"{len(self.nodes)} x {self.nodes[0].describe()}" if len(kinds) == 1
@@ -605,6 +608,6 @@ def check_stable(system, rate: float) -> None:
                    else "")
                 + ", or set max_queue_size to reject the excess")
         raise UnstableError(
-            f"offered load {rate:g} req/s is {rate / cap:.3g}x the capacity {cap:.6g} req/s of "
-            f"{cluster.describe() if len(cluster.nodes) > 1 else node.describe()}: queues grow "
-            f"without bound. Lower rate below {cap:.6g} req/s, or {hint}.")
+            f"arrival rate {rate:g} req/s is {rate / cap:.3g} times the capacity {cap:.6g} req/s "
+            f"of {cluster.describe() if len(cluster.nodes) > 1 else node.describe()} (load "
+            f"{rate / cap:.3g} >= 1): queues grow without bound. Lower rate below {cap:.6g} req/s, or {hint}.")

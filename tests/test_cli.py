@@ -50,7 +50,7 @@ def test_service_table_trace_and_jitter(tmp_path, capsys):
     (["--max-batch-size", "0", "--rate", "10"], "no batching"),
     (["--rate", "1e6"], "capacity"),
     (["--rate", "-5"], "rate"),
-    ([], "give the load"),
+    ([], "give the arrival rate"),
     (["--service-base", "1ms", "--service-table", "1:1ms,2:2ms", "--rate", "10"], "not both"),
     (["--router", "round_robin", "--nodes", "2", "--weights", "1,1", "--rate", "10"],
      "weights only apply"),
@@ -150,3 +150,19 @@ def test_warnings_are_one_line_too():
     assert lines == [lines[0]] and lines[0].startswith("qmodel: warning: 8 replicas leave")
     assert "raise requests to at least 1,521,702" in lines[0]
     assert "p99" in run.stdout
+
+
+def test_predict_and_simulate_label_the_same_quantiles_and_the_load(capsys):
+    for command in (["predict"], ["simulate", "--requests", "200000"]):
+        assert main(command + NODE + ["--rate", "1000"]) == 0
+        out = capsys.readouterr().out
+        assert "\np99.9 " in out and "p999" not in out
+        assert "rate 1,000.0 req/s   load 0." in out
+
+
+def test_a_bare_service_time_of_seconds_gets_a_unit_hint(recwarn):
+    with pytest.warns(UserWarning, match="for milliseconds write 2ms"):
+        assert main(["predict", "--service-base", "2", "--rate", "0.2"]) == 0
+    recwarn.clear()
+    assert main(["predict", "--service-base", "2ms", "--rate", "100"]) == 0
+    assert not [w for w in recwarn if "milliseconds" in str(w.message)]

@@ -233,3 +233,9 @@ def test_nearest_measured_size_of_empirical_service():
         s.nearest_measured(0)
     with pytest.raises(ValueError, match="for empirical service times; this one is 'affine'"):
         qm.ServiceTime.affine(1e-3).nearest_measured(2)
+
+
+def test_a_cluster_of_many_nodes_has_a_short_repr():
+    cluster = qm.Cluster(qm.Node(SVC, max_batch_size=8), count=128, router="round_robin")
+    assert repr(cluster) == cluster.describe()
+    assert repr(cluster).startswith("Cluster(128 x Node(B=8") and len(repr(cluster)) < 120
