@@ -239,7 +239,8 @@ def _table_text(rep: dict) -> str:
     def ms(x):
         return f"{x * 1e3:9.3f} ms"
 
-    lines = [rep["system"], _rate_line(rep), "", f"{'':8}{'latency':>12}   95% confidence interval"]
+    lines = [rep["system"], _rate_line(rep), "",
+             f"{'':8}{'latency':>12}   95% confidence interval"]
     for name in ("p50", "p95", "p99"):
         ci = rep.get(f"{name}_ci95")
         band = f"[{ci[0] * 1e3:.3f}, {ci[1] * 1e3:.3f}] ms" if ci else "-"

@@ -610,4 +610,5 @@ def check_stable(system, rate: float) -> None:
         raise UnstableError(
             f"arrival rate {rate:g} req/s is {rate / cap:.3g} times the capacity {cap:.6g} req/s "
             f"of {cluster.describe() if len(cluster.nodes) > 1 else node.describe()} (load "
-            f"{rate / cap:.3g} >= 1): queues grow without bound. Lower rate below {cap:.6g} req/s, or {hint}.")
+            f"{rate / cap:.3g} >= 1): queues grow without bound. Lower rate below {cap:.6g} "
+            f"req/s, or {hint}.")

@@ -7,12 +7,13 @@ from pathlib import Path
 import pytest
 
 import qmodel as qm
+from qmodel.campaign.grids import GRID_SERVICE
 from qmodel.theory.measured import DESCRIPTIONS, family_of, measured, measured_table
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "validation"))
 import measured_errors  # noqa: E402
 
-SVC = qm.ServiceTime.affine(base=1.8874e-3, per_item=0.1438e-3)
+SVC = GRID_SERVICE.service()
 
 
 def test_measured_table_matches_the_stored_campaign_results():
