@@ -57,8 +57,8 @@ def simpy_batching_node(rate, base, per_item, max_batch_size, max_queue_delay, i
 
     A shared FIFO queue feeds ``instances`` model instances (a ``simpy.Resource``); the
     preferred batch sizes are {max_batch_size}. A batcher process, like Triton's batcher thread,
-    waits for a free instance and then applies the rule of triton-semantics.md: with q pending
-    requests, the oldest of which arrived at a0,
+    waits for a free instance and then applies the rule of docs/triton-semantics.md: with q
+    pending requests, the oldest of which arrived at a0,
 
     - if D > 0 and now >= a0 + D: dispatch min(q, B) now;
     - elif q >= B: dispatch B now;

@@ -312,7 +312,7 @@ class Node:
 
         With max_queue_delay > 0 an overloaded queue always holds a request older than the delay,
         so batches of max_batch_size go; with no delay the batcher never waits and dispatches the
-        largest preferred size that fits (see triton-semantics.md).
+        largest preferred size that fits (see docs/triton-semantics.md).
         """
         return self.max_batch_size if self.max_queue_delay > 0 else max(self.effective_preferred)
 

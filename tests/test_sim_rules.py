@@ -1,4 +1,6 @@
-"""Triton's batching rules on small hand-made traces (triton-semantics.md), through both engines.
+"""Triton's batching rules on small hand-made traces, through both engines.
+
+The rules are the project's docs/triton-semantics.md.
 
 Times are in milliseconds in the comments; service is deterministic so every number is exact.
 """

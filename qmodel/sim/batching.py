@@ -1,7 +1,7 @@
 """Triton's dynamic-batching decision, written once and used by every engine.
 
-The rule (triton-semantics.md; Triton core ``DynamicBatchScheduler::GetDynamicBatch``): when an
-instance is free at ``free`` and the oldest pending request arrived at ``a0``,
+The rule (docs/triton-semantics.md; Triton core ``DynamicBatchScheduler::GetDynamicBatch``):
+when an instance is free at ``free`` and the oldest pending request arrived at ``a0``,
 
 - the delay is exceeded at ``a0 + D`` (only when D > 0): then min(q, B) requests go at once and
   preferred sizes are ignored;
@@ -16,7 +16,7 @@ the dispatch time +inf: the engines use that for empty queues and finished lanes
 
 Simplification, stated: Triton's default "prefetch" mode pre-forms up to 2c batches while all
 instances are busy; this module models the batch as formed when an instance frees (see
-triton-semantics.md, "One node").
+docs/triton-semantics.md, "What qmodel simplifies").
 """
 
 from __future__ import annotations
