@@ -37,7 +37,7 @@ def tags(spec: dict) -> dict:
             else spec["load"] * system.capacity)
     name, cv = spec["service"]["jitter"]
     s1 = float(node.service.mean(1))
-    return {"system": system.describe(), "B": node.max_batch_size,
+    return {"system": system.describe(), "node": node.describe(), "B": node.max_batch_size,
             "delay": node.max_queue_delay, "D_over_S1": round(node.max_queue_delay / s1, 3),
             "instances": node.instances, "preferred": list(node.preferred_batch_sizes),
             "jitter": name if cv is None else f"{name} {cv:g}",
@@ -47,10 +47,8 @@ def tags(spec: dict) -> dict:
 
 
 def lattice_step(result) -> float:
-    """The lattice step h of a numerical result (the largest over a mixture's parts), else 0."""
-    steps = [getattr(result, "h", 0.0) or 0.0]
-    steps += [getattr(p, "h", 0.0) or 0.0 for p in getattr(result, "parts", ())]
-    return float(max(steps))
+    """The lattice step h a result states (the largest over a mixture's parts), else 0."""
+    return float(result.accuracy.lattice_step or 0.0)
 
 
 def baseline(node: Node, rate: float):
@@ -105,7 +103,7 @@ def _compare(pred, reason, sim, timings) -> dict:
     out = {"modelled": pred is not None, "not_modelled_reason": reason,
            "family": pred.accuracy.exactness if pred is not None else "not modelled",
            "method": pred.method if pred is not None else None,
-           "accuracy": pred.accuracy.statement if pred is not None else None,
+           "accuracy": pred.accuracy.as_dict() if pred is not None else None,
            "lattice_step": lattice_step(pred) if pred is not None else 0.0,
            "simulated": {"method": sim.method, "requests": int(sim.requests),
                          "throughput": sim.throughput, "utilization": sim.utilization,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -161,7 +162,7 @@ def _routers_section(routers, fig) -> str:
         return ""
     r0 = routers[0]
     lines = ["## Routers", "",
-             f"{r0['nodes']} copies of `{r0['system'].split(' x ', 1)[1].rsplit(', router', 1)[0]}`"
+             f"{r0['nodes']} copies of `{r0['node']}`"
              f" behind each router, from `qmodel.compare_routers`, each also simulated. Routers "
              "the theory does not model (or not at this size and load) show the simulation "
              "only.", "", f"![router comparison]({fig})", "",
@@ -175,7 +176,7 @@ def _routers_section(routers, fig) -> str:
         s = r["simulated"]
         lo, hi = s["ci99"]["p99"]
         why = r["verdict"] if r["modelled"] else \
-            "not modelled: " + r["not_modelled_reason"].split(";")[0].split(": ", 1)[-1][:110]
+            "not modelled: " + textwrap.shorten(r["not_modelled_reason"], 110)
         lines.append(f"| {r['router']} | {r['load']:.2f} | "
                      f"{_ms(r['predicted']['p99']) if r['modelled'] else '-'} | "
                      f"{s['p99'] * 1e3:.3f} [{lo * 1e3:.3f}, {hi * 1e3:.3f}] | "

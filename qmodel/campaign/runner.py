@@ -31,7 +31,7 @@ __all__ = ["CACHE_SCHEMA", "DEFAULT_REQUESTS", "run_task", "run_tasks", "Campaig
            "run_campaign"]
 
 # Bump when a cached result's fields change, so old caches are recomputed, not misread.
-CACHE_SCHEMA = 2
+CACHE_SCHEMA = 3
 DEFAULT_REQUESTS = {"quick": 400_000, "full": 2_000_000, "configs": 1_000_000}
 
 
