@@ -126,8 +126,9 @@ def main(argv=None):
         t0 = time.perf_counter()
         pred = qm.predict(cluster, rate=0.7 * cluster.capacity)
         seconds = time.perf_counter() - t0
+        sim = pred.accuracy.simulation
         print(f"  least_outstanding N={N:<4} predict {seconds:6.1f} s  ({pred.method}; "
-              f"{pred.accuracy.statement.split('; no analytic')[0]})", flush=True)
+              f"{sim.requests} requests, p99 95% CI +/-{sim.p99_half_width:.2%})", flush=True)
 
 
 if __name__ == "__main__":

@@ -73,7 +73,8 @@ def run_case(name, requests, repeat, backend="auto"):
                                                      seed=1, backend=backend))
     lo, hi = r.ci(0.99)
     print(json.dumps({"seconds": seconds, "p99": r.p99, "lo": lo, "hi": hi,
-                      "method": r.method}))
+                      "engine": r.accuracy.simulation.engine,
+                      "backend": r.accuracy.simulation.backend}))
 
 
 def qmodel_case(name, requests, repeat, backend="auto"):
@@ -81,8 +82,8 @@ def qmodel_case(name, requests, repeat, backend="auto"):
                           "--repeat", str(repeat), "--backend", backend],
                          capture_output=True, text=True, check=True)
     rec = json.loads(out.stdout.strip().splitlines()[-1])
-    engine, library = rec["method"].split("(")[1].split(",")[:2]
-    return line(f"qmodel {name} [{engine},{library}]", requests, rec["seconds"], rec["p99"],
+    return line(f"qmodel {name} [{rec['engine']} engine, {rec['backend']}]", requests,
+                rec["seconds"], rec["p99"],
                 rec["lo"], rec["hi"])
 
 

@@ -121,12 +121,14 @@ class MeasuredError:
 @dataclass(frozen=True)
 class SimulationEstimate:
     """What a Monte Carlo result rests on: the requests measured after warm-up, the
-    independent replicas, and the relative half-width of the p99's 95% confidence interval
-    (None with fewer than 2 replicas)."""
+    independent replicas, the relative half-width of the p99's 95% confidence interval (None
+    with fewer than 2 replicas), the engine and the array library that ran it."""
 
     requests: int
     replicas: int
     p99_half_width: float | None
+    engine: str = ""
+    backend: str = ""
 
 
 @dataclass(frozen=True)

@@ -37,9 +37,9 @@ measured surrogate (also under renewal arrivals from max_batch_size 8).
 Where no model covers the system (dynamic routers over nodes with several instances, preferred
 sizes, a finite queue or a mix of nodes; power of d, or least outstanding without batching,
 under renewal arrivals; power of d outside its measured domain; a few node shapes), predict
-falls back to qmodel's simulator and says so: ``method`` starts with "simulation fallback",
-``accuracy.exactness`` is "simulation" with the p99's confidence interval, and the reason no
-model answers is in the statement. That takes seconds, not milliseconds; ``fallback="raise"``
+falls back to qmodel's simulator and says so: ``accuracy.is_fallback`` is True,
+``accuracy.exactness`` is "simulation" with the p99's confidence interval in
+``accuracy.simulation``, and the reason no model answers is ``accuracy.fallback_reason``. That takes seconds, not milliseconds; ``fallback="raise"``
 raises NotImplementedError with the reason instead.
 
 A finite ``max_queue_size`` makes the node a loss system (batch-node chain, with

@@ -238,8 +238,7 @@ def simulate(system, rate=None, *, arrivals=None, requests: int | None = None, s
     finally:
         if hasattr(report, "close"):
             report.close()
-    method = f"simulation ({engine} engine, {bk.name}, {replicas} replicas)"
-    return _assemble(out, bk.asnumpy(times), bk.asnumpy(counts), types, warmup, method)
+    return _assemble(out, bk.asnumpy(times), bk.asnumpy(counts), types, warmup, engine, bk.name)
 
 
 # ------------------------------------------------------------------------------------------
@@ -320,9 +319,10 @@ def _from_events(bk, rec, times):
     }
 
 
-def _assemble(out, times, counts, types, warmup, method):
+def _assemble(out, times, counts, types, warmup, engine: str, backend: str):
     """Apply the warm-up cut, compute the metrics and build the SampledLatency."""
     replicas = counts.size
+    method = f"simulation ({engine} engine, {backend}, {replicas} replicas)"
     rows = np.arange(replicas)
     t_warm = times[rows, np.minimum((warmup * counts).astype(np.int64), counts - 1)]
     t_end = times[rows, counts - 1]
@@ -365,7 +365,8 @@ def _assemble(out, times, counts, types, warmup, method):
         lo, hi = result.ci(0.99)
         half_width = (hi - lo) / 2 / result.p99
     result.accuracy = Accuracy("simulation", simulation=SimulationEstimate(
-        requests=served, replicas=replicas, p99_half_width=half_width))
+        requests=served, replicas=replicas, p99_half_width=half_width, engine=engine,
+        backend=backend))
     return result
 
 
