@@ -18,6 +18,7 @@ from . import derive
 from .campaign import validate
 from . import system as qs
 from .sim import simulate
+from .jitter import CLI_FORM, parse_jitter
 from .routers import COMPARED_ROUTERS, ROUTER_NAMES
 
 __all__ = ["main", "build_parser"]
@@ -67,15 +68,23 @@ _int_list = _number_list(int, "whole numbers", "4,8")
 _float_list = _number_list(float, "numbers", "9,1")
 
 
-def _jitter(text: str):
+def _jitter(text: str) -> tuple:
+    """NAME or NAME:CV, checked by the jitter registry, its messages in this syntax."""
     name, _, cv = text.partition(":")
-    if not cv:
-        return name
     try:
-        return (name, float(cv))
+        return parse_jitter((name, float(cv)) if cv else name, form=CLI_FORM)
+    except ValueError as err:
+        if cv and not _is_number(cv):
+            err = f"jitter {text!r}: write NAME or NAME:CV, e.g. lognormal:0.3"
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"jitter {text!r}: write NAME or NAME:CV, e.g. "
-                                         "lognormal:0.3") from None
+        return False
+    return True
 
 
 def _table(text: str) -> dict:

@@ -19,6 +19,7 @@ import numpy as np
 
 from .checks import (LONGEST_PLAUSIBLE_SECONDS, parse_duration, positive_duration, positive_int,
                      positive_rate)
+from .jitter import jitter_law, parse_jitter
 from .routers import ROUTER_NAMES, router_policy
 
 __all__ = [
@@ -38,9 +39,6 @@ class UnstableError(ValueError):
 # --------------------------------------------------------------------------------------------
 # service time of a batch
 # --------------------------------------------------------------------------------------------
-_JITTERS = ("deterministic", "exponential", "lognormal", "gamma")
-
-
 @dataclass(frozen=True)
 class ServiceTime:
     """The time one model instance takes to execute a batch of k requests, S(k).
@@ -83,7 +81,7 @@ class ServiceTime:
         """
         base = positive_duration(base, "ServiceTime.base")
         per_item = positive_duration(per_item, "ServiceTime.per_item", allow_zero=True)
-        name, cv = _parse_jitter(jitter)
+        name, cv = parse_jitter(jitter)
         return cls(kind="affine", base=base, per_item=per_item, jitter=name, cv=cv)
 
     @classmethod
@@ -98,7 +96,7 @@ class ServiceTime:
             raise ValueError("ServiceTime.table needs at least two batch sizes, or size 1 alone "
                              f"(for max_batch_size 1); got sizes {[k for k, _ in points]}")
         pts = tuple((k, positive_duration(v, f"ServiceTime.table[{k}]")) for k, v in points)
-        name, cv = _parse_jitter(jitter)
+        name, cv = parse_jitter(jitter)
         return cls(kind="table", points=pts, jitter=name, cv=cv)
 
     @classmethod
@@ -167,6 +165,12 @@ class ServiceTime:
                              "measure smaller batch sizes")
         return out
 
+    @property
+    def jitter_law(self):
+        """The unit-mean jitter law J (:mod:`qmodel.jitter`); None for empirical samples, which
+        carry their own spread."""
+        return None if self.kind == "empirical" else jitter_law(self.jitter, self.cv)
+
     def describe(self) -> str:
         if self.kind == "affine":
             core = f"{self.base * 1e3:g} ms + {self.per_item * 1e3:g} ms x k"
@@ -177,34 +181,6 @@ class ServiceTime:
         if self.jitter in ("deterministic", "empirical"):
             return core
         return f"{core}, {self.jitter} jitter cv {self.cv:g}"
-
-
-def _parse_jitter(jitter) -> tuple[str, float]:
-    if isinstance(jitter, str):
-        name, cv = jitter, None
-    elif isinstance(jitter, (tuple, list)) and len(jitter) == 2 and isinstance(jitter[0], str):
-        name, cv = jitter
-    else:
-        raise ValueError(f"jitter must be 'deterministic', 'exponential', ('lognormal', cv) or "
-                         f"('gamma', cv), got {jitter!r}")
-    name = name.lower()
-    if name not in _JITTERS:
-        raise ValueError(f"jitter {name!r} is unknown; use one of {_JITTERS}")
-    if name == "deterministic":
-        if cv not in (None, 0, 0.0):
-            raise ValueError("jitter 'deterministic' takes no cv; use ('lognormal', cv)")
-        return name, 0.0
-    if name == "exponential":
-        if cv not in (None, 1, 1.0):
-            raise ValueError("exponential jitter has cv 1; for another cv use ('gamma', cv)")
-        return name, 1.0
-    if cv is None:
-        raise ValueError(f"jitter {name!r} needs a coefficient of variation: ({name!r}, 0.3)")
-    if isinstance(cv, bool) or not isinstance(cv, numbers.Real) or not math.isfinite(cv) or cv <= 0:
-        raise ValueError(f"jitter cv must be a finite number > 0, got {cv!r}")
-    if cv > 10:
-        raise ValueError(f"jitter cv={cv} is implausibly large (> 10); cv is a ratio, not seconds")
-    return name, float(cv)
 
 
 def _checked_size_map(mapping, name):

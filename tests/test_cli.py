@@ -166,3 +166,16 @@ def test_a_bare_service_time_of_seconds_gets_a_unit_hint(recwarn):
     recwarn.clear()
     assert main(["predict", "--service-base", "2ms", "--rate", "100"]) == 0
     assert not [w for w in recwarn if "milliseconds" in str(w.message)]
+
+
+@pytest.mark.parametrize("jitter, message", [
+    ("lognormal", "needs a coefficient of variation: lognormal:0.3"),
+    ("weibull:2", "use deterministic, exponential, gamma:0.3, lognormal:0.3"),
+    ("gamma:x", "write NAME or NAME:CV"),
+])
+def test_jitter_errors_are_written_in_the_command_line_syntax(jitter, message, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["simulate", "--jitter", jitter, "--rate", "10"])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert message in err and "('" not in err

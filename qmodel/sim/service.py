@@ -40,10 +40,11 @@ class ServiceSampler:
                 means[t, 1:] = s.mean(sizes)
         self.families = [s.jitter for s in services]
         self.cvs = [s.cv for s in services]
+        self.laws = [s.jitter_law for s in services]       # None: empirical samples
         self.homogeneous = len(set(zip(self.families, map(str, self.cvs)))) == 1
         self.mean_flat = self.xp.asarray(means.ravel())
         self._empirical = None
-        if "empirical" in self.families:
+        if any(law is None for law in self.laws):
             self._empirical = self._empirical_tables(services, means)
 
     # ------------------------------------------------------------------------------------
@@ -53,36 +54,20 @@ class ServiceSampler:
         idx = sizes if isinstance(types, int) and types == 0 else types * self.width + sizes
         mean = self.mean_flat[idx]
         if self.homogeneous:
-            family, cv = self.families[0], self.cvs[0]
-            if family == "deterministic":
-                return mean
-            if family == "empirical":
-                return self._empirical_draw(idx)
-            return mean * self._jitter(family, cv, sizes.shape)
+            return self._draw(self.laws[0], mean, idx)
         out = mean
-        for t, (family, cv) in enumerate(zip(self.families, self.cvs)):
-            mine = types == t
-            if family == "deterministic":
-                continue
-            if family == "empirical":
-                draw = self._empirical_draw(idx)
-            else:
-                draw = mean * self._jitter(family, cv, sizes.shape)
-            out = xp.where(mine, draw, out)
+        for t, law in enumerate(self.laws):
+            if law is None or law.random:
+                out = xp.where(types == t, self._draw(law, mean, idx), out)
         return out
 
-    def _jitter(self, family, cv, shape):
-        """Unit-mean multiplicative jitter with coefficient of variation cv."""
-        rng, xp = self.bk.rng, self.xp
-        if family == "exponential":
-            return rng.standard_exponential(shape)
-        if family == "gamma":
-            shape_k = 1.0 / cv ** 2
-            return rng.standard_gamma(shape_k, shape) / shape_k
-        if family == "lognormal":
-            sigma2 = float(np.log1p(cv ** 2))
-            return xp.exp(rng.standard_normal(shape) * np.sqrt(sigma2) - sigma2 / 2)
-        raise AssertionError(family)
+    def _draw(self, law, mean, idx):
+        """S(k) for every entry: the mean times a jitter draw, or an empirical sample."""
+        if law is None:
+            return self._empirical_draw(idx)
+        if not law.random:
+            return mean
+        return mean * law.sample(self.xp, self.bk.rng, idx.shape)
 
     # ------------------------------------------------------------------------------------
     def _empirical_tables(self, services, means):
@@ -91,7 +76,7 @@ class ServiceSampler:
             np.ones(means.shape, np.int64), np.zeros(means.shape)
         start = 0
         for t, s in enumerate(services):
-            if s.kind != "empirical":
+            if s.jitter_law is not None:
                 continue
             base_of = {}
             for k, values in s.samples:
