@@ -46,8 +46,8 @@ from .grids import GRID_SERVICE
 from .measure import QUANTILES
 from .results import median_worst, signed_worst
 
-__all__ = ["MARKER", "ROOT", "RESULTS", "DOCUMENTS", "BLOCKS", "generate", "blocks_in",
-           "refreshed", "stale", "write", "main"]
+__all__ = ["MARKER", "ROOT", "RESULTS", "DOCUMENTS", "COMMAND", "BLOCKS", "generate",
+           "blocks_in", "refreshed", "stale", "write", "main"]
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "validation" / "results"
