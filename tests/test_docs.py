@@ -24,8 +24,10 @@ Regenerate the outputs after a change (never type them by hand)::
 An updated output keeps its ``...`` line with as many lines before and after it as it had.
 
 The same module checks the house rules that keep the docs in order: README.md is at most 200
-lines, relative links point to files that exist, and the ``<!-- BEGIN GENERATED: name -->`` /
-``<!-- END GENERATED: name -->`` markers around generated tables come in matching pairs.
+lines, relative links point to files that exist, the ``<!-- BEGIN GENERATED: name -->`` /
+``<!-- END GENERATED: name -->`` markers around generated tables come in matching pairs, and
+every generated table equals what :mod:`qmodel.campaign.doc_tables` makes of the stored
+campaign results (``python -m qmodel.campaign.doc_tables --write`` rewrites them).
 """
 
 from __future__ import annotations
@@ -42,6 +44,8 @@ from pathlib import Path
 
 import pytest
 
+from qmodel.campaign import doc_tables
+
 __all__ = ["Example", "doc_files", "examples_in", "run_document", "update", "main"]
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -50,7 +54,6 @@ README_MAX_LINES = 200
 FENCE = re.compile(r"^(`{3,})\s*([\w-]*)")
 PRINTS = re.compile(r"^prints:?\s*$")
 ELLIPSIS = "..."
-MARKER = re.compile(r"<!-- (BEGIN|END) GENERATED: ([\w.-]+) -->")
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 
 
@@ -280,16 +283,43 @@ def test_readme_is_short():
 
 @pytest.mark.parametrize("doc", doc_files(), ids=lambda p: str(p.relative_to(ROOT)))
 def test_generated_markers_pair_up(doc):
-    open_name = None
-    for number, line in enumerate(doc.read_text().splitlines(), 1):
-        for kind, name in MARKER.findall(line):
-            if kind == "BEGIN":
-                assert open_name is None, f"line {number}: BEGIN {name} inside {open_name}"
-                open_name = name
-            else:
-                assert open_name == name, f"line {number}: END {name} closes {open_name}"
-                open_name = None
-    assert open_name is None, f"BEGIN GENERATED: {open_name} never ends"
+    # blocks_in raises on a BEGIN inside a block, an END that closes another, a block that
+    # never ends or appears twice
+    doc_tables.blocks_in(doc.read_text())
+
+
+@pytest.mark.parametrize("text, message", [
+    ("<!-- BEGIN GENERATED: a -->\n<!-- BEGIN GENERATED: b -->", "BEGIN b inside a"),
+    ("<!-- BEGIN GENERATED: a -->\n<!-- END GENERATED: b -->", "END b closes a"),
+    ("<!-- BEGIN GENERATED: a -->\nx", "a never ends"),
+])
+def test_unpaired_markers_are_refused(text, message):
+    with pytest.raises(ValueError, match=message):
+        doc_tables.blocks_in(text)
+
+
+def test_generated_tables_match_the_stored_results():
+    # a rerun campaign, a regenerated measured_errors.json or a hand edit between the markers
+    # shows here as the diff between the documents and a fresh generation
+    stale = doc_tables.stale(ROOT)
+    assert not stale, ("\n\n".join(stale) + "\n\nthe generated tables are stale; regenerate "
+                       f"with: {doc_tables.COMMAND}")
+
+
+def test_a_hand_edited_table_is_stale_and_rewritten(tmp_path):
+    for doc in doc_tables.DOCUMENTS:
+        (tmp_path / doc).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / doc).write_text((ROOT / doc).read_text())
+    readme = tmp_path / "README.md"
+    text = readme.read_text()
+    first, _ = doc_tables.blocks_in(text)["accuracy-summary"]
+    lines = text.splitlines()
+    lines[first + 2] = lines[first + 2].replace("%", "1%", 1)      # a retyped figure
+    readme.write_text("\n".join(lines) + "\n")
+    (diff,) = doc_tables.stale(tmp_path)
+    assert diff.startswith("--- README.md") and "1%" in diff
+    assert doc_tables.write(tmp_path) == ["README.md"]
+    assert readme.read_text() == text and doc_tables.stale(tmp_path) == []
 
 
 @pytest.mark.parametrize("doc", doc_files(), ids=lambda p: str(p.relative_to(ROOT)))

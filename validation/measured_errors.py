@@ -15,7 +15,8 @@ writes from the campaigns' stored results in validation/results/:
 - the GI/G/c fast server (renewal_multi_server.txt).
 
 tests/test_measured.py recomputes the table and fails when the stored one is stale. After
-rerunning a campaign: ``.venv/bin/python validation/measured_errors.py --write``.
+rerunning a campaign: ``python validation/measured_errors.py --write``, then
+``python -m qmodel.campaign.doc_tables --write`` (the docs' tables quote the same figures).
 """
 
 from __future__ import annotations

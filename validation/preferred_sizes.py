@@ -5,12 +5,17 @@ smaller preferred batch; the batch model approximates that (qmodel/theory/batch.
 prints p50/p95/p99 errors and batch sizes on eight nodes with preferred sizes, and the median
 and worst |error| of p95 and p99 over them.
 
-Run from the repository root: ``python validation/preferred_sizes.py`` (a few minutes).
+Run from the repository root: ``python validation/preferred_sizes.py [--json FILE]
+[--text FILE]`` (seconds; results in validation/results/preferred_sizes.{json,txt}).
 """
+
+import argparse
 
 import numpy as np
 
 import qmodel as qm
+from qmodel.campaign.measure import QUANTILES
+from qmodel.campaign.results import add_output_arguments, write_outputs
 
 SLOPED = qm.ServiceTime.affine(2.4e-3, 0.54e-3)
 CASES = [  # (service, B, delay, preferred, instances, load)
@@ -25,20 +30,41 @@ CASES = [  # (service, B, delay, preferred, instances, load)
 ]
 
 
-def main():
-    errors = []
-    for service, B, delay, preferred, c, load in CASES:
-        node = qm.Node(service, max_batch_size=B, max_queue_delay=delay,
-                       preferred_batch_sizes=preferred, instances=c)
-        rate = load * node.capacity
-        pred = qm.predict(node, rate=rate)
-        sim = qm.simulate(node, rate=rate, requests=1_000_000, seed=1)
-        err = [pred.quantile(p) / sim.quantile(p) - 1 for p in (0.5, 0.95, 0.99)]
-        errors += [abs(err[1]), abs(err[2])]
-        print(f"{node.describe():75} load {load:.2f}: p50 {err[0]:+.1%} p95 {err[1]:+.1%} "
-              f"p99 {err[2]:+.1%}  batch {pred.mean_batch_size:.2f} (sim "
-              f"{sim.mean_batch_size:.2f})")
-    print(f"p95/p99 |error|: median {np.median(errors):.1%}, worst {max(errors):.1%}")
+def run_case(service, B, delay, preferred, c, load) -> dict:
+    """Predict and simulate one node; its p50/p95/p99 and mean batch sizes."""
+    node = qm.Node(service, max_batch_size=B, max_queue_delay=delay,
+                   preferred_batch_sizes=preferred, instances=c)
+    rate = load * node.capacity
+    pred = qm.predict(node, rate=rate)
+    sim = qm.simulate(node, rate=rate, requests=1_000_000, seed=1)
+    row = {"node": node.describe(), "load": load,
+           "batch": [pred.mean_batch_size, sim.mean_batch_size]}
+    for name, p in QUANTILES:
+        q, s = float(pred.quantile(p)), float(sim.quantile(p))
+        row[name] = {"predicted": q, "simulated": s, "error": q / s - 1}
+    return row
+
+
+def row_line(r) -> str:
+    return (f"{r['node']:75} load {r['load']:.2f}: p50 {r['p50']['error']:+.1%} "
+            f"p95 {r['p95']['error']:+.1%} p99 {r['p99']['error']:+.1%}  batch "
+            f"{r['batch'][0]:.2f} (sim {r['batch'][1]:.2f})")
+
+
+def summarise(rows) -> str:
+    errors = np.abs([r[q]["error"] for r in rows for q in ("p95", "p99")])
+    return (f"p95/p99 |error|: median {np.median(errors):.1%}, worst {errors.max():.1%}")
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_output_arguments(ap)
+    args = ap.parse_args(argv)
+    rows = []
+    for case in CASES:
+        rows.append(run_case(*case))
+        print(row_line(rows[-1]), flush=True)
+    write_outputs(args, rows, "\n".join(row_line(r) for r in rows) + "\n" + summarise(rows))
 
 
 if __name__ == "__main__":
