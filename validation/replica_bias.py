@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 import qmodel as qm
-from predict_accuracy import node_of              # the accuracy grid's nodes
+from qmodel.campaign.grids import GRID_SERVICE     # the accuracy grid's nodes
 from qmodel.sim.run import relaxation_arrivals
 
 NODES = [  # (max_batch_size, jitter, load); lognormal jitter has cv 0.3
@@ -50,7 +50,7 @@ def main(argv=None) -> None:
              "against the exact one-instance model"]
     print(lines[0], flush=True)
     for B, jitter, load in nodes:
-        node = node_of(jitter, B, 0.0, 1)
+        node = GRID_SERVICE.node(B, 0.0, 1, jitter)
         rate = load * node.capacity
         model = qm.predict(node, rate=rate, fallback="raise")
         assert model.accuracy.exactness == "numerical", model.accuracy

@@ -15,6 +15,8 @@ judges the prediction against stated tolerances and writes a Markdown report wit
 - :mod:`~qmodel.campaign.results`: the validation scripts' result files and error summaries;
 - :mod:`~qmodel.campaign.lab`: the dynamic-batching lab, predicted and simulated;
 - :mod:`~qmodel.campaign.report` and :mod:`~qmodel.campaign.figures`: the report;
+- :mod:`~qmodel.campaign.doc_tables`: the docs' tables of measured errors, generated from the
+  stored results;
 - :mod:`~qmodel.campaign.validate`: ``qmodel validate`` and its Python form,
   :func:`run_validation`, which write into a new folder unless told otherwise.
 

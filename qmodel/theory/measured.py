@@ -6,7 +6,8 @@ its family (the relative errors of the predicted p95 and p99 against the simulat
 validation campaign's configurations). The figures live in measured_errors.json beside this
 module, written by ``validation/measured_errors.py --write`` from the campaigns' stored
 results; tests/test_measured.py fails when the table and the stored results disagree, and the
-docs' accuracy tables are generated from the same file (``docs/generate.py``).
+docs' accuracy tables are generated from the same file
+(``python -m qmodel.campaign.doc_tables --write``).
 
 Families
 --------
