@@ -176,7 +176,7 @@ def build_parser() -> argparse.ArgumentParser:
         "routers", help="compare routers for the same nodes and load",
         description="Predict p50/p95/p99 of --nodes copies of the node under each router "
                     f"({', '.join(COMPARED_ROUTERS)}), with the mean "
-                    "batch size and utilisation that explain the difference.")
+                    "batch size and utilization that explain the difference.")
     _add_system_args(rout)
     g = rout.add_argument_group("output")
     g.add_argument("--simulate", type=_count, nargs="?", const=1_000_000, default=None,

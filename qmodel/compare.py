@@ -1,7 +1,7 @@
 """Which router wins? The same nodes and load under each routing policy, side by side.
 
 :func:`compare_routers` predicts (and, on request, simulates) p50/p95/p99 of one cluster under
-every router, with the mean batch size and utilisation that explain the difference: a router
+every router, with the mean batch size and utilization that explain the difference: a router
 that spreads requests evenly (round robin) smooths each node's arrivals, one that follows the
 queues (least outstanding, power of two) keeps them short, and either can starve batches.
 Routers the theory does not model yet are simulated when ``requests`` is given, and reported as

@@ -1,7 +1,7 @@
 """The latency result shared by theory and simulation.
 
 A :class:`Latency` is a sojourn-time distribution (the time from a request's arrival to its
-batch's completion) together with the serving metrics that come with it: throughput, utilisation,
+batch's completion) together with the serving metrics that come with it: throughput, utilization,
 batch sizes, rejections, and a statement of how it was obtained. Solvers subclass it and implement
 what they know in closed form (``_cdf`` at least); the base class supplies the rest, such as
 quantiles by numeric inversion, in the style of ``scipy.stats`` distributions.

@@ -364,7 +364,7 @@ class MixtureLatency(Latency):
         Fraction of arriving requests each part receives (normalised here); parts that reject
         requests (finite queues) count only the ones they serve.
     instances : sequence of int, optional
-        Instances per part, to pool the parts' utilisations.
+        Instances per part, to pool the parts' utilizations.
     split : Accuracy, optional
         How the stream was split (default: a random split of Poisson traffic, exact); the
         mixture's accuracy combines it with the parts'.

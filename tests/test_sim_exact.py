@@ -107,7 +107,7 @@ def test_a_delay_can_make_latency_fall_as_the_rate_rises():
     assert light.p50 == pytest.approx(5e-3 + 1.1e-3, rel=0.05)
 
 
-def test_throughput_utilisation_and_batch_sizes_are_consistent():
+def test_throughput_utilization_and_batch_sizes_are_consistent():
     node = qm.Node(SVC, max_batch_size=8, max_queue_delay=1e-3, instances=2)
     rate = 0.7 * node.capacity
     r = qm.simulate(node, rate=rate, requests=400_000, seed=12)

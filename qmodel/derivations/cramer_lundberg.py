@@ -119,7 +119,7 @@ def derive() -> Derivation:
         (eq(theta, solved), eq(theta, md1_theta), eq(C, md1_c))))
 
     results = (
-        Result("rho", rho, lam * m1, "utilisation"),
+        Result("rho", rho, lam * m1, "utilization"),
         Result("equation", None, equation, "the decay rate θ is its positive root"),
         Result("constant", C, constant, "M'(θ) is the derivative of the MGF"),
         Result("tail", Prob(gt(Wq, t)), C * sp.exp(-theta * t), "asymptotically as t → ∞ (an "

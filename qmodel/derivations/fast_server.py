@@ -67,7 +67,7 @@ def derive() -> Derivation:
     steps.append(Step(
         "c identical servers share one FIFO queue; arrivals are renewal with rate λ, services "
         "i.i.d. S with mean E[S] = 1/μ. Replace the c servers by one server c times faster: "
-        "service S/c, the same arrivals. Its utilisation is ρ = a/c with a = λE[S], that of "
+        "service S/c, the same arrivals. Its utilization is ρ = a/c with a = λE[S], that of "
         "each of the c servers, and S/c has the squared coefficient of variation c_s² of S "
         "(sympy). Let W₁ be its FIFO waiting time (a GI/G/1 queue). The approximation keeps "
         "the shape of W₁'s tail and rescales the probability of waiting by C(c, a)/ρ, Erlang "
@@ -147,7 +147,7 @@ def derive() -> Derivation:
     check_zero(approx_mean - allen, "C/rho times the fast server's Kingman mean is Allen-Cunneen")
     allen_mu = allen.subs(m1, 1 / mu)
     steps.append(Step(
-        "Take Kingman's approximation for the fast server's mean wait: its utilisation is ρ, "
+        "Take Kingman's approximation for the fast server's mean wait: its utilization is ρ, "
         "its SCVs are c_a² and c_s², its mean service time E[S]/c. Multiplied by C/ρ and with "
         "ρ = λE[S]/c, it is exactly Allen-Cunneen's GI/G/c formula (the Kingman derivation; "
         "sympy checks the difference is 0). Written with μ = 1/E[S] it is the M/M/c mean "
@@ -182,7 +182,7 @@ def derive() -> Derivation:
 
     results = (
         Result("erlang_c", C, erlang, "Erlang C: the M/M/c probability of waiting"),
-        Result("rho", rho, a / c, "utilisation of each server, and of the fast server"),
+        Result("rho", rho, a / c, "utilization of each server, and of the fast server"),
         Result("load", a, lam / mu, "offered load, μ = 1/E[S]"),
         Result("decay", gam, c * mu - lam, "decay rate of the M/M/c (and fast M/M/1) tail"),
         Result("waiting_sf", Prob(gt(Wq, t)), approx,

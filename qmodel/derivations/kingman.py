@@ -121,7 +121,7 @@ def derive() -> Derivation:
         (eq(Mean(sp.Symbol("W_q")), allen), eq(C, erlang))))
 
     results = (
-        Result("rho", rho, lam * m1, "utilisation of the single server"),
+        Result("rho", rho, lam * m1, "utilization of the single server"),
         Result("lindley_mean", EW, lindley, "exact; E[I²] is the unknown second moment of the "
                                             "idle time"),
         Result("kingman_bound", sp.Symbol("bound"), bound_scv, "upper bound on E[W_q]"),

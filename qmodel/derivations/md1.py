@@ -95,7 +95,7 @@ def derive() -> Derivation:
         (eq(Prob(le(sp.Symbol("T"), t)), sojourn),)))
 
     results = (
-        Result("rho", rho, lam * D, "utilisation"),
+        Result("rho", rho, lam * D, "utilization"),
         Result("waiting_cdf", Prob(le(Wq, t)), erlang, "t >= 0"),
         Result("first_interval", Prob(le(Wq, t)), first, "0 <= t < D"),
         Result("sojourn_cdf", Prob(le(sp.Symbol("T"), t)), sojourn, "t >= D"),

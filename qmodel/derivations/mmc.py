@@ -127,7 +127,7 @@ def derive() -> Derivation:
 
     results = (
         Result("erlang_c", C, erlang, "probability of waiting, P(W_q > 0)"),
-        Result("rho", rho, a / c, "utilisation"),
+        Result("rho", rho, a / c, "utilization"),
         Result("load", a, lam / mu, "offered load (Erlangs)"),
         Result("decay", gam, c * mu - lam, "decay rate of the waiting-time tail"),
         Result("waiting_sf", Prob(gt(Wq, t)), wait_sf, "t >= 0"),

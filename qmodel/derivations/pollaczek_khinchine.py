@@ -131,7 +131,7 @@ def derive() -> Derivation:
         (eq(W(s), mm1), eq(Prob(gt(Wq, t)), mm1_sf))))
 
     results = (
-        Result("rho", rho, lam * m1, "utilisation"),
+        Result("rho", rho, lam * m1, "utilization"),
         Result("arrivals_pgf", A(z), arrivals, "arrivals during one service"),
         Result("queue_pgf", Pi(z), queue.subs(pi0, 1 - rho), "number left behind by a "
                                                              "departure (= seen by an arrival)"),

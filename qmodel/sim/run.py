@@ -161,7 +161,7 @@ def simulate(system, rate=None, *, arrivals=None, requests: int | None = None, s
     Returns
     -------
     SampledLatency
-        With ``ci(p)`` confidence intervals, throughput, utilisation, batch sizes and rejections.
+        With ``ci(p)`` confidence intervals, throughput, utilization, batch sizes and rejections.
 
     Examples
     --------
