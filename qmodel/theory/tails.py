@@ -27,19 +27,20 @@ References
 from __future__ import annotations
 
 import math
-import numbers
 
 import numpy as np
 from scipy import optimize
 
 from ..latency import Accuracy
 from ..system import UnstableError
-from .classical import _QueueLatency, _ServiceLaw, _check_rate, _service_law
+from .arguments import check_rate, check_scv
+from .queue_latency import QueueLatency
+from .service_law import ServiceLaw, service_law
 
 __all__ = ["cramer_lundberg", "ExponentialWaitLatency", "CramerLundbergLatency"]
 
 
-class ExponentialWaitLatency(_QueueLatency):
+class ExponentialWaitLatency(QueueLatency):
     """Sojourn time = waiting time with an exponential tail + an independent service time.
 
     The waiting time in queue has P(Wq > t) = min(cap, C exp(-theta t)) for t >= 0: an atom
@@ -69,7 +70,7 @@ class ExponentialWaitLatency(_QueueLatency):
         E[S].
     """
 
-    def __init__(self, *, decay_rate: float, constant: float, cap: float, law: _ServiceLaw,
+    def __init__(self, *, decay_rate: float, constant: float, cap: float, law: ServiceLaw,
                  method: str, accuracy: Accuracy, throughput: float, utilization: float,
                  batch_size_distribution):
         for name, value in (("decay_rate", decay_rate), ("constant", constant), ("cap", cap)):
@@ -161,17 +162,7 @@ class CramerLundbergLatency(ExponentialWaitLatency):
     """
 
 
-def _check_scv(value, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
-        raise ValueError(f"{name} must be a finite number >= 0 (a squared coefficient of "
-                         f"variation: 0 deterministic, 1 exponential), got {value!r}")
-    if value < 0:
-        raise ValueError(f"{name}={value!r} must be >= 0 (it is a squared coefficient of "
-                         f"variation)")
-    return float(value)
-
-
-def _decay_rate(law: _ServiceLaw, rate: float, arrival_scv: float) -> float:
+def _decay_rate(law: ServiceLaw, rate: float, arrival_scv: float) -> float:
     """theta > 0 with log M_S(theta) + log M_A(-theta) = 0, M_A of a gamma interarrival law."""
     if arrival_scv == 0:
         log_ma = lambda th: -th / rate                               # constant 1 / lambda
@@ -266,10 +257,10 @@ def cramer_lundberg(rate, service, arrival_scv=1.0, batch_size=1) -> CramerLundb
     >>> r.accuracy.exactness, round(r.decay_rate, 4)
     ('approximation', 0.5467)
     """
-    rate = _check_rate(rate, "rate")
-    law = _service_law(service, batch_size)
+    rate = check_rate(rate, "rate")
+    law = service_law(service, batch_size)
     k = int(batch_size)
-    ca2 = _check_scv(arrival_scv, "arrival_scv")
+    ca2 = check_scv(arrival_scv, "arrival_scv")
     if law.family == "lognormal":
         raise ValueError(
             f"the Cramer-Lundberg tail needs a light-tailed service law, but {law.label} is "
