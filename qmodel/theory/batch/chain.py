@@ -22,8 +22,8 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import optimize
 
+from ..tails import decay_rate
 from .arrivals import Arrivals
 from .banded import BandedChain
 from .blocking import BlockingArrivals, arrivals_during_blocking
@@ -39,8 +39,8 @@ MAX_QUEUE_STATES = 4_000  # beyond this the load is too close to the model's cap
 PRUNE_UNREACHED = True
 
 
-def _decay_rate(increment_pmf: np.ndarray, step: int) -> float:
-    """theta > 0 with E[exp(theta (A - step))] = 1 (Cramer-Lundberg rate of the queue tail)."""
+def _step_log_mgf(increment_pmf: np.ndarray, step: int):
+    """theta -> log E[exp(theta (A - step))], A with law ``increment_pmf`` on 0, 1, ..."""
     j = np.flatnonzero(increment_pmf > 0)
     logp = np.log(increment_pmf[j])
 
@@ -49,12 +49,7 @@ def _decay_rate(increment_pmf: np.ndarray, step: int) -> float:
         top = a.max()
         return float(top + np.log(np.exp(a - top).sum()))
 
-    if j.max() <= step:           # the queue can never grow past a full batch
-        return 50.0
-    hi = 1.0
-    while log_mgf(hi) < 0:
-        hi *= 2
-    return optimize.brentq(log_mgf, 1e-9, hi) if log_mgf(1e-9) < 0 else 1e-9
+    return log_mgf
 
 
 @dataclass(frozen=True, eq=False)
@@ -100,7 +95,16 @@ def queue_states(rules: Rules, blocking: Blocking, counts: BlockingArrivals, rat
         N = rules.Q
     else:
         B, K = rules.B, rules.K
-        theta = _decay_rate(counts.A[blocking.full * B + K - 1], K)
+        # the queue's tail decays like exp(-theta n), theta the Cramer-Lundberg rate of the
+        # long queue's step: the arrivals during a full batch's blocking, less K
+        grows = counts.A[blocking.full * B + K - 1]
+        if np.flatnonzero(grows > 0).max() <= K:
+            theta = 50.0                 # the queue never grows past a full batch
+        else:
+            try:
+                theta = decay_rate(_step_log_mgf(grows, K), start=1.0)
+            except ArithmeticError:      # it does not drain: far more states than allowed
+                theta = 1e-9
         N = B + counts.J + int(math.ceil(-math.log(cut) / theta)) + 1
     if N > MAX_QUEUE_STATES:
         raise NotImplementedError(
