@@ -41,8 +41,8 @@ class _Jitter:
     def __init__(self, kind: str, cv: float):
         self.kind, self.cv = kind, float(cv)
         if kind == "lognormal":
-            self.sigma = float(np.sqrt(np.log1p(self.cv ** 2)))
-            self.mu = -self.sigma ** 2 / 2
+            sigma2 = float(np.log1p(self.cv ** 2))
+            self.sigma, self.mu = float(np.sqrt(sigma2)), -sigma2 / 2
         elif kind == "gamma":
             self.shape = 1.0 / self.cv ** 2
 
@@ -247,9 +247,6 @@ def _complex_log1p(z: np.ndarray) -> np.ndarray:
     return out
 
 
-_FAMILIES = ("deterministic", "exponential", "gamma", "lognormal", "empirical")
-
-
 class ServiceLaw:
     """The law of one service time S, with the transforms the queue solvers need.
 
@@ -259,7 +256,7 @@ class ServiceLaw:
     Attributes
     ----------
     family : str
-        One of ``_FAMILIES``.
+        "deterministic", "exponential", "gamma", "lognormal" or "empirical".
     mean, scv, second_moment : float
         E[S], Var[S] / E[S]^2 and E[S^2].
     theta_max : float
@@ -297,11 +294,13 @@ class ServiceLaw:
             self.scv = self.cv ** 2
             self.maximum = self.mean if family == "deterministic" else math.inf
         self.second_moment = self.mean ** 2 * (1.0 + self.scv)
+        # the continuous families: S = mean * J, J the unit-mean law the lattice uses too
+        self.jitter = (unit_jitter(family, self.cv)
+                       if family in ("exponential", "gamma", "lognormal") else None)
         if family == "gamma":
-            self.shape = 1.0 / self.scv
+            self.shape = self.jitter.shape
         if family == "lognormal":
-            sigma2 = math.log1p(self.scv)
-            self.sigma, self.mu = math.sqrt(sigma2), -sigma2 / 2.0
+            self.sigma, self.mu = self.jitter.sigma, self.jitter.mu
         self.theta_max = {"deterministic": math.inf, "empirical": math.inf,
                           "exponential": 1.0 / self.mean,
                           "gamma": getattr(self, "shape", 0.0) / self.mean,
@@ -386,12 +385,8 @@ class ServiceLaw:
         m = self.mean
         if self.family == "deterministic":
             return np.where(x < m, 1.0, 0.0)
-        if self.family == "exponential":
-            return np.exp(-np.maximum(x, 0.0) / m)
-        if self.family == "gamma":
-            return stats.gamma.sf(x, self.shape, scale=m / self.shape)
-        if self.family == "lognormal":
-            return stats.lognorm.sf(x, self.sigma, scale=m * math.exp(self.mu))
+        if self.jitter is not None:
+            return self.jitter.sf(x / m)
         idx = np.searchsorted(self.values, x, side="right")       # values <= x
         below = np.where(idx > 0, self._below[np.maximum(idx - 1, 0)], 0.0)
         return np.clip(1.0 - below, 0.0, 1.0)
