@@ -151,12 +151,12 @@ def _dense_stationary(T):
 def _banded_stationary(T, order, left_out=()):
     """The banded solver on the chain T, its states numbered ``order``; ``left_out`` states
     are not in the system."""
-    from qmodel.theory.batch import _BandedChain
+    from qmodel.theory.batch.banded import BandedChain
     live = np.ones(len(T), bool)
     live[list(left_out)] = False
     index = np.full(len(T), -1)
     index[live] = live.sum() - 1 - np.argsort(np.argsort(np.asarray(order)[live]))
-    system = _BandedChain(index)
+    system = BandedChain(index)
     frm, to = np.nonzero(T * live[:, None])        # a state left out has no transitions
     system.add(frm, to, T[frm, to])
     return system.stationary()
@@ -188,7 +188,7 @@ def test_banded_solver_takes_the_long_queue_part_as_a_block(small_block, per_row
     # when n < 3). The long-queue rows with n >= 3 go in as one block, the rest as triplets;
     # both ways of writing the block (one bincount, one slice per x) must give the dense
     # answer.
-    from qmodel.theory import batch as batch_module
+    from qmodel.theory.batch import banded
     rng = np.random.default_rng(8)
     K, N, J = 3, 40, 7
     a = rng.random((N, J) if per_row else J)            # arrival law, the same or per row
@@ -204,8 +204,8 @@ def test_banded_solver_takes_the_long_queue_part_as_a_block(small_block, per_row
     for k in range(K + 1):
         T[k, to_of_n[1:J + 1]] += law[0] * 0.5 + 0.5 / J
         T[k] /= T[k].sum()
-    monkeypatch.setattr(batch_module._BandedChain, "SMALL_BLOCK", 10**9 if small_block else 0)
-    system = batch_module._BandedChain(size - 1 - np.arange(size))
+    monkeypatch.setattr(banded.BandedChain, "SMALL_BLOCK", 10**9 if small_block else 0)
+    system = banded.BandedChain(size - 1 - np.arange(size))
     system.add_block(K + 1 + np.arange(N), to_of_n, a, n_min=3)
     frm, to = np.nonzero(T[:K + 1])
     system.add(frm, to, T[frm, to])
@@ -230,10 +230,10 @@ def test_banded_solver_leaves_out_the_states_it_is_told_to():
     assert np.all(pi[5:10] == 0.0)
     np.testing.assert_allclose(pi, _dense_stationary(T), atol=1e-12)
     # a transition into a state left out is a mistake, not a silent renumbering
-    from qmodel.theory.batch import _BandedChain
+    from qmodel.theory.batch.banded import BandedChain
     index = np.where((np.arange(n) >= 5) & (np.arange(n) < 10), -1, np.arange(n))
     with pytest.raises(ValueError, match="left out"):
-        _BandedChain(index).add(np.array([0]), np.array([7]), np.array([1.0]))
+        BandedChain(index).add(np.array([0]), np.array([7]), np.array([1.0]))
 
 
 def test_banded_stationary_solver_where_the_first_states_are_transient():
@@ -256,13 +256,13 @@ def test_banded_stationary_solver_where_the_first_states_are_transient():
 def test_erlang_counts_match_their_definition(k):
     # N(t) = floor((P + U) / k), P ~ Poisson(k rate t), U uniform on 0..k-1: the definition,
     # summed over U with Poisson cdfs, against the triangular-weight computation
-    from qmodel.theory.batch import _erlang_counts
+    from qmodel.theory.batch.arrivals import erlang_counts
     rate, times, count = 50.0, np.linspace(0.0, 0.4, 9), 80
     n = np.arange(count)[None, :]
     mean = k * rate * times[:, None]
     cdf = stats.poisson.cdf
     direct = sum(cdf(n * k + k - 1 - u, mean) - cdf(n * k - u - 1, mean) for u in range(k)) / k
-    got = _erlang_counts(rate, k, times, count)
+    got = erlang_counts(rate, k, times, count)
     np.testing.assert_allclose(got, direct, atol=1e-13)
     np.testing.assert_allclose(got.sum(axis=1), 1.0, atol=1e-12)
     # mean count rate t (stationary renewal process)
@@ -310,7 +310,7 @@ def test_banded_stationary_solver_when_the_first_window_is_transient_but_not_sin
 def test_overloaded_finite_queue_with_renewal_arrivals_matches_a_dense_solve():
     # the node that exposed the case above (B = 32, queue 64, Erlang-2 arrivals at 1.3x
     # capacity): its p99 with the chain solved densely instead
-    from qmodel.theory import batch as batch_module
+    from qmodel.theory.batch.banded import BandedChain
     node = qm.Node(qm.ServiceTime.affine(2e-3, 0.3e-3), max_batch_size=32, max_queue_size=64)
     rate = 1.3 * node.capacity
     banded = batch_node(node, rate, arrival_scv=0.5)
@@ -324,12 +324,12 @@ def test_overloaded_finite_queue_with_renewal_arrivals_matches_a_dense_solve():
         pi[live] = np.clip(_dense_stationary(T), 0.0, None)[system.index[live]]
         return pi
 
-    original = batch_module._BandedChain.stationary
-    batch_module._BandedChain.stationary = dense
+    original = BandedChain.stationary
+    BandedChain.stationary = dense
     try:
         reference = batch_node(node, rate, arrival_scv=0.5)
     finally:
-        batch_module._BandedChain.stationary = original
+        BandedChain.stationary = original
     for p in (0.5, 0.95, 0.99):
         assert banded.quantile(p) == pytest.approx(reference.quantile(p), rel=1e-9)
     assert banded.rejection_fraction == pytest.approx(reference.rejection_fraction, rel=1e-9)
@@ -351,10 +351,10 @@ def test_several_instances_chain_without_its_unreached_records_matches_the_full_
         c, jitter, delay, load, monkeypatch):
     # group 0's records that left requests behind are reached only through a zero blocking
     # after such a record; left out of the system, the answer must be the full system's
-    from qmodel.theory import batch as batch_module
+    from qmodel.theory.batch import chain
     node, rate = _several(c, jitter, delay, load)
     pruned = batch_node(node, rate)
-    monkeypatch.setattr(batch_module._SingleInstance, "PRUNE_UNREACHED", False)
+    monkeypatch.setattr(chain, "PRUNE_UNREACHED", False)
     full = batch_node(node, rate)
     assert full.h == pruned.h
     np.testing.assert_allclose(pruned.pmf, full.pmf, atol=1e-12)
@@ -362,13 +362,16 @@ def test_several_instances_chain_without_its_unreached_records_matches_the_full_
 
 @pytest.mark.parametrize("c, jitter, delay, load", _SEVERAL)
 def test_looser_truncation_of_the_passes_before_the_last_moves_the_answer_little(
-        c, jitter, delay, load, monkeypatch):
+        c, jitter, delay, load):
     # those passes give the next one only the batch-size law and the gaps' mean and scv
-    from qmodel.theory import batch as batch_module
+    from qmodel.theory.batch import DEFAULT_TAIL, PASSES
+    from qmodel.theory.batch.arrivals import Arrivals
+    from qmodel.theory.batch.node import solve_batch_node
+    from qmodel.theory.batch.rules import Rules
     node, rate = _several(c, jitter, delay, load)
     loose = batch_node(node, rate)
-    monkeypatch.setattr(batch_module._SingleInstance, "PASS_TAIL", batch_module.DEFAULT_TAIL)
-    strict = batch_node(node, rate)
+    strict = solve_batch_node(Rules.of(node), Arrivals(rate), 100, DEFAULT_TAIL, PASSES,
+                              pass_tail=DEFAULT_TAIL)
     assert loose.h == strict.h
     np.testing.assert_allclose(loose.pmf, strict.pmf, atol=1e-7)
     for p in (0.5, 0.95, 0.99):
@@ -379,29 +382,40 @@ def test_looser_truncation_of_the_passes_before_the_last_moves_the_answer_little
 def test_arrival_counts_beyond_the_cut_are_lumped_not_lost(jitter, c):
     # the counts past the cut carry less than 1e-3 of the truncation under every blocking
     # law, and go to the last count kept, so that every law's counts still sum to its mass
-    from qmodel.theory import batch as batch_module
+    from qmodel.theory.batch import DEFAULT_TAIL
+    from qmodel.theory.batch.arrivals import Arrivals
+    from qmodel.theory.batch.blocking import arrivals_during_blocking
+    from qmodel.theory.batch.instances import blocking_laws
+    from qmodel.theory.batch.lattice import first_step, lattice
+    from qmodel.theory.batch.rules import Rules
     node = qm.Node(qm.ServiceTime.affine(2e-3, 0.15e-3, jitter=jitter), max_batch_size=32,
                    instances=c)
-    model = batch_module._SingleInstance(node, 0.9 * node.capacity, 100,
-                                         batch_module.DEFAULT_TAIL)
-    model.arrivals_during_service()
-    beyond = model.ps @ model.pois_lattice[:, model.J:].sum(axis=1)
-    assert 0 < beyond.max() <= batch_module.DEFAULT_TAIL * 1e-3
-    assert model.J < model.pois_lattice.shape[1]
-    np.testing.assert_allclose(model.A.sum(axis=1), model.ps.sum(axis=1), atol=1e-12)
+    rules, arrivals = Rules.of(node), Arrivals(0.9 * node.capacity)
+    grid = lattice(rules, arrivals, first_step(rules, 100, DEFAULT_TAIL), DEFAULT_TAIL)
+    blocking = blocking_laws(rules, grid, None)
+    counts = arrivals_during_blocking(blocking, grid, arrivals.rate, rules.pmin, rules.B,
+                                      DEFAULT_TAIL)
+    beyond = blocking.ps @ grid.pois_lattice[:, counts.J:].sum(axis=1)
+    assert 0 < beyond.max() <= DEFAULT_TAIL * 1e-3
+    assert counts.J < grid.pois_lattice.shape[1]
+    np.testing.assert_allclose(counts.A.sum(axis=1), blocking.ps.sum(axis=1), atol=1e-12)
 
 
 def _group0_survival(c, busy_gaps, resolution):
     """P(V > v) of group 0's blocking for deterministic S = 1 ms, batches of one and
     exponential gaps of mean 1 ms / busy_gaps, on the model's lattice."""
-    from qmodel.theory import batch as batch_module
+    from qmodel.theory.batch import DEFAULT_TAIL
+    from qmodel.theory.batch.arrivals import Arrivals
+    from qmodel.theory.batch.instances import Gaps, staggered_law
+    from qmodel.theory.batch.lattice import first_step, lattice
+    from qmodel.theory.batch.rules import Rules
     s = 1e-3
     node = qm.Node(qm.ServiceTime.affine(s), max_batch_size=4, instances=c)
-    model = batch_module._SingleInstance(node, 0.5 * node.capacity, resolution,
-                                         batch_module.DEFAULT_TAIL)
-    model.batch_law = np.array([1.0, 0.0, 0.0, 0.0])
-    model.gap, model.gap_scv = s / busy_gaps, 1.0
-    v = np.arange(model.Ls) * model.h
+    rules = Rules.of(node)
+    grid = lattice(rules, Arrivals(0.5 * node.capacity),
+                   first_step(rules, resolution, DEFAULT_TAIL), DEFAULT_TAIL)
+    gaps = Gaps(np.array([1.0, 0.0, 0.0, 0.0]), s / busy_gaps, 1.0)
+    v = np.arange(grid.Ls) * grid.h
     inside = v < s - 1e-12
     # the c - 1 others busy at v given that the instance taken c dispatches ago was free:
     # qmodel/derivations/staggered_instances.py
@@ -409,8 +423,8 @@ def _group0_survival(c, busy_gaps, resolution):
     law = d.result("others_busy_given_free").subs(
         {d.symbols["c"]: c, d.symbols["lam"]: busy_gaps / s, d.symbols["s"]: s}).doit()
     exact = sp.lambdify(d.symbols["v"], law, "numpy")(v[inside])
-    survival = 1.0 - np.cumsum(model._staggered_law()[0])
-    return survival[inside], exact, model.h / s
+    survival = 1.0 - np.cumsum(staggered_law(grid.ps_own, gaps, c, grid.h)[0])
+    return survival[inside], exact, grid.h / s
 
 
 @pytest.mark.parametrize("c", [2, 3, 4, 8])
@@ -427,3 +441,19 @@ def test_group0_blocking_converges_as_the_lattice_refines():
     coarse, exact_coarse, _ = _group0_survival(3, 2.0, 50)
     fine, exact_fine, _ = _group0_survival(3, 2.0, 200)
     assert np.abs(fine - exact_fine).max() < np.abs(coarse - exact_coarse).max() / 3
+
+
+def test_passes_is_the_shipped_gap_iteration_unless_a_study_asks_for_another():
+    from qmodel.theory.batch import PASSES
+    node, rate = _several(4, "deterministic", 0.0, 0.7)
+    shipped = batch_node(node, rate)
+    np.testing.assert_array_equal(batch_node(node, rate, passes=PASSES).pmf, shipped.pmf)
+    one = batch_node(node, rate, passes=1)
+    assert one.h == shipped.h and not np.array_equal(one.pmf, shipped.pmf)
+    # one instance has no gap iteration: passes changes nothing
+    single = qm.Node(qm.ServiceTime.affine(2e-3, 0.15e-3), max_batch_size=8)
+    np.testing.assert_array_equal(batch_node(single, 2000.0, passes=0).pmf,
+                                  batch_node(single, 2000.0).pmf)
+    for bad in (-1, 1.5, True, "2"):
+        with pytest.raises(ValueError, match="passes"):
+            batch_node(node, rate, passes=bad)

@@ -21,7 +21,7 @@ from qmodel.derive import main as derive_main
 from qmodel.derive import render
 from qmodel.theory import (allen_cunneen_wait, batch_node, cramer_lundberg, gig1, gigc,
                            kingman_wait, md1, mg1, mmc)
-from qmodel.theory.classical import _erlang_c
+from qmodel.theory.classical import erlang_c
 from qmodel.theory.jsq import (_central_count, balanced_least_outstanding,
                                waiting_probability)
 
@@ -56,7 +56,7 @@ def test_erlang_c_matches_the_erlang_b_recursion():
     for servers in range(1, 9):
         f = sp.lambdify(a, erlang.subs(c, servers).doit(), "math")
         for load_ in rng.uniform(0.05, 0.98, 3) * servers:
-            assert f(load_) == pytest.approx(_erlang_c(servers, load_), rel=1e-12)
+            assert f(load_) == pytest.approx(erlang_c(servers, load_), rel=1e-12)
 
 
 def test_mmc_sojourn_cdf_and_mean_match_mmc():
@@ -248,7 +248,7 @@ def test_fast_server_is_exact_for_mmc_against_gigc(rate, rate_mu, servers):
     exact = sp.lambdify(t, d.explicit("mmc_waiting_sf").subs(v).doit())
     for tv in (0.0, 0.5, 3.0, 10.0):
         assert composed(tv) == pytest.approx(exact(tv), rel=1e-12)
-    assert exact(0.0) == pytest.approx(_erlang_c(servers, rate / rate_mu), rel=1e-12)
+    assert exact(0.0) == pytest.approx(erlang_c(servers, rate / rate_mu), rel=1e-12)
     cdf = sp.lambdify(t, d.explicit("mmc_sojourn_cdf").subs(v).doit(), "math")
     r = gigc(rate, qm.ServiceTime.affine(1 / rate_mu, jitter="exponential"), 1.0, servers)
     for p in (0.5, 0.9, 0.99, 0.999):
@@ -726,11 +726,11 @@ def _least_outstanding_labels(d, count, nodes):
 
 def _least_outstanding_waiting(d, central, nodes, offered):
     """P(q > 0) by the derived rule, with the chain's P(b = N) from
-    qmodel.theory.jsq.waiting_probability and Erlang C from qmodel.theory.classical._erlang_c."""
+    qmodel.theory.jsq.waiting_probability and Erlang C from qmodel.theory.classical.erlang_c."""
     return float(d.result("waiting_probability").subs({
         d.symbols["w_c"]: central,
         d.symbols["busy"]: waiting_probability(nodes, offered / nodes),
-        d.symbols["C"]: _erlang_c(nodes, offered)}))
+        d.symbols["C"]: erlang_c(nodes, offered)}))
 
 
 @pytest.mark.parametrize("jitter, second", [("deterministic", 1.0), ("exponential", 2.0)])
@@ -773,7 +773,7 @@ def test_least_outstanding_mean_matches_balanced_model(jitter, second):
 
 def test_least_outstanding_mmn_closed_forms():
     """Exponential service: the central geometric count and Erlang C against _central_count and
-    _erlang_c; w = P(b = N) from waiting_probability is the derived P(q > 0) (P(q_c > 0) = C);
+    erlang_c; w = P(b = N) from waiting_probability is the derived P(q > 0) (P(q_c > 0) = C);
     the rescaled geometric P(q = j), the mean (closed form against the general mean with the
     summed labels) and the latency cdf against balanced_least_outstanding's lattice (quantiles
     within two lattice steps)."""
@@ -781,7 +781,7 @@ def test_least_outstanding_mmn_closed_forms():
     lam, m_, N, j, t = (d.symbols[v] for v in ("lam", "m", "N", "j", "t"))
     m2, w_, wc_, busy = (d.symbols[v] for v in ("m2", "w", "w_c", "busy"))
     central_excess = d.symbols["central_excess"]
-    erlang_c, waiting_b, share, mean_central, mean_closed, latency_cdf = (
+    erlang_c_closed, waiting_b, share, mean_central, mean_closed, latency_cdf = (
         d.explicit(name) for name in ("erlang_c", "mmn_waiting", "mmn_share_pmf",
                                       "latency_mean_central", "mmn_latency_mean",
                                       "mmn_latency_cdf"))
@@ -795,8 +795,8 @@ def test_least_outstanding_mmn_closed_forms():
         v = {lam: rate, m_: m, N: nodes, busy: chain, w_: chain}
         count = _central_count(node.service, rate, nodes)
         per_node = np.bincount(np.arange(count.size) // nodes, weights=count)
-        erlang = float(erlang_c.subs(v).doit())
-        assert erlang == pytest.approx(_erlang_c(nodes, rate * m), rel=1e-12)
+        erlang = float(erlang_c_closed.subs(v).doit())
+        assert erlang == pytest.approx(erlang_c(nodes, rate * m), rel=1e-12)
         assert erlang == pytest.approx(1 - per_node[0], rel=1e-9)
         wc, xc = _least_outstanding_labels(d, count, nodes)
         w = _least_outstanding_waiting(d, wc, nodes, rate * m)
@@ -866,7 +866,7 @@ def test_least_outstanding_waiting_chain():
     for rho in (0.3, 0.6, 0.9):
         direct = _busy_extras_chain(d, 2, rho, 400)
         assert waiting_probability(2, rho) == pytest.approx(direct, abs=1e-9)
-        assert direct < _erlang_c(2, 2 * rho)               # below the central queue's
+        assert direct < erlang_c(2, 2 * rho)               # below the central queue's
 
 
 def test_least_outstanding_residual_and_transform():

@@ -16,7 +16,8 @@ import qmodel as qm
 from qmodel.latency import Accuracy, Latency
 from qmodel.system import ServiceTime, UnstableError
 from qmodel.theory import MD1Latency, md1, mmc
-from qmodel.theory.classical import MG1Latency, _service_law, mg1
+from qmodel.theory.classical import MG1Latency, mg1
+from qmodel.theory.service_law import service_law
 
 EULER_BOUND = 3e-10          # e^-22, the discretisation error of the inversion
 ROUNDOFF = 1e-10             # margin for the float64 roundoff of the Euler sum
@@ -120,7 +121,7 @@ def test_mean_from_the_distribution_matches_pollaczek_khinchine(service, kinks):
 
 @pytest.mark.parametrize("cv, t", [(0.5, 1.0), (6.0, 30.0)])
 def test_lognormal_transform_against_mpmath(cv, t):
-    law = _service_law(ServiceTime.affine(1.0, jitter=("lognormal", cv)))
+    law = service_law(ServiceTime.affine(1.0, jitter=("lognormal", cv)))
     # The lognormal law costs too much for the distribution-level checks above (each point is a
     # quadrature per transform value); its transform is checked here and its distribution
     # against the simulator below. s: points the Euler inversion (A = 22, 50 terms) uses at t,
@@ -153,7 +154,7 @@ def test_result_metadata():
 
 def test_empirical_unmeasured_size_is_scaled_like_the_simulator():
     svc = ServiceTime.empirical({1: [1e-3, 3e-3], 4: [4e-3, 6e-3]})
-    law = _service_law(svc, batch_size=2)          # nearest measured size 1, scaled to mean(2)
+    law = service_law(svc, batch_size=2)          # nearest measured size 1, scaled to mean(2)
     assert law.mean == pytest.approx(float(svc.mean(2)))
     assert law.values / law.values[0] == pytest.approx([1.0, 3.0])
     assert mg1(100.0, svc, batch_size=2).service_mean == pytest.approx(float(svc.mean(2)))

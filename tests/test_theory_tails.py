@@ -11,7 +11,8 @@ from qmodel.latency import Accuracy, Latency
 from qmodel.system import ServiceTime, UnstableError
 from qmodel.theory import md1, mmc
 from qmodel.theory.classical import mg1
-from qmodel.theory.tails import CramerLundbergLatency, ExponentialWaitLatency, cramer_lundberg
+from qmodel.theory.tails import (CramerLundbergLatency, ExponentialWaitLatency, cramer_lundberg,
+                                 decay_rate)
 
 
 def exponential(mean=1.0):
@@ -159,3 +160,15 @@ def test_unstable():
 def test_invalid_inputs(kwargs, match):
     with pytest.raises(ValueError, match=match):
         cramer_lundberg(**kwargs)
+
+
+def test_decay_rate_finds_the_positive_root_and_says_when_there_is_none():
+    # a lattice queue (the batch chain's long queue): Poisson(a) arrivals per step, K served,
+    # log E[exp(theta (A - K))] = a (e^theta - 1) - K theta
+    a, K = 3.0, 4
+    theta = decay_rate(lambda t: a * math.expm1(t) - K * t, start=1.0)
+    assert theta > 0.1 and a * math.expm1(theta) == pytest.approx(K * theta, rel=1e-13)
+    with pytest.raises(ArithmeticError, match="never positive"):
+        decay_rate(lambda t: -t, start=1.0)                      # the queue never grows
+    with pytest.raises(ArithmeticError, match="too close to 0"):
+        decay_rate(lambda t: 3.5 * math.expm1(t) - 3.0 * t, start=1.0)   # it never drains

@@ -22,6 +22,7 @@ import numpy as np
 
 from qmodel.campaign.grids import GRID_SERVICE, issue3_grid
 from qmodel.theory import batch as batch_module
+from qmodel.theory.batch import lattice as batch_lattice
 
 # name: (resolution, lattice points across the longest service, across the delay)
 LATTICES = {"reference": (300, 600, 150), "shipped": (100, 200, 50),
@@ -31,7 +32,8 @@ LATTICES = {"reference": (300, 600, 150), "shipped": (100, 200, 50),
 def solve(node, rate, lattice):
     """(p95, p99, seconds) of the batch model on ``lattice`` (warm: the second of two calls)."""
     resolution, service_points, delay_points = lattice
-    model = batch_module._SingleInstance
+    # the lattice budgets are module constants of qmodel.theory.batch.lattice, read per call
+    model = batch_lattice
     saved = model.MAX_SERVICE_POINTS, model.MAX_DELAY_POINTS
     model.MAX_SERVICE_POINTS, model.MAX_DELAY_POINTS = service_points, delay_points
     try:

@@ -32,7 +32,7 @@ import numpy as np
 from qmodel.latency import ErrorRange, MeasuredError
 from qmodel.routers import ROUTERS
 from qmodel.theory import measured as table
-from qmodel.theory.batch import SEVERAL_INSTANCE_PASSES
+from qmodel.theory.batch import PASSES
 
 RESULTS = Path(__file__).resolve().parent / "results"
 GRID = "validation/predict_accuracy.py"
@@ -49,7 +49,7 @@ def _batch_rows():
         if r["family"] == "approximation" and r["method"].startswith("batch node"):
             fam = table.family_of(r["c"], r["jitter"] == "deterministic", r["D_over_S1"] > 0)
             yield fam, r["p95"]["error"], r["p99"]["error"]
-    passes = str(SEVERAL_INSTANCE_PASSES)             # the pass count the model ships with
+    passes = str(PASSES)             # the pass count the model ships with
     for r in _load("multi_instance_holdout.json"):
         (q95, q99), (s95, s99) = r["predicted"][passes], r["simulated"]
         fam = table.family_of(r["c"], r["jitter"] == "deterministic", r["D_over_S1"] > 0)

@@ -29,7 +29,7 @@ import numpy as np
 import qmodel as qm
 from qmodel.campaign.budget import requests_for
 from qmodel.campaign.grids import HOLDOUT_SERVICE, multi_instance_holdout
-from qmodel.theory.batch import SEVERAL_INSTANCE_PASSES
+from qmodel.theory.batch import PASSES
 from qmodel.campaign.results import add_output_arguments, stored_rows, write_outputs
 from qmodel.theory.batch import batch_node
 
@@ -84,7 +84,7 @@ def refresh(rows, passes) -> list[dict]:
 
 
 def summarise(rows, passes) -> str:
-    shipped = SEVERAL_INSTANCE_PASSES
+    shipped = PASSES
     lines = [f"{len(rows)} nodes; |error| against the simulator, median / worst "
              f"(the model ships with {shipped} passes)"]
     for c in (None, 2, 3, 8):

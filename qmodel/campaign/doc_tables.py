@@ -40,7 +40,7 @@ import numpy as np
 
 from ..routers import router_policy
 from ..system import Cluster
-from ..theory.batch import SEVERAL_INSTANCE_PASSES
+from ..theory.batch import PASSES
 from ..theory.measured import measured_table
 from .grids import GRID_SERVICE
 from .measure import QUANTILES
@@ -325,7 +325,7 @@ def holdout_several_instances() -> list[str]:
     with the shipped pass count: multi_instance_holdout.json."""
     rows = _rows("multi_instance_holdout.json")
     passes = sorted(rows[0]["predicted"], key=int)
-    shipped = str(SEVERAL_INSTANCE_PASSES)
+    shipped = str(PASSES)
 
     def line(name, sel, n):
         e = np.array([[r["predicted"][n][i] / r["simulated"][i] - 1 for i in (0, 1)]

@@ -224,4 +224,4 @@ def derive() -> Derivation:
                  "ca2": ca2, "cs2": cs2, "m1": m1, "W1_sf": W1_sf, "W1_mean": W1_mean},
         implemented_by="qmodel.theory.lindley.gigc (the fast server by Lindley's recursion "
                        "on a lattice, or for Poisson arrivals the Pollaczek-Khinchine formula "
-                       "on it, scaled by _erlang_c / rho)")
+                       "on it, scaled by erlang_c / rho)")

@@ -177,5 +177,5 @@ def derive() -> Derivation:
         symbols={"a": a, "b": b, "lam": lam, "g": g, "c": c, "z": z, "theta": theta},
         implemented_by="nothing computes it: it explains why qmodel.theory.batch's evenly "
                        "staggered spacing S(k)/c misses deterministic nodes without a delay "
-                       "(the batch module's docstring; tests/test_derivations.py checks the "
+                       "(qmodel.theory.batch.instances; tests/test_derivations.py checks the "
                        "roots with numpy and the bunching with qmodel.replay)")

@@ -150,4 +150,4 @@ def derive() -> Derivation:
         symbols={"lam": lam, "mu": mu, "c": c, "a": a, "rho": rho, "t": t, "C": C,
                  "gamma": gam},
         implemented_by="qmodel.theory.classical.mmc (Erlang C by the Erlang B recursion, "
-                       "_erlang_c)")
+                       "erlang_c)")

@@ -116,6 +116,7 @@ def derive() -> Derivation:
                      "gaps between dispatches independent exponentials of rate λ"),
         steps=tuple(steps), results=results,
         symbols={"lam": lam, "s": s, "v": v, "c": c},
-        implemented_by="qmodel.theory.batch (the several-instance group-0 blocking law, "
-                       "for any batch-time mix and gamma gaps, by a backward recursion on "
-                       "the lattice; tests/test_batch_node.py compares it with this result)")
+        implemented_by="qmodel.theory.batch.instances.staggered_law (the several-instance "
+                       "group-0 blocking law, for any batch-time mix and gamma gaps, by a "
+                       "backward recursion on the lattice; tests/test_batch_node.py compares "
+                       "it with this result)")

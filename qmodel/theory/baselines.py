@@ -25,9 +25,10 @@ import numbers
 
 from ..latency import Accuracy, Approximation
 from ..system import UnstableError
-from .classical import (_ServiceLaw, _check_duration, _check_rate, _check_servers, _erlang_c,
-                        _service_law)
-from .tails import ExponentialWaitLatency, _check_scv
+from .arguments import check_duration, check_rate, check_scv, check_servers
+from .classical import erlang_c
+from .service_law import ServiceLaw, service_law
+from .tails import ExponentialWaitLatency
 
 __all__ = ["kingman_wait", "allen_cunneen_wait", "exponential_tail", "baseline_latency"]
 
@@ -36,11 +37,11 @@ _METHODS = ("kingman", "allen_cunneen")
 
 def _checked_queue(rate, mean_service, service_scv, servers, arrival_scv):
     """Checked (rate, mean service, cs2, c, ca2, rho), or ValueError / UnstableError."""
-    rate = _check_rate(rate, "rate")
-    mean_service = _check_duration(mean_service, "mean_service")
-    cs2 = _check_scv(service_scv, "service_scv")
-    ca2 = _check_scv(arrival_scv, "arrival_scv")
-    servers = _check_servers(servers)
+    rate = check_rate(rate, "rate")
+    mean_service = check_duration(mean_service, "mean_service")
+    cs2 = check_scv(service_scv, "service_scv")
+    ca2 = check_scv(arrival_scv, "arrival_scv")
+    servers = check_servers(servers)
     capacity = servers / mean_service
     if rate >= capacity:
         raise UnstableError(
@@ -135,7 +136,7 @@ def allen_cunneen_wait(rate, mean_service, service_scv, servers, arrival_scv=1.0
     """
     rate, m, cs2, c, ca2, _ = _checked_queue(rate, mean_service, service_scv, servers,
                                              arrival_scv)
-    return _erlang_c(c, rate * m) / (c / m - rate) * (ca2 + cs2) / 2.0
+    return erlang_c(c, rate * m) / (c / m - rate) * (ca2 + cs2) / 2.0
 
 
 def exponential_tail(p_wait, mean_wait, service, *, batch_size=1, rate=None,
@@ -185,13 +186,13 @@ def exponential_tail(p_wait, mean_wait, service, *, batch_size=1, rate=None,
             or not (0 < p_wait <= 1):
         raise ValueError(f"p_wait is the probability of waiting, P(Wq > 0), and must lie in "
                          f"(0, 1], got {p_wait!r}")
-    mean_wait = _check_duration(mean_wait, "mean_wait")
-    law = _service_law(service, batch_size)
-    k = _check_servers(batch_size, "batch_size")
-    c = _check_servers(servers)
+    mean_wait = check_duration(mean_wait, "mean_wait")
+    law = service_law(service, batch_size)
+    k = check_servers(batch_size, "batch_size")
+    c = check_servers(servers)
     throughput = utilization = 0.0
     if rate is not None:
-        rate = _check_rate(rate, "rate")
+        rate = check_rate(rate, "rate")
         throughput, utilization = rate, rate * law.mean / c
     return ExponentialWaitLatency(
         decay_rate=p_wait / mean_wait, constant=float(p_wait), cap=float(p_wait), law=law,
@@ -258,8 +259,8 @@ def baseline_latency(rate, mean_service, service_scv, servers=1, arrival_scv=1.0
         mean_wait, p_wait, name = kingman_wait(rate, m, cs2, ca2), rho, "Kingman"
     else:
         mean_wait = allen_cunneen_wait(rate, m, cs2, c, ca2)
-        p_wait, name = _erlang_c(c, rate * m), "Allen-Cunneen"
-    law = _ServiceLaw.from_moments(m, cs2)
+        p_wait, name = erlang_c(c, rate * m), "Allen-Cunneen"
+    law = ServiceLaw.from_moments(m, cs2)
     if mean_wait <= 0:                        # c_a^2 = c_s^2 = 0: D/D/c never waits
         raise ValueError("with arrival_scv=0 and service_scv=0 (D/D/c) no request waits; the "
                          "baseline has no tail. Use the service time itself.")

@@ -50,7 +50,7 @@ from scipy.sparse import linalg as sparse_linalg
 
 from ..latency import Accuracy, Approximation, LatticeLatency
 from ..system import Node
-from .classical import _erlang_c, mdc
+from .classical import erlang_c, mdc
 from .measured import measured
 from .service_law import service_lattice
 
@@ -188,7 +188,7 @@ def balanced_least_outstanding(node: Node, rate: float, nodes: int,
     # how often a request waits: least outstanding's, not the central queue's (step 3)
     central_wait = 1.0 - per_node[0]
     load = rate * mean / nodes
-    ratio = waiting_probability(nodes, load) / _erlang_c(nodes, rate * mean)
+    ratio = waiting_probability(nodes, load) / erlang_c(nodes, rate * mean)
     waiting = min(central_wait * ratio, 1.0)
     if central_wait > 0:
         per_node[1:] *= waiting / central_wait

@@ -27,7 +27,7 @@ from scipy import fft, stats
 
 from ..latency import Accuracy, Approximation, LatticeLatency
 from ..system import ServiceTime, UnstableError
-from .classical import _erlang_c
+from .classical import erlang_c
 from .measured import measured
 from .service_law import service_lattice, service_upper
 
@@ -259,7 +259,7 @@ def gigc(rate, service: ServiceTime, arrival_scv: float, servers: int,
                                     max_iterations, speedup=servers)
     mean_s = float(service.mean(1))
     load = rate * mean_s
-    scale = _erlang_c(servers, load) / (load / servers)
+    scale = erlang_c(servers, load) / (load / servers)
     wait = scale * w
     wait[0] = 1.0 - wait[1:].sum()
     s_pmf = _service_pmf(service, 1, h)

@@ -27,19 +27,20 @@ References
 from __future__ import annotations
 
 import math
-import numbers
 
 import numpy as np
 from scipy import optimize
 
 from ..latency import Accuracy, Approximation
 from ..system import UnstableError
-from .classical import _QueueLatency, _ServiceLaw, _check_rate, _service_law
+from .arguments import check_rate, check_scv
+from .queue_latency import QueueLatency
+from .service_law import ServiceLaw, service_law
 
-__all__ = ["cramer_lundberg", "ExponentialWaitLatency", "CramerLundbergLatency"]
+__all__ = ["cramer_lundberg", "ExponentialWaitLatency", "CramerLundbergLatency", "decay_rate"]
 
 
-class ExponentialWaitLatency(_QueueLatency):
+class ExponentialWaitLatency(QueueLatency):
     """Sojourn time = waiting time with an exponential tail + an independent service time.
 
     The waiting time in queue has P(Wq > t) = min(cap, C exp(-theta t)) for t >= 0: an atom
@@ -69,7 +70,7 @@ class ExponentialWaitLatency(_QueueLatency):
         E[S].
     """
 
-    def __init__(self, *, decay_rate: float, constant: float, cap: float, law: _ServiceLaw,
+    def __init__(self, *, decay_rate: float, constant: float, cap: float, law: ServiceLaw,
                  method: str, accuracy: Accuracy, throughput: float, utilization: float,
                  batch_size_distribution):
         for name, value in (("decay_rate", decay_rate), ("constant", constant), ("cap", cap)):
@@ -161,43 +162,68 @@ class CramerLundbergLatency(ExponentialWaitLatency):
     """
 
 
-def _check_scv(value, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
-        raise ValueError(f"{name} must be a finite number >= 0 (a squared coefficient of "
-                         f"variation: 0 deterministic, 1 exponential), got {value!r}")
-    if value < 0:
-        raise ValueError(f"{name}={value!r} must be >= 0 (it is a squared coefficient of "
-                         f"variation)")
-    return float(value)
+def decay_rate(log_mgf, start: float, upper: float = math.inf) -> float:
+    """The Cramer-Lundberg decay rate of a random walk: the theta > 0 with log_mgf(theta) = 0.
+
+    ``log_mgf(theta)`` is log E[exp(theta X)] for the walk's step X, whose mean is negative:
+    convex, 0 at theta = 0 and negative just above, so it has one positive root, with the
+    function negative below it. The maximum of the walk (a queue's waiting time, or its
+    length) then has the tail P(M > x) ~ C exp(-theta x) (Feller 1971, ch. XII).
+
+    Parameters
+    ----------
+    log_mgf : callable
+        theta -> log E[exp(theta X)], finite on (0, upper).
+    start : float
+        A first step for the search, about the scale of theta (1 / the step's scale).
+    upper : float
+        The end of log_mgf's domain (inf: it is finite everywhere, and the search doubles
+        from ``start`` until it turns positive).
+
+    Raises
+    ------
+    ArithmeticError
+        When the step is never positive (no growth: no tail) or the mean step is too close to
+        0 for the root to be told from 0.
+
+    Examples
+    --------
+    A step S - A with S ~ Exp(mean 1) and A ~ Exp(mean 1.25), the M/M/1 queue at load 0.8,
+    decays at mu - lambda = 0.2:
+
+    >>> h = lambda t: -math.log1p(-t) - math.log1p(1.25 * t)
+    >>> round(decay_rate(h, start=1.0, upper=1.0), 12)
+    0.2
+    """
+    # a point with log_mgf > 0 (towards the end of its domain) ...
+    if math.isfinite(upper):
+        hi = upper * (1.0 - 1e-12)
+    else:
+        hi = start
+        while log_mgf(hi) <= 0:
+            hi *= 2.0
+            if hi > 1e12 * start:
+                raise ArithmeticError("no Cramer-Lundberg root: the random walk's step is "
+                                      "never positive (the queue never grows)")
+    # ... and one with log_mgf < 0 (halving from above reaches (0, theta))
+    lo = 0.5 * hi
+    while log_mgf(lo) >= 0:
+        lo *= 0.5
+        if lo < 1e-15 * hi:
+            raise ArithmeticError("no Cramer-Lundberg root found: the random walk's mean step "
+                                  "is too close to 0 (the load too close to 1)")
+    return optimize.brentq(log_mgf, lo, hi, xtol=1e-300, rtol=1e-15, maxiter=500)
 
 
-def _decay_rate(law: _ServiceLaw, rate: float, arrival_scv: float) -> float:
-    """theta > 0 with log M_S(theta) + log M_A(-theta) = 0, M_A of a gamma interarrival law."""
+def _gig1_log_mgf(law: ServiceLaw, rate: float, arrival_scv: float):
+    """theta -> log M_S(theta) + log M_A(-theta), A a gamma interarrival time."""
     if arrival_scv == 0:
         log_ma = lambda th: -th / rate                               # constant 1 / lambda
     else:
         # Gamma with mean 1/lambda and SCV c: shape 1/c, E[exp(-theta A)] = (1 + c theta /
         # lambda)^(-1/c); exponential (Poisson) for c = 1.
         log_ma = lambda th: -math.log1p(arrival_scv * th / rate) / arrival_scv
-    h = lambda th: law.log_mgf(th) + log_ma(th)
-    # h is convex with h(0) = 0 and h'(0) = E[S] - 1/lambda < 0: one root theta > 0, with h < 0
-    # below it. Find a point with h > 0 (towards the end of the MGF's domain) ...
-    if math.isfinite(law.theta_max):
-        hi = law.theta_max * (1.0 - 1e-12)
-    else:
-        hi = 1.0 / law.mean
-        while h(hi) <= 0:
-            hi *= 2.0
-            if hi > 1e12 / law.mean:
-                raise ArithmeticError("no Cramer-Lundberg root: the service law never exceeds "
-                                      "the interarrival time")
-    # ... and one with h < 0 (halving from above reaches (0, theta)).
-    lo = 0.5 * hi
-    while h(lo) >= 0:
-        lo *= 0.5
-        if lo < 1e-15 * hi:
-            raise ArithmeticError("no Cramer-Lundberg root found: the load is too close to 1")
-    return optimize.brentq(h, lo, hi, xtol=1e-300, rtol=1e-15, maxiter=500)
+    return lambda th: law.log_mgf(th) + log_ma(th)
 
 
 def cramer_lundberg(rate, service, arrival_scv=1.0, batch_size=1) -> CramerLundbergLatency:
@@ -266,10 +292,10 @@ def cramer_lundberg(rate, service, arrival_scv=1.0, batch_size=1) -> CramerLundb
     >>> r.accuracy.exactness, round(r.decay_rate, 4)
     ('approximation', 0.5467)
     """
-    rate = _check_rate(rate, "rate")
-    law = _service_law(service, batch_size)
+    rate = check_rate(rate, "rate")
+    law = service_law(service, batch_size)
     k = int(batch_size)
-    ca2 = _check_scv(arrival_scv, "arrival_scv")
+    ca2 = check_scv(arrival_scv, "arrival_scv")
     if law.family == "lognormal":
         raise ValueError(
             f"the Cramer-Lundberg tail needs a light-tailed service law, but {law.label} is "
@@ -288,7 +314,7 @@ def cramer_lundberg(rate, service, arrival_scv=1.0, batch_size=1) -> CramerLundb
             f"with deterministic arrivals (arrival_scv=0) every {1.0 / rate:g} s and service "
             f"never longer than that ({law.label}), no job ever waits: Wq = 0 exactly and "
             f"there is no exponential tail")
-    theta = _decay_rate(law, rate, ca2)
+    theta = decay_rate(_gig1_log_mgf(law, rate, ca2), 1.0 / law.mean, law.theta_max)
     if ca2 == 1:
         # lambda M_S'(theta) = (lambda + theta) d/dtheta log M_S, since M_S = 1 + theta / lambda
         constant = (1.0 - rho) / ((rate + theta) * law.dlog_mgf(theta) - 1.0)
