@@ -146,8 +146,8 @@ class Lognormal(JitterLaw):
 
     def __init__(self, cv: float):
         super().__init__(cv)
-        self.sigma = float(np.sqrt(np.log1p(self.cv ** 2)))
-        self.mu = -self.sigma ** 2 / 2
+        sigma2 = float(np.log1p(self.cv ** 2))
+        self.sigma, self.mu = float(np.sqrt(sigma2)), -sigma2 / 2
 
     def sample(self, xp, rng, shape):
         sigma2 = float(np.log1p(self.cv ** 2))

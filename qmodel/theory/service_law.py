@@ -24,74 +24,16 @@ import warnings
 import numpy as np
 from scipy import special, stats
 
+from ..jitter import jitter_law
 from ..system import ServiceTime
 from .arguments import check_duration, check_servers
 
-__all__ = ["jitter_law", "unit_jitter", "lattice_cells", "service_lattice", "service_upper",
-           "ServiceLaw", "service_law"]
-
-
-class _Jitter:
-    """A unit-mean jitter law with the few methods the lattice needs (cdf, sf, isf, mean, std).
-
-    Written on scipy.special rather than as a frozen scipy.stats distribution: building and
-    calling those costs milliseconds per law, a large share of a whole prediction.
-    """
-
-    def __init__(self, kind: str, cv: float):
-        self.kind, self.cv = kind, float(cv)
-        if kind == "lognormal":
-            sigma2 = float(np.log1p(self.cv ** 2))
-            self.sigma, self.mu = float(np.sqrt(sigma2)), -sigma2 / 2
-        elif kind == "gamma":
-            self.shape = 1.0 / self.cv ** 2
-
-    def cdf(self, x):
-        x = np.asarray(x, float)
-        if self.kind == "exponential":
-            return -np.expm1(-np.maximum(x, 0.0))
-        if self.kind == "gamma":
-            return special.gammainc(self.shape, self.shape * np.maximum(x, 0.0))
-        with np.errstate(divide="ignore"):
-            return special.ndtr((np.log(np.maximum(x, 0.0)) - self.mu) / self.sigma)
-
-    def sf(self, x):
-        x = np.asarray(x, float)
-        if self.kind == "exponential":
-            return np.exp(-np.maximum(x, 0.0))
-        if self.kind == "gamma":
-            return special.gammaincc(self.shape, self.shape * np.maximum(x, 0.0))
-        with np.errstate(divide="ignore"):
-            return special.ndtr(-(np.log(np.maximum(x, 0.0)) - self.mu) / self.sigma)
-
-    def isf(self, q):
-        q = np.asarray(q, float)
-        if self.kind == "exponential":
-            return -np.log(q)
-        if self.kind == "gamma":
-            return special.gammainccinv(self.shape, q) / self.shape
-        return np.exp(self.mu - self.sigma * special.ndtri(q))
-
-    def mean(self) -> float:
-        return 1.0
-
-    def std(self) -> float:
-        return 1.0 if self.kind == "exponential" else self.cv
-
-
-def unit_jitter(kind: str, cv: float) -> _Jitter:
-    """The unit-mean law of ``kind`` ("exponential", "gamma" or "lognormal") with this cv.
-
-    Examples
-    --------
-    >>> round(float(unit_jitter("gamma", 0.5).isf(0.5)), 4)          # the median
-    0.918
-    """
-    return _Jitter(kind, cv)
+__all__ = ["lattice_cells", "service_lattice", "service_upper", "ServiceLaw", "service_law"]
 
 
 def lattice_cells(law, scales, h: float, length: int):
-    """Lattice laws of ``scale * J`` for each scale, J a unit-mean law from :func:`unit_jitter`.
+    """Lattice laws of ``scale * J`` for each scale, J a unit-mean jitter law
+    (:func:`qmodel.jitter.jitter_law`).
 
     ``p[r, i]`` is the probability of the cell around ``i * h`` (the first cell starts at 0);
     the mass beyond the last cell is put on the last point.
@@ -104,7 +46,7 @@ def lattice_cells(law, scales, h: float, length: int):
 
     Examples
     --------
-    >>> p, tails = lattice_cells(unit_jitter("exponential", 1.0), np.array([1.0]), 1.0, 3)
+    >>> p, tails = lattice_cells(jitter_law("exponential", 1.0), np.array([1.0]), 1.0, 3)
     >>> p.round(4).tolist(), bool(np.isclose(p.sum(), 1.0))
     ([[0.3935, 0.3834, 0.2231]], True)
     """
@@ -115,27 +57,6 @@ def lattice_cells(law, scales, h: float, length: int):
     tails = law.sf(edges[-1] / scales)
     pmf[:, -1] += tails
     return pmf, tails
-
-
-def jitter_law(service):
-    """The unit-mean jitter J of a parametric ServiceTime (cdf, sf, isf, mean, std).
-
-    Returns None for deterministic and empirical services.
-
-    Examples
-    --------
-    >>> import qmodel as qm
-    >>> law = jitter_law(qm.ServiceTime.affine(1e-3, jitter=("lognormal", 0.3)))
-    >>> round(float(law.mean()), 12), round(float(law.std()), 12)
-    (1.0, 0.3)
-    >>> from scipy import stats                      # the same law as scipy's
-    >>> ref = stats.lognorm(law.sigma, scale=np.exp(law.mu))
-    >>> bool(np.allclose(law.cdf([0.5, 1.0, 2.0]), ref.cdf([0.5, 1.0, 2.0]), rtol=1e-12))
-    True
-    """
-    if service.jitter in ("exponential", "gamma", "lognormal"):
-        return unit_jitter(service.jitter, service.cv)
-    return None
 
 
 def _means(service, sizes):
@@ -170,7 +91,7 @@ def service_upper(service, sizes, tail: float = 1e-10) -> float:
         return float(means.max())
     if service.jitter == "empirical":
         return float(max(s.max() for s in _empirical_samples(service, sizes)))
-    return float(means.max() * jitter_law(service).isf(tail))
+    return float(means.max() * service.jitter_law.isf(tail))
 
 
 def _split(values, weights, h, length, out_row):
@@ -225,7 +146,7 @@ def service_lattice(service, sizes, h: float, length: int):
             overflow = max(overflow, float(np.mean(samples > (length - 1) * h)))
             _split(samples, np.full(samples.size, 1.0 / samples.size), h, length, row)
         return pmf, overflow
-    pmf, tails = lattice_cells(jitter_law(service), means, h, length)
+    pmf, tails = lattice_cells(service.jitter_law, means, h, length)
     return pmf, max(overflow, float(tails.max()))
 
 
@@ -295,7 +216,7 @@ class ServiceLaw:
             self.maximum = self.mean if family == "deterministic" else math.inf
         self.second_moment = self.mean ** 2 * (1.0 + self.scv)
         # the continuous families: S = mean * J, J the unit-mean law the lattice uses too
-        self.jitter = (unit_jitter(family, self.cv)
+        self.jitter = (jitter_law(family, self.cv)
                        if family in ("exponential", "gamma", "lognormal") else None)
         if family == "gamma":
             self.shape = self.jitter.shape

@@ -27,7 +27,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..service_law import lattice_cells, unit_jitter
+from ...jitter import jitter_law
+from ..service_law import lattice_cells
 from .lattice import Lattice
 from .rules import Rules
 
@@ -135,7 +136,7 @@ def staggered_law(ps_own: np.ndarray, gaps: Gaps, c: int, h: float) -> np.ndarra
     busy = 1.0 - free                               # P(S' > i h)
     # one gap X ~ gamma with mean gap and scv gap_scv, on the lattice (to its 1 - 1e-9
     # quantile)
-    gap_law = unit_jitter("gamma", math.sqrt(max(gaps.scv, 1e-6)))
+    gap_law = jitter_law("gamma", math.sqrt(max(gaps.scv, 1e-6)))
     length = int(math.ceil(float(gap_law.isf(1e-9)) * gaps.mean / h)) + 2
     g_pmf = lattice_cells(gap_law, [gaps.mean], h, length)[0][0]
     # Only gaps shorter than the lattice matter below (a later instance is busy only
