@@ -12,7 +12,7 @@ import numbers
 import re
 
 __all__ = ["parse_duration", "positive_duration", "positive_int", "positive_rate",
-           "LONGEST_PLAUSIBLE_SECONDS"]
+           "LONGEST_PLAUSIBLE_SECONDS", "UnstableError", "check_below_capacity"]
 
 # A Triton max_queue_delay is configured in microseconds; a value this large in seconds almost
 # certainly came over without conversion.
@@ -83,3 +83,30 @@ def positive_rate(value, name: str = "rate") -> float:
     if value <= 0:
         raise ValueError(f"{name}={value} must be > 0 requests per second")
     return float(value)
+
+
+class UnstableError(ValueError):
+    """The load (arrival rate over capacity) reaches 1: queues grow without bound.
+
+    The message states the capacity and what to change (fewer requests per second, more nodes or
+    instances, a larger max_batch_size, or a finite max_queue_size to shed load).
+    """
+
+
+def check_below_capacity(rate: float, capacity: float, what: str, remedies: str) -> None:
+    """The one stability rule and its message: UnstableError when ``rate`` reaches the
+    ``capacity`` of ``what``; ``remedies`` follows "Lower rate below ..., or".
+
+    Examples
+    --------
+    >>> check_below_capacity(900.0, 1000.0, "one server", "add servers")
+    >>> check_below_capacity(1500.0, 1000.0, "one server", "add servers")
+    Traceback (most recent call last):
+    ...
+    qmodel.checks.UnstableError: arrival rate 1500 req/s is 1.5 times the capacity 1000 req/s of one server (load 1.5 >= 1): queues grow without bound. Lower rate below 1000 req/s, or add servers.
+    """
+    if rate >= capacity:
+        raise UnstableError(
+            f"arrival rate {rate:g} req/s is {rate / capacity:.3g} times the capacity "
+            f"{capacity:.6g} req/s of {what} (load {rate / capacity:.3g} >= 1): queues grow "
+            f"without bound. Lower rate below {capacity:.6g} req/s, or {remedies}.")

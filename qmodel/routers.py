@@ -287,6 +287,10 @@ class PowerOfD(RouterPolicy):
             # power of N samples every node and breaks ties at random: least outstanding
             return ROUTERS["least_outstanding"].node_gap(node, arrival_scv)
         name = cluster.router.name
+        if node.instances != 1 or node.max_queue_size or node.preferred_batch_sizes:
+            return (f"predict() models router {name!r} over nodes with one instance, no "
+                    f"preferred sizes and an unlimited queue so far; use qmodel.simulate for "
+                    f"this cluster")
         if arrival_scv != 1.0:
             return (f"predict() models router {name!r} for Poisson arrivals only; use "
                     f"qmodel.simulate for renewal or trace arrivals")

@@ -17,8 +17,8 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from .checks import (LONGEST_PLAUSIBLE_SECONDS, parse_duration, positive_duration, positive_int,
-                     positive_rate)
+from .checks import (LONGEST_PLAUSIBLE_SECONDS, UnstableError, check_below_capacity,
+                     parse_duration, positive_duration, positive_int, positive_rate)
 from .jitter import jitter_law, parse_jitter
 from .routers import ROUTER_NAMES, router_policy
 
@@ -26,14 +26,6 @@ __all__ = [
     "UnstableError", "ServiceTime", "Node", "Cluster", "Router",
     "Poisson", "Renewal", "Trace", "parse_duration", "check_stable",
 ]
-
-
-class UnstableError(ValueError):
-    """The load (arrival rate over capacity) reaches 1: queues grow without bound.
-
-    The message states the capacity and what to change (fewer requests per second, more nodes or
-    instances, a larger max_batch_size, or a finite max_queue_size to shed load).
-    """
 
 
 # --------------------------------------------------------------------------------------------
@@ -583,8 +575,5 @@ def check_stable(system, rate: float) -> None:
                    "preferred size)" if node.max_queue_delay == 0 and node.preferred_batch_sizes
                    else "")
                 + ", or set max_queue_size to reject the excess")
-        raise UnstableError(
-            f"arrival rate {rate:g} req/s is {rate / cap:.3g} times the capacity {cap:.6g} req/s "
-            f"of {cluster.describe() if len(cluster.nodes) > 1 else node.describe()} (load "
-            f"{rate / cap:.3g} >= 1): queues grow without bound. Lower rate below {cap:.6g} "
-            f"req/s, or {hint}.")
+        check_below_capacity(rate, cap, cluster.describe() if len(cluster.nodes) > 1
+                             else node.describe(), hint)

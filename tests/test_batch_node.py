@@ -76,11 +76,12 @@ def test_what_the_result_claims():
 
 
 def test_bad_input_is_named():
+    # the rate is checked once, by predict, before any solver; batch_node trusts it
     node = qm.Node(qm.ServiceTime.affine(TAU0, ALPHA), max_batch_size=8)
     with pytest.raises(qm.UnstableError, match="capacity"):
-        batch_node(node, 2 * node.capacity)
+        qm.predict(node, rate=2 * node.capacity)
     with pytest.raises(ValueError, match="rate"):
-        batch_node(node, -5.0)
+        qm.predict(node, rate=-5.0)
     with pytest.raises(NotImplementedError, match="max_queue_size=6 < max_batch_size=8"):
         batch_node(qm.Node(node.service, max_batch_size=8, max_queue_size=6), 100.0)
     with pytest.raises(NotImplementedError, match="max_queue_size=5000"):   # a model limit

@@ -449,18 +449,21 @@ def test_power_of_n_is_least_outstanding(assert_within):
     assert_within(pred, qm.simulate(cluster, rate=rate, requests=600_000, seed=15), 0.06)
 
 
-def test_dynamic_router_model_checks_its_arguments():
-    from qmodel.theory.routing import dynamic_router
-
+def test_what_the_dynamic_router_model_cannot_take_is_refused_before_it():
+    # the description and predict check once; the model (qmodel.theory.routing) trusts them
     node = _node(8, 0, 1)
     with pytest.raises(ValueError, match="choices"):
-        dynamic_router(node, 1000.0, nodes=4, choices=5)
-    with pytest.raises(ValueError, match="nodes"):
-        dynamic_router(node, 1000.0, nodes=0, choices=1)
+        qm.Cluster(node, count=4, router="power_of_d", choices=5)
+    with pytest.raises(ValueError, match="count"):
+        qm.Cluster(node, count=0, router="power_of_two")
+    cluster = qm.Cluster(node, count=16, router="power_of_two")
     with pytest.raises(ValueError, match="rate"):
-        dynamic_router(node, -1.0, nodes=4, choices=2)
+        qm.predict(cluster, rate=-1.0)
     with pytest.raises(qm.UnstableError, match="capacity"):
-        dynamic_router(node, 5 * node.capacity, nodes=4, choices=2)
+        qm.predict(cluster, rate=5 * cluster.capacity)
+    two = qm.Cluster(_node(8, 0, 2), count=16, router="power_of_two")
+    with pytest.raises(NotImplementedError, match="one instance"):
+        qm.predict(two, rate=0.5 * two.capacity, fallback="raise")
 
 
 def test_waiting_probability_names_bad_input():

@@ -239,3 +239,20 @@ def test_a_cluster_of_many_nodes_has_a_short_repr():
     cluster = qm.Cluster(qm.Node(SVC, max_batch_size=8), count=128, router="round_robin")
     assert repr(cluster) == cluster.describe()
     assert repr(cluster).startswith("Cluster(128 x Node(B=8") and len(repr(cluster)) < 120
+
+
+def test_one_stability_rule_one_message():
+    # every entry point that can meet an overload words it the same way (qmodel.checks)
+    from qmodel.theory import kingman_wait, mg1, mmc
+    overloads = [
+        lambda: qm.check_stable(qm.Node(SVC, max_batch_size=8), 1e6),
+        lambda: mmc(3000.0, 1000.0, 2),
+        lambda: mg1(1500.0, qm.ServiceTime.affine(1e-3, jitter=("gamma", 0.5))),
+        lambda: kingman_wait(3.0, 0.5, 1.0),
+    ]
+    for overload in overloads:
+        with pytest.raises(qm.UnstableError) as err:
+            overload()
+        assert str(err.value).startswith("arrival rate ")
+        assert "times the capacity" in str(err.value) and ">= 1): queues grow without bound" \
+            in str(err.value)

@@ -118,7 +118,7 @@ def test_baseline_metadata():
 # errors
 # --------------------------------------------------------------------------------------------
 def test_unstable():
-    with pytest.raises(UnstableError, match="rate=3"):
+    with pytest.raises(UnstableError, match="arrival rate 3 req.s is 1.5 times the capacity"):
         kingman_wait(3.0, 0.5, 1.0)
     with pytest.raises(UnstableError, match="capacity 4"):
         allen_cunneen_wait(5.0, 0.5, 1.0, servers=2)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import numbers
 
-from ..system import UnstableError, parse_duration
+from ..checks import check_below_capacity, parse_duration
 
 __all__ = ["check_rate", "check_duration", "check_servers", "check_scv", "check_stable"]
 
@@ -70,11 +70,7 @@ def check_scv(value, name: str) -> float:
 
 
 def check_stable(rate: float, capacity: float, what: str, servers: int, fix: str) -> None:
-    """UnstableError when ``rate`` reaches the ``capacity`` of ``what``; ``fix`` is the third
-    remedy the message offers, after a lower rate and more servers."""
-    if rate >= capacity:
-        need = math.floor(servers * rate / capacity) + 1
-        raise UnstableError(
-            f"offered load {rate:g} req/s is {rate / capacity:.3g}x the capacity {capacity:.6g} "
-            f"req/s of {what}: queues grow without bound. Lower rate below {capacity:.6g} req/s, "
-            f"raise servers to at least {need}, or {fix}.")
+    """UnstableError (:func:`qmodel.checks.check_below_capacity`) when ``rate`` reaches the
+    ``capacity`` of ``what``; ``fix`` is the remedy offered after more servers."""
+    need = math.floor(servers * rate / capacity) + 1
+    check_below_capacity(rate, capacity, what, f"raise servers to at least {need}, or {fix}")

@@ -24,8 +24,7 @@ import math
 import numbers
 
 from ..latency import Accuracy, Approximation
-from ..system import UnstableError
-from .arguments import check_duration, check_rate, check_scv, check_servers
+from .arguments import check_duration, check_rate, check_scv, check_servers, check_stable
 from .classical import erlang_c
 from .service_law import ServiceLaw, service_law
 from .tails import ExponentialWaitLatency
@@ -43,12 +42,8 @@ def _checked_queue(rate, mean_service, service_scv, servers, arrival_scv):
     ca2 = check_scv(arrival_scv, "arrival_scv")
     servers = check_servers(servers)
     capacity = servers / mean_service
-    if rate >= capacity:
-        raise UnstableError(
-            f"rate={rate:g} req/s reaches the capacity {capacity:.6g} req/s of {servers} "
-            f"server(s) with mean_service={mean_service:g} s: load {rate / capacity:.3g}, queues "
-            f"grow without bound. Lower rate below {capacity:.6g} or raise servers to at least "
-            f"{math.floor(rate * mean_service) + 1}.")
+    check_stable(rate, capacity, f"{servers} server(s) with mean_service={mean_service:g} s",
+                 servers, "shorten the service time")
     return rate, mean_service, cs2, servers, ca2, rate * mean_service / servers
 
 

@@ -26,7 +26,8 @@ import numpy as np
 from scipy import fft, stats
 
 from ..latency import Accuracy, Approximation, LatticeLatency
-from ..system import ServiceTime, UnstableError
+from ..checks import check_below_capacity
+from ..system import ServiceTime
 from .classical import erlang_c
 from .measured import measured
 from .service_law import service_lattice, service_upper
@@ -84,9 +85,8 @@ def _lindley_wait(rate: float, service: ServiceTime, arrival_scv: float, batch_s
     """
     mean_s = float(service.mean(batch_size)) / speedup
     rho = rate * mean_s
-    if rho >= 1:
-        raise UnstableError(f"rate {rate:g}/s is at or above the capacity {1 / mean_s:g}/s; "
-                            f"lower the rate")
+    check_below_capacity(rate, 1 / mean_s, f"the service time {service.describe()}",
+                         "shorten the service time")
     # service scv, only to size the lattice (empirical samples: taken as 1, a safe overestimate
     # for measured kernel times)
     cs2 = {"deterministic": 0.0, "exponential": 1.0, "empirical": 1.0}.get(service.jitter,

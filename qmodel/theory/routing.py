@@ -55,7 +55,7 @@ from dataclasses import replace
 from scipy import fft, linalg, optimize
 
 from ..latency import Accuracy, Approximation, LatticeLatency
-from ..system import Node, UnstableError
+from ..system import Node
 from .batch import batch_node
 from .service_law import service_lattice, service_upper
 
@@ -338,20 +338,6 @@ def dynamic_router(node: Node, rate: float, nodes: int, choices: int,
     >>> r.accuracy.exactness
     'approximation'
     """
-    if node.instances != 1 or node.max_queue_size or node.preferred_batch_sizes:
-        raise NotImplementedError(
-            "the dynamic-router model takes nodes with one instance, no preferred sizes and "
-            "an unlimited queue so far; use qmodel.simulate for this cluster")
-    if not (rate > 0 and math.isfinite(rate)):
-        raise ValueError(f"rate must be a positive number of requests per second, got {rate}")
-    if isinstance(nodes, bool) or not isinstance(nodes, int) or nodes < 1:
-        raise ValueError(f"nodes must be a whole number >= 1, got {nodes!r}")
-    if isinstance(choices, bool) or not isinstance(choices, int) or not 1 <= choices <= nodes:
-        raise ValueError(f"choices (d) must be a whole number from 1 to nodes={nodes}, got "
-                         f"{choices!r}")
-    if rate >= nodes * node.capacity:
-        raise UnstableError(f"rate {rate:g}/s reaches the capacity {nodes * node.capacity:g}/s "
-                            f"of {nodes} nodes; lower the rate or add nodes")
     if node.max_queue_delay > 0:
         return _with_delay(node, float(rate), int(nodes), int(choices), resolution, tail)
     return _no_delay(node, float(rate), int(nodes), int(choices), resolution, tail)

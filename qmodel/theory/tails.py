@@ -32,7 +32,7 @@ import numpy as np
 from scipy import optimize
 
 from ..latency import Accuracy, Approximation
-from ..system import UnstableError
+from ..checks import check_below_capacity
 from .arguments import check_rate, check_scv
 from .queue_latency import QueueLatency
 from .service_law import ServiceLaw, service_law
@@ -304,11 +304,8 @@ def cramer_lundberg(rate, service, arrival_scv=1.0, batch_size=1) -> CramerLundb
             f"qmodel.theory.classical.mg1")
     rho = rate * law.mean
     if rho >= 1:
-        capacity = 1.0 / law.mean
-        raise UnstableError(
-            f"rate={rate:g} jobs/s reaches the capacity {capacity:.6g} jobs/s of a single server "
-            f"with mean service time {law.mean:g} s ({law.label}): load {rho:.3g}, queues grow "
-            f"without bound. Lower rate below {capacity:.6g} or shorten the service time.")
+        check_below_capacity(rate, 1.0 / law.mean, f"a single server ({law.label})",
+                             "shorten the service time")
     if ca2 == 0 and law.maximum <= 1.0 / rate:
         raise ValueError(
             f"with deterministic arrivals (arrival_scv=0) every {1.0 / rate:g} s and service "

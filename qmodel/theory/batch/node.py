@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 
 from ...latency import Accuracy, Approximation, LatticeLatency
-from ...system import Node, UnstableError
+from ...system import Node
 from ..blas import one_blas_thread
 from ..measured import family_of, measured
 from .arrivals import Arrivals
@@ -75,7 +75,8 @@ def batch_node(node: Node, rate: float, resolution: int = DEFAULT_RESOLUTION,
         and the distribution is that of served requests.
     rate : float
         Arrival rate, requests per second; below the node's capacity unless the queue is
-        finite.
+        finite. Trusted, as ``node`` is: :func:`qmodel.predict` checks the load once
+        (:func:`qmodel.check_stable`) before any solver runs.
     resolution : int
         Lattice steps per batch-of-one mean service time; the quantile error shrinks like 1/it.
     tail : float
@@ -104,11 +105,7 @@ def batch_node(node: Node, rate: float, resolution: int = DEFAULT_RESOLUTION,
     >>> round(batch_node(node, rate=0.8).p99, 2)
     11.36
     """
-    check_resolution(resolution)
     passes = _check_passes(passes)
-    rate = float(rate)
-    if not rate > 0 or not math.isfinite(rate):
-        raise ValueError(f"rate must be a positive number of requests per second, got {rate}")
     queue = node.max_queue_size
     if queue and queue < node.max_batch_size:
         raise NotImplementedError(
@@ -120,12 +117,7 @@ def batch_node(node: Node, rate: float, resolution: int = DEFAULT_RESOLUTION,
             f"max_queue_size={queue} is more queue states than the batch model solves "
             f"({MAX_QUEUE_STATES}); use qmodel.simulate for this node, or "
             f"max_queue_size=0 (unlimited) if the load is below capacity")
-    if not queue and rate >= node.capacity:
-        raise UnstableError(f"rate {rate:g}/s is at or above the node's capacity "
-                            f"{node.capacity:g}/s; lower the rate or add instances")
-    if not (arrival_scv >= 0 and math.isfinite(arrival_scv)):
-        raise ValueError(f"arrival_scv must be a finite number >= 0, got {arrival_scv}")
-    return solve_batch_node(Rules.of(node), Arrivals(rate, max(float(arrival_scv), 1e-3)),
+    return solve_batch_node(Rules.of(node), Arrivals(float(rate), max(float(arrival_scv), 1e-3)),
                             resolution, tail, passes)
 
 

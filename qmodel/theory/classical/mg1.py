@@ -19,7 +19,7 @@ import numpy as np
 from scipy import optimize, special
 
 from ...latency import Accuracy
-from ...system import UnstableError
+from ...checks import check_below_capacity
 from ..arguments import check_rate, check_servers
 from ..queue_latency import QueueLatency
 from ..service_law import ServiceLaw, service_law
@@ -305,12 +305,8 @@ def mg1(rate, service, batch_size=1):
     law = service_law(service, batch_size)
     k = check_servers(batch_size, "batch_size")
     capacity = 1.0 / law.mean
-    if rate >= capacity:
-        raise UnstableError(
-            f"rate={rate:g} jobs/s reaches the capacity {capacity:.6g} jobs/s of an M/G/1 "
-            f"server with mean service time {law.mean:g} s ({law.label}): load "
-            f"{rate / capacity:.3g}, queues grow without bound. Lower rate below "
-            f"{capacity:.6g} or shorten the service time.")
+    check_below_capacity(rate, capacity, f"an M/G/1 server ({law.label})",
+                         "shorten the service time")
     if law.family == "deterministic":
         return md1(rate, law.mean)
     return MG1Latency(rate, law, k)
