@@ -32,8 +32,8 @@ import qmodel as qm
 from qmodel.campaign.budget import requests_for
 from qmodel.campaign.grids import GRID_SERVICE, issue3_grid
 from qmodel.campaign.measure import QUANTILES, baseline, lattice_step
-from qmodel.campaign.results import (add_output_arguments, median_worst, stored_rows,
-                                     write_rows)
+from qmodel.campaign.results import add_output_arguments, stored_rows, write_rows
+from qmodel.campaign.summaries import median_worst
 
 
 def run_case(case, requests: int, seed: int, most: int = 64_000_000) -> dict:

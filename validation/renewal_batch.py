@@ -27,7 +27,8 @@ import qmodel as qm
 from qmodel.campaign.budget import requests_for
 from qmodel.campaign.grids import GRID_SERVICE, renewal_grid
 from qmodel.campaign.measure import QUANTILES
-from qmodel.campaign.results import add_output_arguments, signed_worst, write_outputs
+from qmodel.campaign.results import add_output_arguments, write_outputs
+from qmodel.campaign.summaries import signed_worst
 
 
 def run_case(case, seed: int, least: int, most: int) -> dict:

@@ -32,7 +32,8 @@ import qmodel as qm
 from qmodel.campaign.budget import cluster_requests
 from qmodel.campaign.grids import GRID_SERVICE, ROUTERS, router_grid
 from qmodel.campaign.measure import QUANTILES
-from qmodel.campaign.results import median_worst, write_rows
+from qmodel.campaign.results import write_rows
+from qmodel.campaign.summaries import median_worst
 from qmodel.predict import DYNAMIC_RESOLUTION
 from qmodel.routers import router_policy
 from qmodel.theory.routing import dynamic_router

@@ -26,7 +26,8 @@ import qmodel as qm
 from qmodel.campaign.budget import requests_for
 from qmodel.campaign.grids import HOLDOUT_SERVICE, single_instance_holdout
 from qmodel.campaign.measure import QUANTILES, lattice_step
-from qmodel.campaign.results import add_output_arguments, median_worst, write_outputs
+from qmodel.campaign.results import add_output_arguments, write_outputs
+from qmodel.campaign.summaries import median_worst
 
 REQUESTS, MAX_REQUESTS, SEED = 4_000_000, 64_000_000, 7
 
