@@ -22,12 +22,11 @@ from __future__ import annotations
 import argparse
 import warnings
 
-import numpy as np
-
 import qmodel as qm
 from qmodel.campaign.budget import requests_for
 from qmodel.campaign.grids import GRID_SERVICE, issue3_grid
-from qmodel.campaign.results import add_output_arguments, signed_worst, write_outputs
+from qmodel.campaign.results import add_output_arguments, write_outputs
+from qmodel.campaign.summaries import batch_size_groups, mean_errors
 
 
 def run_case(case, seed: int) -> dict:
@@ -49,21 +48,11 @@ def run_case(case, seed: int) -> dict:
 def summarise(rows) -> str:
     lines = [f"{'family':40} {'nodes':>5}  {'batch median':>12} {'worst':>7}  "
              f"{'util median':>11} {'worst':>7}  {'capped':>6}"]
-    for c in (1, 2, 4):
-        for jitter in ("deterministic", "lognormal"):
-            for delay in (False, True):
-                sel = [r for r in rows if r["c"] == c and r["jitter"] == jitter
-                       and (r["D_over_S1"] > 0) == delay]
-                if not sel:
-                    continue
-                eb = np.array([r["batch"][0] / r["batch"][1] - 1 for r in sel])
-                eu = np.array([r["utilization"][0] / r["utilization"][1] - 1 for r in sel])
-                name = (f"{c} instance{'s' if c > 1 else ''}, {jitter}, "
-                        f"{'with' if delay else 'no'} delay")
-                lines.append(f"{name:40} {len(sel):5}  {np.median(np.abs(eb)):12.1%} "
-                             f"{signed_worst(eb):+7.1%}  {np.median(np.abs(eu)):11.1%} "
-                             f"{signed_worst(eu):+7.1%}  "
-                             f"{sum(r['capped'] for r in sel):6}")
+    for g in batch_size_groups(rows):
+        batch, util = g.figures["batch"], g.figures["utilization"]
+        lines.append(f"{g.name:40} {len(g.rows):5}  {batch.median:12.1%} "
+                     f"{batch.signed_worst:+7.1%}  {util.median:11.1%} "
+                     f"{util.signed_worst:+7.1%}  {g.figures['capped']:6}")
     lines.append("(relative error of the prediction; worst is signed; capped: nodes whose "
                  "model utilization exceeded 1 and was reported as 1)")
     return "\n".join(lines)
@@ -71,9 +60,10 @@ def summarise(rows) -> str:
 
 def row_line(r) -> str:
     (qb, sb), (qu, su) = r["batch"], r["utilization"]
+    eb, eu = mean_errors(r)
     return (f"{r['jitter'][:6]:6} {r['B']:3} {r['D_over_S1']:4.1f} {r['c']:2} {r['load']:5.2f}  "
-            f"batch {qb:7.3f}/{sb:7.3f} {qb / sb - 1:+6.1%}  util {qu:6.3f}/{su:6.3f} "
-            f"{qu / su - 1:+6.1%}{'  capped' if r['capped'] else ''}")
+            f"batch {qb:7.3f}/{sb:7.3f} {eb:+6.1%}  util {qu:6.3f}/{su:6.3f} "
+            f"{eu:+6.1%}{'  capped' if r['capped'] else ''}")
 
 
 def main(argv=None) -> None:

@@ -22,10 +22,11 @@ import numpy as np
 
 import qmodel as qm
 from qmodel.campaign.grids import GRID_SERVICE
+from qmodel.campaign.summaries import figures
 
 
 def main() -> None:
-    worst = {}
+    errors = {}
     for B, d, N, load in itertools.product((2, 4), (0.0, 1.0), (2, 8, 32), (0.3, 0.7, 0.9)):
         node = GRID_SERVICE.node(B, d)
         cluster = qm.Cluster(node, count=N, router="least_outstanding")
@@ -34,12 +35,12 @@ def main() -> None:
         sim = qm.simulate(cluster, rate=rate, requests=max(600_000, 20_000 * N), seed=21)
         lo, hi = sim.ci(0.99, level=0.99)
         err = [surrogate.quantile(p) / sim.quantile(p) - 1 for p in (0.5, 0.95, 0.99)]
-        w = worst.setdefault(B, np.zeros(3))
-        worst[B] = np.maximum(w, np.abs(err))
+        errors.setdefault(B, []).append(err)
         print(f"B={B} D={d:g}xS(1) N={N:<3} load={load}  sim p99 {sim.p99 * 1e3:7.3f} ms "
               f"(99% CI +-{(hi - lo) / 2 / sim.p99:.1%})  round-robin model error: "
               f"p50 {err[0]:+.1%}  p95 {err[1]:+.1%}  p99 {err[2]:+.1%}", flush=True)
-    for B, w in worst.items():
+    for B, e in errors.items():
+        w = [figures(column).worst for column in np.transpose(e)]
         print(f"B={B}: worst |error| p50 {w[0]:.1%}, p95 {w[1]:.1%}, p99 {w[2]:.1%}")
 
 

@@ -22,43 +22,35 @@ rerunning a campaign: ``python validation/measured_errors.py --write``, then
 from __future__ import annotations
 
 import argparse
-import json
 import re
 from collections import defaultdict
-from pathlib import Path
 
 import numpy as np
 
+from qmodel.campaign.results import stored_log, stored_results
+from qmodel.campaign.summaries import (figures, mean_errors, printed_errors, router_class,
+                                       router_error, several_instance_error)
 from qmodel.latency import ErrorRange, MeasuredError
-from qmodel.routers import ROUTERS
 from qmodel.theory import measured as table
-from qmodel.theory.batch import PASSES
 
-RESULTS = Path(__file__).resolve().parent / "results"
 GRID = "validation/predict_accuracy.py"
-
-
-def _load(name: str):
-    return json.loads((RESULTS / name).read_text())
 
 
 # ---- the batch model ----------------------------------------------------------------------
 def _batch_rows():
     """(family, p95 error, p99 error) of every batch-model approximation the campaigns ran."""
-    for r in _load("predict_accuracy.json"):
+    for r in stored_results("predict_accuracy.json"):
         if r["family"] == "approximation" and r["method"].startswith("batch node"):
             fam = table.family_of(r["c"], r["jitter"] == "deterministic", r["D_over_S1"] > 0)
             yield fam, r["p95"]["error"], r["p99"]["error"]
-    passes = str(PASSES)             # the pass count the model ships with
-    for r in _load("multi_instance_holdout.json"):
-        (q95, q99), (s95, s99) = r["predicted"][passes], r["simulated"]
+    for r in stored_results("multi_instance_holdout.json"):    # with the shipped pass count
         fam = table.family_of(r["c"], r["jitter"] == "deterministic", r["D_over_S1"] > 0)
-        yield fam, q95 / s95 - 1, q99 / s99 - 1
-    for r in _load("single_instance_holdout.json"):
+        yield fam, several_instance_error(r, "p95"), several_instance_error(r, "p99")
+    for r in stored_results("single_instance_holdout.json"):
         if r["family"] == "approximation":
             yield (table.family_of(1, r["jitter"] == "deterministic", r["D_over_S1"] > 0),
                    r["p95"]["error"], r["p99"]["error"])
-    for r in _load("renewal_batch.json"):
+    for r in stored_results("renewal_batch.json"):
         yield (table.family_of(r["c"], True, True, renewal=True), r["p95"]["error"],
                r["p99"]["error"])
 
@@ -67,14 +59,12 @@ def _batch_mean_rows():
     """(family, mean batch size error, utilization error): the grid's batch-model
     approximations (one instance: the nodes with a delay; without one it is numerical) and
     the renewal campaign."""
-    for r in _load("batch_size_accuracy.json"):
+    for r in stored_results("batch_size_accuracy.json"):
         if r["c"] > 1 or r["D_over_S1"] > 0:
             fam = table.family_of(r["c"], r["jitter"] == "deterministic", r["D_over_S1"] > 0)
-            (qb, sb), (qu, su) = r["batch"], r["utilization"]
-            yield fam, qb / sb - 1, qu / su - 1
-    for r in _load("renewal_batch.json"):
-        (qb, sb), (qu, su) = r["batch"], r["utilization"]
-        yield table.family_of(r["c"], True, True, renewal=True), qb / sb - 1, qu / su - 1
+            yield fam, *mean_errors(r)
+    for r in stored_results("renewal_batch.json"):
+        yield table.family_of(r["c"], True, True, renewal=True), *mean_errors(r)
 
 
 _BATCH_SOURCES = {
@@ -88,14 +78,13 @@ _SEVERAL_SOURCES = (GRID, "validation/multi_instance_holdout.py",
 
 
 def _error_range(errors) -> ErrorRange:
-    e = np.asarray(errors, float)
-    return ErrorRange(round(float(e.min()), 3), round(float(e.max()), 3),
-                      round(float(np.median(np.abs(e))), 3))
+    f = figures(errors)
+    return ErrorRange(round(f.low, 3), round(f.high, 3), round(f.median, 3))
 
 
 def _signed_range(errors) -> tuple:
-    e = np.asarray(errors, float)
-    return round(float(e.min()), 3), round(float(e.max()), 3)
+    f = figures(errors)
+    return round(f.low, 3), round(f.high, 3)
 
 
 def batch_families() -> dict:
@@ -117,30 +106,14 @@ def batch_families() -> dict:
 
 
 # ---- routers --------------------------------------------------------------------------------
-def _router_family(r) -> str | None:
-    """The family a row of the router grid belongs to where predict answers it (None:
-    outside predict, or an exact decomposition)."""
-    if r["router"] == "round_robin":
-        return "round_robin"
-    if r["router"] == "random":
-        return None                                   # exact decomposition of Poisson traffic
-    as_least = r["router"] == "least_outstanding" or r["N"] == 2    # power of two over 2 nodes
-    if as_least:
-        if r["B"] == 1:
-            return "least_outstanding_balanced"
-        least = ROUTERS["least_outstanding"]
-        return ("least_outstanding_as_round_robin" if r["B"] >= least.AS_ROUND_ROBIN_MIN_BATCH
-                else None)
-    return ("power_of_two_mean_field"
-            if ROUTERS["power_of_d"].in_mean_field_domain(r["N"], r["load"], r["B"]) else None)
-
-
 def router_families() -> dict:
+    """The router grid's families (:func:`qmodel.campaign.summaries.router_class`, which also
+    groups the docs' router table)."""
     errors = defaultdict(list)
-    for r in _load("router_accuracy_full.json"):
-        fam = None if "declined" in r else _router_family(r)
+    for r in stored_results("router_accuracy_full.json"):
+        fam = None if "declined" in r else router_class(r).family
         if fam is not None:
-            errors[fam].append([r[q]["model"] / r[q]["sim"] - 1 for q in ("p50", "p95", "p99")])
+            errors[fam].append([router_error(r, q) for q in ("p50", "p95", "p99")])
     return {fam: _with_quantiles(fam, np.array(e), ("validation/router_accuracy.py",))
             for fam, e in sorted(errors.items())}
 
@@ -153,21 +126,10 @@ def _with_quantiles(fam, e, sources) -> MeasuredError:
                          p99=_error_range(e[:, -1]), sources=sources, p50=p50)
 
 
-_ROW_ERRORS = re.compile(r"p50 ([-+][\d.]+)%\s+p95 ([-+][\d.]+)%\s+p99 ([-+][\d.]+)%")
-
-
-def _printed_errors(name: str, keep=lambda line: True) -> np.ndarray:
-    """The p50/p95/p99 errors printed on each row of a stored campaign log (rounded to 0.1%)."""
-    rows = [[float(x) / 100 for x in m.groups()]
-            for line in (RESULTS / name).read_text().splitlines()
-            if keep(line) and (m := _ROW_ERRORS.search(line))]
-    return np.array(rows)
-
-
 def least_outstanding_families() -> dict:
-    small = _printed_errors("least_outstanding_small_batch.txt",
-                            keep=lambda line: line.startswith("B=4 "))
-    renewal = _printed_errors("least_outstanding_renewal.txt")
+    small = printed_errors(stored_log("least_outstanding_small_batch.txt"),
+                           keep=lambda line: line.startswith("B=4 "))
+    renewal = printed_errors(stored_log("least_outstanding_renewal.txt"))
     return {
         "least_outstanding_as_round_robin_b4": _with_quantiles(
             "least_outstanding_as_round_robin_b4", small,
@@ -180,7 +142,7 @@ def least_outstanding_families() -> dict:
 
 def fast_server_family() -> dict:
     rows = []
-    for line in (RESULTS / "renewal_multi_server.txt").read_text().splitlines():
+    for line in stored_log("renewal_multi_server.txt"):
         found = re.findall(r"([-+][\d.]+)%", line)
         if len(found) == 2:
             rows.append([float(x) / 100 for x in found])

@@ -24,13 +24,13 @@ from __future__ import annotations
 
 import argparse
 
-import numpy as np
-
 import qmodel as qm
 from qmodel.campaign.budget import requests_for
 from qmodel.campaign.grids import HOLDOUT_SERVICE, multi_instance_holdout
 from qmodel.theory.batch import PASSES
 from qmodel.campaign.results import add_output_arguments, stored_rows, write_outputs
+from qmodel.campaign.summaries import (HOLDOUT_MISS, several_instance_error,
+                                       several_instance_groups, worst_rows)
 from qmodel.theory.batch import batch_node
 
 REQUESTS, MAX_REQUESTS, SEED = 4_000_000, 64_000_000, 5
@@ -87,23 +87,17 @@ def summarise(rows, passes) -> str:
     shipped = PASSES
     lines = [f"{len(rows)} nodes; |error| against the simulator, median / worst "
              f"(the model ships with {shipped} passes)"]
-    for c in (None, 2, 3, 8):
-        sub = [r for r in rows if c in (None, r["c"])]
-        for n in passes:
-            err = np.array([[abs(r["predicted"][str(n)][i] / r["simulated"][i] - 1)
-                             for i in (0, 1)] for r in sub])
-            lines.append(f"  {'all' if c is None else f'c = {c}':7} {n} passes: "
-                         f"p95 {np.median(err[:, 0]):5.1%} / {err[:, 0].max():5.1%}   "
-                         f"p99 {np.median(err[:, 1]):5.1%} / {err[:, 1].max():5.1%}   "
-                         f"p99 beyond 8%: {int((err[:, 1] > 0.08).sum())}")
+    for g in several_instance_groups(rows, passes):
+        p95, p99 = g.figures["p95"], g.figures["p99"]
+        lines.append(f"  {g.name:7} {g.figures['passes']} passes: "
+                     f"p95 {p95.median:5.1%} / {p95.worst:5.1%}   "
+                     f"p99 {p99.median:5.1%} / {p99.worst:5.1%}   "
+                     f"p99 beyond {HOLDOUT_MISS:.0%}: {g.figures['beyond']}")
     if str(shipped) in rows[0]["predicted"]:
-        worst = sorted(rows, key=lambda r: -abs(r["predicted"][str(shipped)][1]
-                                                / r["simulated"][1] - 1))[:5]
         lines.append(f"worst p99 with {shipped} passes:")
-        for r in worst:
-            err = r["predicted"][str(shipped)][1] / r["simulated"][1] - 1
+        for r in worst_rows(rows, lambda r: several_instance_error(r, "p99"), 5):
             lines.append(f"  B={r['B']} c={r['c']} D={r['D_over_S1']:.0f}xS(1) load "
-                         f"{r['load']} {r['jitter']}: {err:+.1%}")
+                         f"{r['load']} {r['jitter']}: {several_instance_error(r, 'p99'):+.1%}")
     return "\n".join(lines)
 
 

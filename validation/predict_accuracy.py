@@ -32,8 +32,8 @@ import qmodel as qm
 from qmodel.campaign.budget import requests_for
 from qmodel.campaign.grids import GRID_SERVICE, issue3_grid
 from qmodel.campaign.measure import QUANTILES, baseline, lattice_step
-from qmodel.campaign.results import (add_output_arguments, median_worst, stored_rows,
-                                     write_rows)
+from qmodel.campaign.results import add_output_arguments, stored_rows, write_rows
+from qmodel.campaign.summaries import baseline_group, grid_groups
 
 
 def run_case(case, requests: int, seed: int, most: int = 64_000_000) -> dict:
@@ -87,28 +87,16 @@ def summarise(rows) -> str:
     """Median and worst |error| of p95 and p99 per family, per instance count, and baselines."""
     lines = ["", f"{'group':34} {'configs':>7}  {'p95 median':>10} {'worst':>6}  "
                  f"{'p99 median':>10} {'worst':>6}  {'in 99% CI +- h (p95, p99)':>26}"]
-    groups = []
-    for fam in sorted({r["family"] for r in rows}):
-        groups.append((fam, [r for r in rows if r["family"] == fam]))
-        if fam == "approximation":
-            for c in (1, 2, 4):
-                groups.append((f"  approximation, {c} instance(s)",
-                               [r for r in rows if r["family"] == fam and r["c"] == c]))
-    for name, sel in groups:
-        if not sel:
-            continue
-        (m95, w95), (m99, w99) = (median_worst([r[q]["error"] for r in sel])
-                                  for q in ("p95", "p99"))
-        inci = (f"{np.mean([r['p95']['in_ci_with_lattice'] for r in sel]):.0%}, "
-                f"{np.mean([r['p99']['in_ci_with_lattice'] for r in sel]):.0%}")
-        lines.append(f"{name:34} {len(sel):7}  {m95:10.1%} {w95:6.1%}  "
-                     f"{m99:10.1%} {w99:6.1%}  {inci:>26}")
-    sel = [r for r in rows if "p95" in r.get("baseline", {})]
-    if sel:
-        (m95, w95), (m99, w99) = (median_worst([r["baseline"][q] for r in sel])
-                                  for q in ("p95", "p99"))
-        lines.append(f"{'baseline (Kingman/Allen-Cunneen)':34} {len(sel):7}  "
-                     f"{m95:10.1%} {w95:6.1%}  {m99:10.1%} {w99:6.1%}")
+    for g in grid_groups(rows):
+        (p95, p99), inside = (g.figures[q] for q in ("p95", "p99")), g.figures["in_ci"]
+        lines.append(f"{g.name:34} {len(g.rows):7}  {p95.median:10.1%} {p95.worst:6.1%}  "
+                     f"{p99.median:10.1%} {p99.worst:6.1%}  "
+                     f"{f'{inside[0]:.0%}, {inside[1]:.0%}':>26}")
+    base = baseline_group(rows)
+    if base is not None:
+        p95, p99 = (base.figures[q] for q in ("p95", "p99"))
+        lines.append(f"{base.name:34} {len(base.rows):7}  {p95.median:10.1%} {p95.worst:6.1%}  "
+                     f"{p99.median:10.1%} {p99.worst:6.1%}")
     times = np.array([r["predict_seconds"] for r in rows]) * 1e3
     lines.append(f"\npredict() time per configuration: median {np.median(times):.1f} ms, "
                  f"worst {times.max():.1f} ms (first call in the process, warm-up included; "

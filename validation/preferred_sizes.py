@@ -11,11 +11,10 @@ Run from the repository root: ``python validation/preferred_sizes.py [--json FIL
 
 import argparse
 
-import numpy as np
-
 import qmodel as qm
 from qmodel.campaign.measure import QUANTILES
 from qmodel.campaign.results import add_output_arguments, write_outputs
+from qmodel.campaign.summaries import pooled_figures
 
 SLOPED = qm.ServiceTime.affine(2.4e-3, 0.54e-3)
 CASES = [  # (service, B, delay, preferred, instances, load)
@@ -52,8 +51,8 @@ def row_line(r) -> str:
 
 
 def summarise(rows) -> str:
-    errors = np.abs([r[q]["error"] for r in rows for q in ("p95", "p99")])
-    return (f"p95/p99 |error|: median {np.median(errors):.1%}, worst {errors.max():.1%}")
+    f = pooled_figures(rows)
+    return f"p95/p99 |error|: median {f.median:.1%}, worst {f.worst:.1%}"
 
 
 def main(argv=None) -> None:

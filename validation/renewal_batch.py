@@ -21,13 +21,12 @@ from __future__ import annotations
 
 import argparse
 
-import numpy as np
-
 import qmodel as qm
 from qmodel.campaign.budget import requests_for
 from qmodel.campaign.grids import GRID_SERVICE, renewal_grid
 from qmodel.campaign.measure import QUANTILES
-from qmodel.campaign.results import add_output_arguments, signed_worst, write_outputs
+from qmodel.campaign.results import add_output_arguments, write_outputs
+from qmodel.campaign.summaries import renewal_groups
 
 
 def run_case(case, seed: int, least: int, most: int) -> dict:
@@ -59,18 +58,10 @@ def row_line(r) -> str:
 def summarise(rows) -> str:
     lines = [f"{'nodes':38} {'n':>3}  {'p95 median':>10} {'worst':>7}  {'p99 median':>10} "
              f"{'worst':>7}"]
-    groups = [("all", rows)]
-    groups += [(f"{c} instance{'s' if c > 1 else ''}, scv {scv:g}",
-                [r for r in rows if r["c"] == c and r["scv"] == scv])
-               for c in (1, 2) for scv in (0.5, 2.0)]
-    for name, sel in groups:
-        if not sel:
-            continue
-        e95 = np.array([r["p95"]["error"] for r in sel])
-        e99 = np.array([r["p99"]["error"] for r in sel])
-        lines.append(f"{name:38} {len(sel):3}  {np.median(np.abs(e95)):10.1%} "
-                     f"{signed_worst(e95):+7.1%}  {np.median(np.abs(e99)):10.1%} "
-                     f"{signed_worst(e99):+7.1%}")
+    for g in renewal_groups(rows):
+        p95, p99 = g.figures["p95"], g.figures["p99"]
+        lines.append(f"{g.name:38} {len(g.rows):3}  {p95.median:10.1%} "
+                     f"{p95.signed_worst:+7.1%}  {p99.median:10.1%} {p99.signed_worst:+7.1%}")
     lines.append("(relative error of the prediction against the simulator; worst is signed)")
     return "\n".join(lines)
 

@@ -19,9 +19,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-import numpy as np
-
 import qmodel as qm
+from qmodel.campaign.summaries import figures
 from qmodel.theory import gigc, mdc, mmc
 
 JITTER_LAWS = ("deterministic", "exponential", ("lognormal", 0.3), ("gamma", 1.5))
@@ -70,7 +69,7 @@ def main(argv=None) -> None:
         for p in (95, 99):
             q, value, lo, hi = r[f"p{p}"]
             err = q / value - 1
-            errs[p].append(abs(err))
+            errs[p].append(err)
             inside.append(lo <= q <= hi)
             cells.append(f"{q * 1e3:>10.3f}{value * 1e3:>9.3f}{err:>+8.1%}")
         verdict = "-" if r["ref"] == "exact" else ("yes" if all(inside) else "no")
@@ -78,9 +77,9 @@ def main(argv=None) -> None:
                      + "  ".join(cells) + f"  {verdict}")
         print(lines[-1], flush=True)
     for p in (95, 99):
-        e = np.array(errs[p])
-        lines.append(f"p{p}: median |error| {np.median(e):.1%}, worst {e.max():.1%} over "
-                     f"{e.size} configurations")
+        f = figures(errs[p])
+        lines.append(f"p{p}: median |error| {f.median:.1%}, worst {f.worst:.1%} over "
+                     f"{f.count} configurations")
         print(lines[-1])
     if args.out:
         args.out.write_text("\n".join(lines) + "\n")

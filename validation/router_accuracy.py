@@ -32,9 +32,9 @@ import qmodel as qm
 from qmodel.campaign.budget import cluster_requests
 from qmodel.campaign.grids import GRID_SERVICE, ROUTERS, router_grid
 from qmodel.campaign.measure import QUANTILES
-from qmodel.campaign.results import median_worst, write_rows
+from qmodel.campaign.results import write_rows
+from qmodel.campaign.summaries import router_class, router_error, router_groups
 from qmodel.predict import DYNAMIC_RESOLUTION
-from qmodel.routers import router_policy
 from qmodel.theory.routing import dynamic_router
 
 
@@ -112,20 +112,7 @@ def run_case(router, N, B, d, load, seed=7) -> dict:
     return row
 
 
-def _in_predict(r) -> bool:
-    """Whether qmodel.predict answers this row (its current domain, not the one at run time)."""
-    if r["router"] in ("random", "round_robin"):
-        return True
-    if r["router"] == "least_outstanding":
-        least = router_policy("least_outstanding")
-        return r["B"] >= least.AS_ROUND_ROBIN_MIN_BATCH or r["B"] == 1
-    # power of two over two nodes samples both: least outstanding
-    return r["N"] == 2 or router_policy("power_of_d").in_mean_field_domain(r["N"], r["load"],
-                                                                            r["B"])
-
-
 def summarise(rows) -> str:
-    rows = [dict(r, in_predict=_in_predict(r)) for r in rows]
     lines = [f"{'router':<18}{'N':>4}{'B':>4}{'D':>4}{'load':>6}  {'p99 model':>9}{'sim':>9}"
              f"{'err':>8}  {'p95 err':>8}  in predict  model s"]
     for r in rows:
@@ -133,32 +120,18 @@ def summarise(rows) -> str:
             lines.append(f"{r['router']:<18}{r['N']:>4}{r['B']:>4}{r['D']:>4g}{r['load']:>6}  "
                          f"model declined: {r['declined'][:60]}")
             continue
-        e99 = r["p99"]["model"] / r["p99"]["sim"] - 1
-        e95 = r["p95"]["model"] / r["p95"]["sim"] - 1
+        in_predict = router_class(r).in_predict
         lines.append(f"{r['router']:<18}{r['N']:>4}{r['B']:>4}{r['D']:>4g}{r['load']:>6}  "
-                     f"{r['p99']['model'] * 1e3:>9.3f}{r['p99']['sim'] * 1e3:>9.3f}{e99:>+8.1%}  "
-                     f"{e95:>+8.1%}  {'yes' if r['in_predict'] else 'no':>10}  "
-                     f"{r['model_s']:>7.2f}")
+                     f"{r['p99']['model'] * 1e3:>9.3f}{r['p99']['sim'] * 1e3:>9.3f}"
+                     f"{router_error(r, 'p99'):>+8.1%}  {router_error(r, 'p95'):>+8.1%}  "
+                     f"{'yes' if in_predict else 'no':>10}  {r['model_s']:>7.2f}")
     lines.append("")
     lines.append(f"{'family':<54}{'configs':>8}{'p99 median':>12}{'p99 worst':>11}"
                  f"{'p95 median':>12}{'p95 worst':>11}{'p50 median':>12}{'p50 worst':>11}")
-    families = {}
-    for r in rows:
-        if "declined" in r:
-            continue
-        dyn = r["router"] in ("power_of_two", "least_outstanding")
-        key = f"{r['router']}" + ("" if not dyn else (" (in predict)" if r["in_predict"]
-                                                       else " (outside predict)"))
-        if dyn and r["in_predict"] and (r["router"] == "least_outstanding" or r["N"] == 2):
-            key += ", B = 1 balanced" if r["B"] == 1 else ", B >= 8 as round robin"
-            if r["router"] == "power_of_two":
-                key += " (N = 2: least outstanding)"
-        families.setdefault(key, []).append(r)
-    for key, sel in families.items():
-        cells = "".join(f"{m:>12.1%}{w:>11.1%}" for m, w in (
-            median_worst([r[q]["model"] / r[q]["sim"] - 1 for r in sel])
-            for q in ("p99", "p95", "p50")))
-        lines.append(f"{key:<54}{len(sel):>8}{cells}")
+    for g in router_groups(rows):
+        cells = "".join(f"{g.figures[q].median:>12.1%}{g.figures[q].worst:>11.1%}"
+                        for q in ("p99", "p95", "p50"))
+        lines.append(f"{g.name:<54}{len(g.rows):>8}{cells}")
     return "\n".join(lines)
 
 

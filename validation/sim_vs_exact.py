@@ -10,6 +10,7 @@ Run from the repository root: ``python validation/sim_vs_exact.py [--json FILE] 
 import argparse
 
 import qmodel as qm
+from qmodel.campaign.doc_tables import simulator_vs_exact
 from qmodel.campaign.measure import QUANTILES
 from qmodel.campaign.results import add_output_arguments, write_outputs
 from qmodel.theory import classical
@@ -42,13 +43,9 @@ def run_case(name, c, rho, seed, det, requests) -> dict:
 
 
 def table(rows) -> str:
-    lines = ["| queue | p | exact (ms) | simulated (ms) | 99% CI (ms) |", "|---|---|---|---|---|"]
-    for r in rows:
-        for q, _ in QUANTILES[1:]:
-            lo, hi = r[q]["ci99"]
-            lines.append(f"| {r['queue']} | {q} | {r[q]['exact'] * 1e3:.4f} | "
-                         f"{r[q]['simulated'] * 1e3:.4f} | [{lo * 1e3:.4f}, {hi * 1e3:.4f}] |")
-    return "\n".join(lines)
+    """The Markdown table of docs/accuracy.md
+    (:func:`qmodel.campaign.doc_tables.simulator_vs_exact`)."""
+    return "\n".join(simulator_vs_exact(rows))
 
 
 def main(argv=None) -> None:

@@ -20,13 +20,12 @@ from __future__ import annotations
 
 import argparse
 
-import numpy as np
-
 import qmodel as qm
 from qmodel.campaign.budget import requests_for
 from qmodel.campaign.grids import HOLDOUT_SERVICE, single_instance_holdout
 from qmodel.campaign.measure import QUANTILES, lattice_step
-from qmodel.campaign.results import add_output_arguments, median_worst, write_outputs
+from qmodel.campaign.results import add_output_arguments, write_outputs
+from qmodel.campaign.summaries import single_instance_groups, worst_rows
 
 REQUESTS, MAX_REQUESTS, SEED = 4_000_000, 64_000_000, 7
 
@@ -63,16 +62,13 @@ def run() -> list[dict]:
 def summarise(rows) -> str:
     lines = [f"{len(rows)} nodes, one instance; |error| against the simulator, median / worst, "
              f"and the share inside its 99% CI +- the lattice step"]
-    for family in sorted({r["family"] for r in rows}):
-        sub = [r for r in rows if r["family"] == family]
-        (m95, w95), (m99, w99) = (median_worst([r[q]["error"] for r in sub])
-                                  for q in ("p95", "p99"))
-        inside = [np.mean([r[q]["in_ci_with_lattice"] for r in sub]) for q in ("p95", "p99")]
-        lines.append(f"  {family:13} {len(sub):3} nodes: p95 {m95:5.1%} / {w95:5.1%}   "
-                     f"p99 {m99:5.1%} / {w99:5.1%}   in CI {inside[0]:.0%}, {inside[1]:.0%}")
-    worst = sorted(rows, key=lambda r: -abs(r["p99"]["error"]))[:5]
+    for g in single_instance_groups(rows):
+        (p95, p99), inside = (g.figures[q] for q in ("p95", "p99")), g.figures["in_ci"]
+        lines.append(f"  {g.name:13} {len(g.rows):3} nodes: p95 {p95.median:5.1%} / "
+                     f"{p95.worst:5.1%}   p99 {p99.median:5.1%} / {p99.worst:5.1%}   "
+                     f"in CI {inside[0]:.0%}, {inside[1]:.0%}")
     lines.append("worst p99:")
-    for r in worst:
+    for r in worst_rows(rows, lambda r: r["p99"]["error"], 5):
         lines.append(f"  B={r['B']} D={r['D_over_S1']}xS(1) preferred {r['preferred']} load "
                      f"{r['load']} {r['jitter']} ({r['family']}): {r['p99']['error']:+.1%}")
     return "\n".join(lines)

@@ -12,7 +12,9 @@ judges the prediction against stated tolerances and writes a Markdown report wit
 - :mod:`~qmodel.campaign.measure`: measuring one configuration (and the textbook baseline);
 - :mod:`~qmodel.campaign.verdicts`: tolerances and verdicts;
 - :mod:`~qmodel.campaign.runner`: running tasks over executors with a cache;
-- :mod:`~qmodel.campaign.results`: the validation scripts' result files and error summaries;
+- :mod:`~qmodel.campaign.results`: the validation scripts' result files;
+- :mod:`~qmodel.campaign.summaries`: which rows form which group of a campaign, and each
+  group's figures (median, worst, in-CI share), for the scripts' summaries and the docs;
 - :mod:`~qmodel.campaign.lab`: the dynamic-batching lab, predicted and simulated;
 - :mod:`~qmodel.campaign.report` and :mod:`~qmodel.campaign.figures`: the report;
 - :mod:`~qmodel.campaign.doc_tables`: the docs' tables of measured errors, generated from the

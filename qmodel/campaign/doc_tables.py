@@ -8,12 +8,14 @@ writes every such block from data, never from typed numbers:
   ranges, mean batch size and utilization ranges) from the one table the results of
   ``qmodel.predict`` state, :func:`qmodel.theory.measured.measured_table`;
 - every other figure from the campaigns' stored results in validation/results/: their rows
-  (``.json``), or the summary lines of their logs (``.txt``) where a campaign stores no rows.
+  (``.json``), or their logs (``.txt``) where a campaign stores no rows.
 
+The groups of rows and their figures come from :mod:`qmodel.campaign.summaries`, which the
+validation scripts' text summaries format too; this module only lays them out as Markdown.
 The rows of the README's summary that are not approximate families (the exact and numerical
-solvers, the random router, the textbook baseline) are computed here from the stored rows,
-not stored in measured_errors.json: that table holds what an approximate result states, and
-no result states these.
+solvers, the random router, the textbook baseline) are such groups of the stored rows, not
+stored in measured_errors.json: that table holds what an approximate result states, and no
+result states these.
 
 Run from the repository root (it reads the checkout's validation/results/)::
 
@@ -30,33 +32,26 @@ from __future__ import annotations
 
 import argparse
 import difflib
-import json
 import re
 import sys
-from functools import lru_cache
 from pathlib import Path
 
-import numpy as np
-
-from ..routers import router_policy
-from ..system import Cluster
 from ..theory.batch import PASSES
 from ..theory.measured import measured_table
-from .grids import GRID_SERVICE
 from .measure import QUANTILES
-from .results import median_worst, signed_worst
+from .results import RESULTS, stored_log, stored_results
+from .summaries import (HOLDOUT_MISS, baseline_group, batch_size_groups,
+                        exact_and_numerical_group, figures, grid_groups, pooled_figures,
+                        printed_errors, renewal_groups, router_groups, several_instance_groups,
+                        single_instance_groups, worst_rows)
 
 __all__ = ["MARKER", "ROOT", "RESULTS", "DOCUMENTS", "COMMAND", "BLOCKS", "generate",
-           "blocks_in", "refreshed", "stale", "write", "main"]
+           "blocks_in", "refreshed", "stale", "write", "main", "simulator_vs_exact"]
 
-ROOT = Path(__file__).resolve().parents[2]
-RESULTS = ROOT / "validation" / "results"
+ROOT = RESULTS.parents[1]
 DOCUMENTS = ("README.md", "docs/accuracy.md")
 MARKER = re.compile(r"<!-- (BEGIN|END) GENERATED: ([\w.-]+) -->")
 COMMAND = "python -m qmodel.campaign.doc_tables --write"
-
-# the multi-instance holdout counts the nodes whose p99 misses by more than this
-HOLDOUT_MISS = 0.08
 
 
 # ---- formatting ---------------------------------------------------------------------------
@@ -68,32 +63,29 @@ def _signed(x: float) -> str:
     return f"{x:+.1%}"
 
 
-def _median_worst(errors) -> str:
-    """'median / worst' |error| of relative errors.
+def _median_worst(f) -> str:
+    """'median / worst' |error| of :class:`~qmodel.campaign.summaries.Figures` (or of a
+    family's :class:`~qmodel.latency.ErrorRange`).
 
     Examples
     --------
-    >>> _median_worst([0.01, -0.03, 0.02])
+    >>> from qmodel.campaign.summaries import figures
+    >>> _median_worst(figures([0.01, -0.03, 0.02]))
     '2.0% / 3.0%'
     """
-    median, worst = median_worst(errors)
-    return f"{_pct(median)} / {_pct(worst)}"
+    return f"{_pct(f.median)} / {_pct(f.worst)}"
 
 
-def _median_signed_worst(errors) -> str:
-    """'median |error| / signed worst'.
+def _median_signed_worst(f) -> str:
+    """'median |error| / signed worst' of :class:`~qmodel.campaign.summaries.Figures`.
 
     Examples
     --------
-    >>> _median_signed_worst([0.01, -0.03, 0.02])
+    >>> from qmodel.campaign.summaries import figures
+    >>> _median_signed_worst(figures([0.01, -0.03, 0.02]))
     '2.0% / -3.0%'
     """
-    return f"{_pct(float(np.median(np.abs(errors))))} / {_signed(signed_worst(errors))}"
-
-
-def _range_cell(r) -> str:
-    """'median / worst' of a family's :class:`~qmodel.latency.ErrorRange`."""
-    return f"{_pct(r.median)} / {_pct(r.worst)}"
+    return f"{_pct(f.median)} / {_signed(f.signed_worst)}"
 
 
 def _table(header: list[str], rows: list[list]) -> list[str]:
@@ -108,75 +100,9 @@ def _table(header: list[str], rows: list[list]) -> list[str]:
         "| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
 
 
-def _in_ci(rows) -> str:
-    """The shares of rows whose p95 and p99 lie in the simulator's 99% CI widened by h."""
-    return ", ".join(_pct(float(np.mean([r[q]["in_ci_with_lattice"] for r in rows])), 0)
-                     for q in ("p95", "p99"))
-
-
-# ---- the stored results -------------------------------------------------------------------
-@lru_cache(maxsize=None)
-def _rows(name: str) -> list:
-    """The stored rows of validation/results/``name``."""
-    return json.loads((RESULTS / name).read_text())
-
-
-def _log(name: str) -> list[str]:
-    """The lines of a stored campaign log, validation/results/``name``."""
-    return (RESULTS / name).read_text().splitlines()
-
-
-def _errors(rows, quantile: str) -> list:
-    return [r[quantile]["error"] for r in rows]
-
-
-def _exact_and_numerical() -> list:
-    """The accuracy grid's and the one-instance holdout's nodes answered exactly or on a
-    lattice (the grid's non-approximate nodes, the holdout's numerical ones)."""
-    return ([r for r in _rows("predict_accuracy.json") if r["family"] != "approximation"]
-            + [r for r in _rows("single_instance_holdout.json") if r["family"] == "numerical"])
-
-
-def _baseline_rows() -> list:
-    """The accuracy grid's nodes on which the textbook baseline has an answer."""
-    return [r["baseline"] for r in _rows("predict_accuracy.json") if "p95" in r["baseline"]]
-
-
-def _router_errors(rows, quantile: str) -> list:
-    return [r[quantile]["model"] / r[quantile]["sim"] - 1 for r in rows]
-
-
-def _router_groups() -> dict:
-    """The router grid's answered rows by group, in the order the groups first appear:
-    static routers by name; dynamic ones in or outside ``predict``'s current domain (the
-    router registry's), and those answered by least outstanding's models split by their
-    model (one-request nodes: balanced queues; batching nodes: as round robin)."""
-    groups = {}
-    for r in _rows("router_accuracy_full.json"):
-        if "declined" in r:
-            continue
-        router = r["router"]
-        key = router
-        if not router_policy(router).static:
-            cluster = Cluster(GRID_SERVICE.node(r["B"], r["D"]), count=r["N"], router=router)
-            in_predict = router_policy(router).unmodelled(cluster, r["load"], 1.0) is None
-            key += " (in predict)" if in_predict else " (outside predict)"
-            # power of two over two nodes samples both: least outstanding's models
-            if in_predict and (router == "least_outstanding" or r["N"] == 2):
-                key = (key, r["B"] == 1)
-        groups.setdefault(key, []).append(r)
-    return {_router_label(key, rows): rows for key, rows in groups.items()}
-
-
-def _router_label(key, rows) -> str:
-    if isinstance(key, str):
-        return key
-    key, balanced = key
-    label = key + (", B = 1 balanced" if balanced
-                   else f", B >= {min(r['B'] for r in rows)} as round robin")
-    if rows[0]["router"] != "least_outstanding":
-        label += " (N = 2: least outstanding)"
-    return label
+def _in_ci(shares) -> str:
+    """The shares of p95 and p99 inside the simulator's 99% CI widened by h."""
+    return ", ".join(_pct(share, 0) for share in shares)
 
 
 # ---- the blocks ---------------------------------------------------------------------------
@@ -228,23 +154,22 @@ def accuracy_summary() -> list[str]:
     missing = set(families) - {source for _, _, source in SUMMARY}
     if missing:
         raise ValueError(f"families without a row in the README's summary: {sorted(missing)}")
-    groups = {"exact_and_numerical": _exact_and_numerical(), "baseline": _baseline_rows(),
-              "random": _router_groups()["random"]}
+    grid = stored_results("predict_accuracy.json")
+    groups = {"exact_and_numerical": exact_and_numerical_group(
+                  grid, stored_results("single_instance_holdout.json")),
+              "baseline": baseline_group(grid),
+              "random": next(g for g in router_groups(stored_results("router_accuracy_full.json"))
+                             if g.name == "random")}
     out = []
     for label, answers, source in SUMMARY:
         if source in families:
             m = families[source]
-            out.append([label, answers, m.configurations, _range_cell(m.p95), _range_cell(m.p99)])
+            out.append([label, answers, m.configurations, _median_worst(m.p95),
+                        _median_worst(m.p99)])
             continue
-        rows = groups[source]
-        if source == "baseline":
-            errors = {q: [r[q] for r in rows] for q in ("p95", "p99")}
-        elif source == "random":
-            errors = {q: _router_errors(rows, q) for q in ("p95", "p99")}
-        else:
-            errors = {q: _errors(rows, q) for q in ("p95", "p99")}
-        out.append([label, answers, len(rows), _median_worst(errors["p95"]),
-                    _median_worst(errors["p99"])])
+        group = groups[source]
+        out.append([label, answers, len(group.rows), _median_worst(group.figures["p95"]),
+                    _median_worst(group.figures["p99"])])
     return _table(["solver family", "answers", "configs", "p95 median / worst",
                    "p99 median / worst"], out)
 
@@ -284,20 +209,13 @@ def accuracy_families() -> list[str]:
 def accuracy_grid() -> list[str]:
     """The accuracy grid by answer kind (approximations also by instance count), and the
     textbook baseline: predict_accuracy.json."""
-    rows = _rows("predict_accuracy.json")
-    groups = []
-    for family in sorted({r["family"] for r in rows}):
-        groups.append((family, [r for r in rows if r["family"] == family]))
-        if family == "approximation":
-            for c in sorted({r["c"] for r in rows}):
-                groups.append((f"approximation, {c} instance{'s' if c > 1 else ''}",
-                               [r for r in rows if r["family"] == family and r["c"] == c]))
-    out = [[name, len(sel), _median_worst(_errors(sel, "p95")), _median_worst(_errors(sel, "p99")),
-            _in_ci(sel)] for name, sel in groups if sel]
-    base = _baseline_rows()
-    out.append(["baseline (Kingman/Allen-Cunneen)", len(base),
-                _median_worst([r["p95"] for r in base]), _median_worst([r["p99"] for r in base]),
-                ""])
+    rows = stored_results("predict_accuracy.json")
+    out = [[g.name, len(g.rows), _median_worst(g.figures["p95"]),
+            _median_worst(g.figures["p99"]), _in_ci(g.figures["in_ci"])]
+           for g in grid_groups(rows)]
+    base = baseline_group(rows)
+    out.append([base.name, len(base.rows), _median_worst(base.figures["p95"]),
+                _median_worst(base.figures["p99"]), ""])
     return _table(["family", "configs", "p95 median / worst", "p99 median / worst",
                    "inside the simulator's 99% CI ± h (p95, p99)"], out)
 
@@ -305,16 +223,14 @@ def accuracy_grid() -> list[str]:
 def holdout_single_instance() -> list[str]:
     """The one-instance holdout by answer kind, and its two worst p99:
     single_instance_holdout.json."""
-    rows = _rows("single_instance_holdout.json")
-    out = []
-    for family in sorted({r["family"] for r in rows}):
-        sel = [r for r in rows if r["family"] == family]
-        out.append([family, len(sel), _median_worst(_errors(sel, "p95")),
-                    _median_worst(_errors(sel, "p99")), _in_ci(sel)])
+    rows = stored_results("single_instance_holdout.json")
+    out = [[g.name, len(g.rows), _median_worst(g.figures["p95"]),
+            _median_worst(g.figures["p99"]), _in_ci(g.figures["in_ci"])]
+           for g in single_instance_groups(rows)]
     lines = _table(["family", "nodes", "p95 median / worst", "p99 median / worst",
                     "inside the simulator's 99% CI ± h (p95, p99)"], out)
     lines += ["", "Worst p99:", ""]
-    for r in sorted(rows, key=lambda r: -abs(r["p99"]["error"]))[:2]:
+    for r in worst_rows(rows, lambda r: r["p99"]["error"], 2):
         lines.append(f"- B={r['B']} D={r['D_over_S1']}xS(1) preferred {r['preferred']} load "
                      f"{r['load']} {r['jitter']} ({r['family']}): {_signed(r['p99']['error'])}")
     return lines
@@ -323,19 +239,13 @@ def holdout_single_instance() -> list[str]:
 def holdout_several_instances() -> list[str]:
     """The several-instance holdout for every pass count measured, then by instance count
     with the shipped pass count: multi_instance_holdout.json."""
-    rows = _rows("multi_instance_holdout.json")
+    rows = stored_results("multi_instance_holdout.json")
     passes = sorted(rows[0]["predicted"], key=int)
     shipped = str(PASSES)
-
-    def line(name, sel, n):
-        e = np.array([[r["predicted"][n][i] / r["simulated"][i] - 1 for i in (0, 1)]
-                      for r in sel])
-        return [name, n, _median_worst(e[:, 0]), _median_worst(e[:, 1]),
-                int((np.abs(e[:, 1]) > HOLDOUT_MISS).sum())]
-
-    out = [line("all", rows, n) for n in passes]
-    out += [line(f"c = {c}", [r for r in rows if r["c"] == c], shipped)
-            for c in sorted({r["c"] for r in rows})]
+    out = [[g.name, g.figures["passes"], _median_worst(g.figures["p95"]),
+            _median_worst(g.figures["p99"]), g.figures["beyond"]]
+           for g in several_instance_groups(rows, passes)
+           if g.name == "all" or g.figures["passes"] == shipped]
     return _table(["nodes", "passes", "p95 median / worst", "p99 median / worst",
                    f"p99 beyond {HOLDOUT_MISS:.0%}"], out)
 
@@ -343,24 +253,20 @@ def holdout_several_instances() -> list[str]:
 def preferred_sizes() -> list[str]:
     """Eight nodes with preferred sizes below max_batch_size, signed errors, and the median
     and worst |error| of p95 and p99 over them: preferred_sizes.json."""
-    rows = _rows("preferred_sizes.json")
+    rows = stored_results("preferred_sizes.json")
     out = [[r["node"].removeprefix("Node(").removesuffix(")"), f"{r['load']:.2f}",
             *(_signed(r[q]["error"]) for q, _ in QUANTILES)] for r in rows]
-    median, worst = median_worst(_errors(rows, "p95") + _errors(rows, "p99"))
+    f = pooled_figures(rows)
     return _table(["node", "load", "p50", "p95", "p99"], out) + [
-        "", f"p95/p99 |error|: median {_pct(median)}, worst {_pct(worst)}"]
+        "", f"p95/p99 |error|: median {_pct(f.median)}, worst {_pct(f.worst)}"]
 
 
 def renewal_batch() -> list[str]:
     """The renewal campaign, all nodes and by instance count and arrival scv, median and
     signed worst: renewal_batch.json."""
-    rows = _rows("renewal_batch.json")
-    groups = [("all", rows)] + [
-        (f"{c} instance{'s' if c > 1 else ''}, scv {scv:g}",
-         [r for r in rows if r["c"] == c and r["scv"] == scv])
-        for c in sorted({r["c"] for r in rows}) for scv in sorted({r["scv"] for r in rows})]
-    out = [[name, len(sel), _median_signed_worst(_errors(sel, "p95")),
-            _median_signed_worst(_errors(sel, "p99"))] for name, sel in groups if sel]
+    out = [[g.name, len(g.rows), _median_signed_worst(g.figures["p95"]),
+            _median_signed_worst(g.figures["p99"])]
+           for g in renewal_groups(stored_results("renewal_batch.json"))]
     return _table(["nodes", "configs", "p95 median / worst", "p99 median / worst"], out)
 
 
@@ -368,21 +274,9 @@ def batch_size_means() -> list[str]:
     """Mean batch size and utilization on the grid's batching nodes by instance count,
     jitter and delay, median and signed worst, and how many had the utilization capped:
     batch_size_accuracy.json."""
-    rows = _rows("batch_size_accuracy.json")
-    out = []
-    for c in sorted({r["c"] for r in rows}):
-        for jitter in sorted({r["jitter"] for r in rows}):
-            for delay in (False, True):
-                sel = [r for r in rows if r["c"] == c and r["jitter"] == jitter
-                       and (r["D_over_S1"] > 0) == delay]
-                if not sel:
-                    continue
-                batch = [r["batch"][0] / r["batch"][1] - 1 for r in sel]
-                util = [r["utilization"][0] / r["utilization"][1] - 1 for r in sel]
-                out.append([f"{c} instance{'s' if c > 1 else ''}, {jitter}, "
-                            f"{'with' if delay else 'no'} delay", len(sel),
-                            _median_signed_worst(batch), _median_signed_worst(util),
-                            sum(r["capped"] for r in sel)])
+    out = [[g.name, len(g.rows), _median_signed_worst(g.figures["batch"]),
+            _median_signed_worst(g.figures["utilization"]), g.figures["capped"]]
+           for g in batch_size_groups(stored_results("batch_size_accuracy.json"))]
     return _table(["family", "nodes", "mean batch size median / worst",
                    "utilization median / worst", "utilization capped at 1"], out)
 
@@ -398,21 +292,20 @@ def multi_server() -> list[str]:
 def router_families() -> list[str]:
     """The router grid by router and model, p99/p95/p50 median and worst:
     router_accuracy_full.json."""
-    out = [[name, len(sel), *(_median_worst(_router_errors(sel, q))
-                              for q in ("p99", "p95", "p50"))]
-           for name, sel in _router_groups().items()]
+    out = [[g.name, len(g.rows), *(_median_worst(g.figures[q]) for q in ("p99", "p95", "p50"))]
+           for g in router_groups(stored_results("router_accuracy_full.json"))]
     return _table(["family", "configs", "p99 median / worst", "p95 median / worst",
                    "p50 median / worst"], out)
 
 
 def least_outstanding_extra() -> list[str]:
     """Least outstanding beyond the router grid: max_batch_size 2 (outside predict) from the
-    summary line of least_outstanding_small_batch.txt; max_batch_size 4 and renewal arrivals
-    from their families in :func:`measured_table`."""
-    log = _log("least_outstanding_small_batch.txt")
-    summary = next(line for line in log if line.startswith("B=2: worst |error|"))
-    worst = re.findall(r"p\d+ ([\d.]+%)", summary)
-    rows = [["max_batch_size 2", sum(line.startswith("B=2 ") for line in log), *worst]]
+    rows of least_outstanding_small_batch.txt; max_batch_size 4 and renewal arrivals from
+    their families in :func:`measured_table`."""
+    small = printed_errors(stored_log("least_outstanding_small_batch.txt"),
+                           keep=lambda line: line.startswith("B=2 "))
+    rows = [["max_batch_size 2", len(small),
+             *(_pct(figures(small[:, k]).worst) for k in range(3))]]
     families = measured_table()
     for label, key in (("max_batch_size 4", "least_outstanding_as_round_robin_b4"),
                        ("renewal arrivals (scv 0.5, 2), max_batch_size 8 and 32",
@@ -430,7 +323,7 @@ def lattice_resolution() -> list[str]:
     """The batch model on coarser lattices against a finer reference: the table of
     lattice_resolution.txt."""
     out = []
-    for line in _log("lattice_resolution.txt"):
+    for line in stored_log("lattice_resolution.txt"):
         m = _LATTICE_LINE.match(line)
         if m:
             name, res, svc, delay, m95, w95, m99, w99, seconds = m.groups()
@@ -440,11 +333,11 @@ def lattice_resolution() -> list[str]:
                    "p99 median / worst", "median time per prediction"], out)
 
 
-def simulator_vs_exact() -> list[str]:
+def simulator_vs_exact(rows=None) -> list[str]:
     """Exact and simulated p95/p99 of classical queues with the simulator's 99% CI:
-    sim_vs_exact.json."""
+    sim_vs_exact.json, or ``rows`` of that form (validation/sim_vs_exact.py prints its own)."""
     out = []
-    for r in _rows("sim_vs_exact.json"):
+    for r in stored_results("sim_vs_exact.json") if rows is None else rows:
         for q, _ in QUANTILES[1:]:
             lo, hi = r[q]["ci99"]
             out.append([r["queue"], q, f"{r[q]['exact'] * 1e3:.4f}",
@@ -463,7 +356,7 @@ def replica_length() -> list[str]:
     replica (whole replicas make them a little longer) to two significant figures.
     """
     columns, runs = [], []
-    for line in _log("replica_bias.txt"):
+    for line in stored_log("replica_bias.txt"):
         if m := _BIAS_NODE.match(line):
             B, jitter, load, R = m.groups()
             jitter = re.sub(r"\('(\w+)', ([\d.]+)\)", r"\1 \2", jitter)

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from . import figures as figs
-from .results import median_worst
+from .summaries import median_worst
 
 __all__ = ["summary_groups", "summary_text", "summary_markdown", "write_report"]
 

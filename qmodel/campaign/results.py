@@ -1,22 +1,25 @@
-"""The validation scripts' result files and the error summaries they print.
+"""The validation scripts' result files.
 
 Each script of validation/ prints a summary and, when asked, writes its rows as JSON
 (``--json FILE``) and its summary as text (``--text FILE``); the stored rows under
 validation/results/ are what a later ``--refresh-models`` run (new predictions, the same
-simulations) and validation/measured_errors.py read back. Relative errors are predicted /
-simulated - 1 throughout.
+simulations), validation/measured_errors.py and :mod:`qmodel.campaign.doc_tables` read back
+(:func:`stored_results`, :func:`stored_log`); the groups and figures their summaries print
+come from :mod:`qmodel.campaign.summaries`. Relative errors are predicted / simulated - 1.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+from functools import lru_cache
 from pathlib import Path
 
-import numpy as np
+__all__ = ["RESULTS", "add_output_arguments", "write_outputs", "write_rows", "stored_rows",
+           "stored_results", "stored_log"]
 
-__all__ = ["add_output_arguments", "write_outputs", "write_rows", "stored_rows",
-           "median_worst", "signed_worst"]
+# the checkout's stored campaign results
+RESULTS = Path(__file__).resolve().parents[2] / "validation" / "results"
 
 
 def add_output_arguments(ap: argparse.ArgumentParser) -> None:
@@ -47,25 +50,12 @@ def stored_rows(args: argparse.Namespace, option: str = "--refresh-models") -> l
     return json.loads(args.json.read_text())
 
 
-def median_worst(errors) -> tuple[float, float]:
-    """Median and worst |error| (or magnitude of any values, e.g. seconds).
-
-    Examples
-    --------
-    >>> median_worst([0.01, -0.03, 0.02])
-    (0.02, 0.03)
-    """
-    errors = np.abs(np.asarray(errors, float))
-    return float(np.median(errors)), float(errors.max())
+@lru_cache(maxsize=None)
+def stored_results(name: str) -> list:
+    """The stored rows of validation/results/``name`` (read once; do not modify them)."""
+    return json.loads((RESULTS / name).read_text())
 
 
-def signed_worst(errors) -> float:
-    """The error of largest magnitude, with its sign.
-
-    Examples
-    --------
-    >>> signed_worst([0.01, -0.03, 0.02])
-    -0.03
-    """
-    errors = np.asarray(errors, float)
-    return float(errors[np.argmax(np.abs(errors))])
+def stored_log(name: str) -> list[str]:
+    """The lines of a stored campaign log, validation/results/``name``."""
+    return (RESULTS / name).read_text().splitlines()
