@@ -40,7 +40,8 @@ GRID = "validation/predict_accuracy.py"
 def _batch_rows():
     """(family, p95 error, p99 error) of every batch-model approximation the campaigns ran."""
     for r in stored_results("predict_accuracy.json"):
-        if r["family"] == "approximation" and r["method"].startswith("batch node"):
+        # every batching node (max_batch_size > 1) is the batch model's
+        if r["family"] == "approximation" and r["B"] > 1:
             fam = table.family_of(r["c"], r["jitter"] == "deterministic", r["D_over_S1"] > 0)
             yield fam, r["p95"]["error"], r["p99"]["error"]
     for r in stored_results("multi_instance_holdout.json"):    # with the shipped pass count

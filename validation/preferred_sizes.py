@@ -1,7 +1,7 @@
 """Preferred batch sizes below max_batch_size: predict against simulate on eight nodes.
 
 Triton dispatches the largest preferred size that fits, so a request can be passed over by a
-smaller preferred batch; the batch model approximates that (qmodel/theory/batch.py). This
+smaller preferred batch; the batch model approximates that (qmodel/theory/batch/). This
 prints p50/p95/p99 errors and batch sizes on eight nodes with preferred sizes, and the median
 and worst |error| of p95 and p99 over them.
 

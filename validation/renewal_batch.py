@@ -3,7 +3,7 @@
 ``qmodel.predict`` answers a batching node fed by renewal arrivals (gamma interarrival times of
 a given scv; a trace is taken as such) with the batch model, whose counts over an interval
 follow the stationary renewal law and whose arriving request is taken to see the time-average
-state (see qmodel/theory/batch.py). This script measures that approximation on the renewal
+state (see qmodel/theory/batch/). This script measures that approximation on the renewal
 grid (:func:`qmodel.campaign.grids.renewal_grid`, 96 nodes of the issue-3 grid's service
 time): max_batch_size 4 and 16, no delay and a delay of S(1), 1 and 2 instances, arrival scv
 0.5 and 2, loads 0.5, 0.8 and 0.9, deterministic and lognormal cv 0.3 service. Each node is
