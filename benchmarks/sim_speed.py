@@ -137,7 +137,8 @@ def main(argv=None):
     b = qmodel_case("(b) B=32, c=4", big, args.repeat)
     c = qmodel_case("(c) 16 nodes, least_outstanding", big, 1)
     m = qmodel_case("M/M/1 rho 0.8", big, args.repeat)
-    print(f"{'exact M/M/1 p99':56} {'':>11} {'':>10} {'':>11}   p99 {np.log(100) / 200 * 1e3:8.3f} ms")
+    print(f"{'exact M/M/1 p99':56} {'':>11} {'':>10} {'':>11}   "
+          f"p99 {np.log(100) / 200 * 1e3:8.3f} ms")
 
     cap_a = 8 / (BASE + 8 * PER_ITEM)
     sa = peer_case("SimPy (a) B=8, D=1ms, c=1", peers.simpy_batching_node, peer_n,

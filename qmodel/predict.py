@@ -39,8 +39,9 @@ sizes, a finite queue or a mix of nodes; power of d, or least outstanding withou
 under renewal arrivals; power of d outside its measured domain; a few node shapes), predict
 falls back to qmodel's simulator and says so: ``accuracy.is_fallback`` is True,
 ``accuracy.exactness`` is "simulation" with the p99's confidence interval in
-``accuracy.simulation``, and the reason no model answers is ``accuracy.fallback_reason``. That takes seconds, not milliseconds; ``fallback="raise"``
-raises NotImplementedError with the reason instead.
+``accuracy.simulation``, and the reason no model answers is ``accuracy.fallback_reason``. That
+takes seconds, not milliseconds; ``fallback="raise"`` raises NotImplementedError with the
+reason instead.
 
 A finite ``max_queue_size`` makes the node a loss system (batch-node chain, with
 ``rejection_fraction``). A :class:`~qmodel.system.Trace` is taken as renewal arrivals with its

@@ -178,7 +178,8 @@ def test_lognormal_mg1_inside_the_simulator_ci():
 # errors
 # --------------------------------------------------------------------------------------------
 def test_unstable_names_rate_and_capacity():
-    with pytest.raises(UnstableError, match=r"rate 1500 req/s is 1.5 times the capacity 1000 req/s"):
+    with pytest.raises(UnstableError,
+                       match=r"rate 1500 req/s is 1.5 times the capacity 1000 req/s"):
         mg1(1500.0, ServiceTime.affine(1e-3, jitter=("lognormal", 0.5)))
 
 

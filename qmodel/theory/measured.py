@@ -109,7 +109,7 @@ def measured(family: str) -> MeasuredError:
 
 
 def write_table(families: dict) -> None:
-    """Store family -> MeasuredError as measured_errors.json (for validation/measured_errors.py)."""
+    """Store family -> MeasuredError as measured_errors.json (validation/measured_errors.py)."""
     rows = {fam: _to_json(m) for fam, m in sorted(families.items())}
     TABLE_FILE.write_text(json.dumps(rows, indent=1) + "\n")
     measured_table.cache_clear()
