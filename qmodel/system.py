@@ -13,7 +13,7 @@ import math
 import numbers
 import warnings
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
+from typing import ClassVar, Mapping, Sequence
 
 import numpy as np
 
@@ -23,7 +23,8 @@ from .jitter import jitter_law, parse_jitter
 from .routers import ROUTER_NAMES, router_policy
 
 __all__ = [
-    "UnstableError", "ServiceTime", "Node", "Cluster", "Router",
+    "UnstableError", "ServiceTime", "AffineService", "MeasuredService", "TableService",
+    "EmpiricalService", "Node", "Cluster", "Router",
     "Poisson", "Renewal", "Trace", "parse_duration", "check_stable",
 ]
 
@@ -39,6 +40,12 @@ class ServiceTime:
     S(k) = mean(k) * J with J a unit-mean jitter drawn independently per batch:
     deterministic (J = 1), exponential, lognormal or gamma with coefficient of variation ``cv``.
 
+    Each constructor returns an instance of a small subclass (:class:`AffineService`,
+    :class:`TableService`, :class:`EmpiricalService`) that carries what its kind does: its
+    mean, its spread and its description. All of them have every field below (the unused ones
+    keep their defaults), so code may read ``base``, ``points``, ``samples``, ``jitter`` and
+    ``cv`` of any service time; ``kind`` names the subclass ("affine", "table", "empirical").
+
     Examples
     --------
     >>> s = ServiceTime.affine(base=2.4e-3, per_item=0.54e-3)
@@ -49,15 +56,22 @@ class ServiceTime:
     >>> t = ServiceTime.table({1: 3.1e-3, 2: 3.6e-3, 4: 4.4e-3, 8: 6.7e-3})
     >>> round(float(t.mean(3)) * 1e3, 2)
     4.0
+    >>> isinstance(t, ServiceTime), t.kind
+    (True, 'table')
     """
 
-    kind: str
+    kind: ClassVar[str] = ""
     base: float = 0.0
     per_item: float = 0.0
     points: tuple = ()               # ((k, mean_seconds), ...) for kind "table"
     samples: tuple = ()              # ((k, (s1, s2, ...)), ...) for kind "empirical"
     jitter: str = "deterministic"
     cv: float = 0.0
+
+    def __post_init__(self):
+        if not self.kind:
+            raise TypeError("build a ServiceTime with ServiceTime.affine, ServiceTime.table or "
+                            "ServiceTime.empirical")
 
     # ---- constructors ---------------------------------------------------------------------
     @classmethod
@@ -74,7 +88,7 @@ class ServiceTime:
         base = positive_duration(base, "ServiceTime.base")
         per_item = positive_duration(per_item, "ServiceTime.per_item", allow_zero=True)
         name, cv = parse_jitter(jitter)
-        return cls(kind="affine", base=base, per_item=per_item, jitter=name, cv=cv)
+        return AffineService(base=base, per_item=per_item, jitter=name, cv=cv)
 
     @classmethod
     def table(cls, means: Mapping[int, float], jitter="deterministic") -> "ServiceTime":
@@ -89,7 +103,7 @@ class ServiceTime:
                              f"(for max_batch_size 1); got sizes {[k for k, _ in points]}")
         pts = tuple((k, positive_duration(v, f"ServiceTime.table[{k}]")) for k, v in points)
         name, cv = parse_jitter(jitter)
-        return cls(kind="table", points=pts, jitter=name, cv=cv)
+        return TableService(points=pts, jitter=name, cv=cv)
 
     @classmethod
     def empirical(cls, samples: Mapping[int, Sequence[float]]) -> "ServiceTime":
@@ -111,37 +125,70 @@ class ServiceTime:
                 raise ValueError(f"ServiceTime.empirical[{k}] has samples above "
                                  f"{LONGEST_PLAUSIBLE_SECONDS:g} s; convert to seconds")
             out.append((k, tuple(arr.tolist())))
-        return cls(kind="empirical", samples=tuple(out), jitter="empirical",
-                   cv=float("nan"))
+        return EmpiricalService(samples=tuple(out), jitter="empirical", cv=float("nan"))
 
     # ---- what the engines and solvers ask -------------------------------------------------
-    def nearest_measured(self, k: int) -> int:
-        """The measured batch size whose samples a batch of k draws (empirical service): the
-        nearest one, the smaller on a tie.
+    def mean(self, k):
+        """Mean service time (seconds) of a batch of k requests; k scalar or array, k >= 1."""
+        raise NotImplementedError
+
+    def scv(self, k) -> float:
+        """Squared coefficient of variation of S(k): the jitter's cv², the same for every k.
 
         Examples
         --------
-        >>> s = ServiceTime.empirical({1: [1e-3, 2e-3], 8: [5e-3]})
-        >>> s.nearest_measured(3), s.nearest_measured(6)
-        (1, 8)
+        >>> ServiceTime.affine(1e-3, jitter=("gamma", 0.5)).scv(8)
+        0.25
         """
-        if self.kind != "empirical":
-            raise ValueError(f"nearest_measured is for empirical service times; this one is "
-                             f"{self.kind!r}")
-        k = positive_int(k, "batch size k")
-        sizes = np.array([size for size, _ in self.samples])
-        return int(sizes[np.argmin(np.abs(sizes - k))])
+        return float(self.cv) ** 2
+
+    def nearest_measured(self, k: int) -> int:
+        """The measured batch size whose samples a batch of k draws (empirical service)."""
+        raise ValueError(f"nearest_measured is for empirical service times; this one is "
+                         f"{self.kind!r}")
+
+    @property
+    def jitter_law(self):
+        """The unit-mean jitter law J (:mod:`qmodel.jitter`); None for empirical samples, which
+        carry their own spread."""
+        return jitter_law(self.jitter, self.cv)
+
+    def describe(self) -> str:
+        law = self.jitter_law
+        if not law.random:
+            return self._describe_mean()
+        return f"{self._describe_mean()}, {self.jitter} jitter cv {self.cv:g}"
+
+    def _describe_mean(self) -> str:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class AffineService(ServiceTime):
+    """S(k) = (base + per_item k) J: built by :meth:`ServiceTime.affine`."""
+
+    kind: ClassVar[str] = "affine"
 
     def mean(self, k):
-        """Mean service time (seconds) of a batch of k requests; k scalar or array, k >= 1."""
         k = np.asarray(k, dtype=float)
-        if self.kind == "affine":
-            return self.base + self.per_item * k
-        if self.kind == "table":
-            sizes, means = map(np.array, zip(*self.points))
-        else:
-            sizes = np.array([s for s, _ in self.samples], dtype=float)
-            means = np.array([np.mean(v) for _, v in self.samples])
+        return self.base + self.per_item * k
+
+    def _describe_mean(self) -> str:
+        return f"{self.base * 1e3:g} ms + {self.per_item * 1e3:g} ms x k"
+
+
+@dataclass(frozen=True)
+class MeasuredService(ServiceTime):
+    """A service time whose means are measured at some batch sizes and interpolated linearly
+    in between (extrapolated beyond, with a warning)."""
+
+    def measured_means(self) -> tuple[np.ndarray, np.ndarray]:
+        """(sizes, mean seconds) at the measured sizes, sizes increasing."""
+        raise NotImplementedError
+
+    def mean(self, k):
+        k = np.asarray(k, dtype=float)
+        sizes, means = self.measured_means()
         if sizes.size == 1:
             return np.full_like(k, means[0])
         if np.any(k > sizes[-1]) or np.any(k < sizes[0]):
@@ -157,22 +204,77 @@ class ServiceTime:
                              "measure smaller batch sizes")
         return out
 
+
+@dataclass(frozen=True)
+class TableService(MeasuredService):
+    """Measured means times a jitter J: built by :meth:`ServiceTime.table`."""
+
+    kind: ClassVar[str] = "table"
+
+    def measured_means(self):
+        sizes, means = map(np.array, zip(*self.points))
+        return sizes, means
+
+    def _describe_mean(self) -> str:
+        return "table " + ", ".join(f"{k}:{v * 1e3:g}ms" for k, v in self.points)
+
+
+@dataclass(frozen=True)
+class EmpiricalService(MeasuredService):
+    """Measured samples, resampled: built by :meth:`ServiceTime.empirical`. Its ``jitter`` is
+    "empirical" and its ``cv`` NaN: the samples carry their own spread."""
+
+    kind: ClassVar[str] = "empirical"
+
+    def measured_means(self):
+        sizes = np.array([s for s, _ in self.samples], dtype=float)
+        means = np.array([np.mean(v) for _, v in self.samples])
+        return sizes, means
+
+    def nearest_measured(self, k: int) -> int:
+        """The measured batch size whose samples a batch of k draws: the nearest one, the
+        smaller on a tie.
+
+        Examples
+        --------
+        >>> s = ServiceTime.empirical({1: [1e-3, 2e-3], 8: [5e-3]})
+        >>> s.nearest_measured(3), s.nearest_measured(6)
+        (1, 8)
+        """
+        k = positive_int(k, "batch size k")
+        sizes = np.array([size for size, _ in self.samples])
+        return int(sizes[np.argmin(np.abs(sizes - k))])
+
+    def scaled_samples(self, k: int) -> np.ndarray:
+        """The values a batch of k draws from, as the simulator draws them: the samples of the
+        nearest measured size, scaled by the ratio of the interpolated means.
+
+        Examples
+        --------
+        >>> s = ServiceTime.empirical({1: [1e-3, 3e-3], 4: [4e-3, 6e-3]})
+        >>> (s.scaled_samples(2) * 1e3).round(4).tolist()          # mean(2) = 3 ms
+        [1.5, 4.5]
+        """
+        values = np.asarray(dict(self.samples)[self.nearest_measured(k)], float)
+        return values * (float(self.mean(k)) / float(values.mean()))
+
+    def scv(self, k) -> float:
+        """Squared coefficient of variation of S(k): that of the samples it draws from.
+
+        Examples
+        --------
+        >>> ServiceTime.empirical({1: [1e-3, 3e-3]}).scv(1)
+        0.25
+        """
+        values = np.asarray(dict(self.samples)[self.nearest_measured(k)], float)
+        return float(values.var() / values.mean() ** 2)
+
     @property
     def jitter_law(self):
-        """The unit-mean jitter law J (:mod:`qmodel.jitter`); None for empirical samples, which
-        carry their own spread."""
-        return None if self.kind == "empirical" else jitter_law(self.jitter, self.cv)
+        return None
 
     def describe(self) -> str:
-        if self.kind == "affine":
-            core = f"{self.base * 1e3:g} ms + {self.per_item * 1e3:g} ms x k"
-        elif self.kind == "table":
-            core = "table " + ", ".join(f"{k}:{v * 1e3:g}ms" for k, v in self.points)
-        else:
-            core = "empirical " + ", ".join(f"{k}:{len(v)} samples" for k, v in self.samples)
-        if self.jitter in ("deterministic", "empirical"):
-            return core
-        return f"{core}, {self.jitter} jitter cv {self.cv:g}"
+        return "empirical " + ", ".join(f"{k}:{len(v)} samples" for k, v in self.samples)
 
 
 def _checked_size_map(mapping, name):
@@ -251,7 +353,7 @@ class Node:
         if len(set(prefs)) != len(prefs):
             raise ValueError(f"Node.preferred_batch_sizes {prefs} repeats a size")
         object.__setattr__(self, "preferred_batch_sizes", tuple(sorted(prefs)))
-        if self.service.kind != "affine":
+        if isinstance(self.service, MeasuredService):
             self.service.mean(np.arange(1, B + 1))  # warns once if B needs extrapolation
 
     @property

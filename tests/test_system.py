@@ -33,6 +33,55 @@ def test_empirical_resamples_measured_values():
     assert e.mean(4) == pytest.approx(5e-3)
 
 
+def test_each_kind_is_a_small_subclass_with_every_field():
+    from qmodel.system import AffineService, EmpiricalService, TableService
+    a = qm.ServiceTime.affine(1e-3, 1e-4, jitter=("gamma", 0.5))
+    t = qm.ServiceTime.table({1: 1e-3, 4: 2e-3})
+    e = qm.ServiceTime.empirical({1: [1e-3, 3e-3]})
+    for s, cls, kind in ((a, AffineService, "affine"), (t, TableService, "table"),
+                         (e, EmpiricalService, "empirical")):
+        assert isinstance(s, qm.ServiceTime) and type(s) is cls and s.kind == kind
+        # the simulator and the solvers read these of any service time
+        assert {"base", "per_item", "points", "samples", "jitter", "cv"} <= set(vars(s))
+    assert (a.base, a.per_item, a.points, a.samples, a.jitter, a.cv) == \
+        (1e-3, 1e-4, (), (), "gamma", 0.5)
+    assert (t.base, t.points, t.jitter, t.cv) == (0.0, ((1, 1e-3), (4, 2e-3)), "deterministic",
+                                                  0.0)
+    assert e.jitter == "empirical" and e.samples == ((1, (1e-3, 3e-3)),)
+    with pytest.raises(TypeError, match="ServiceTime.affine"):
+        qm.ServiceTime(base=1e-3)
+
+
+def test_service_times_are_equal_hashable_values():
+    import dataclasses
+    import pickle
+    a = qm.ServiceTime.affine(1e-3, 1e-4, jitter=("gamma", 0.5))
+    assert a == qm.ServiceTime.affine("1ms", 1e-4, jitter=("gamma", 0.5))
+    assert hash(a) == hash(qm.ServiceTime.affine(1e-3, 1e-4, jitter=("gamma", 0.5)))
+    assert a != qm.ServiceTime.affine(1e-3, 1e-4)
+    # same field values, another kind: not equal
+    assert qm.ServiceTime.table({1: 1e-3}) != qm.ServiceTime.empirical({1: [1e-3]})
+    assert len({a, qm.ServiceTime.affine(1e-3, 1e-4, jitter=("gamma", 0.5))}) == 1
+    assert pickle.loads(pickle.dumps(a)) == a
+    assert dataclasses.replace(a, base=2e-3) == qm.ServiceTime.affine(2e-3, 1e-4, ("gamma", 0.5))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        a.base = 2e-3
+
+
+def test_describe_and_spread_of_each_kind():
+    a = qm.ServiceTime.affine(1e-3, 1e-4, jitter=("gamma", 0.5))
+    assert a.describe() == "1 ms + 0.1 ms x k, gamma jitter cv 0.5"
+    assert qm.ServiceTime.affine(1e-3).describe() == "1 ms + 0 ms x k"
+    t = qm.ServiceTime.table({1: 1e-3, 4: 2e-3}, jitter="exponential")
+    assert t.describe() == "table 1:1ms, 4:2ms, exponential jitter cv 1"
+    e = qm.ServiceTime.empirical({1: [1e-3, 3e-3], 4: [4e-3, 6e-3, 5e-3]})
+    assert e.describe() == "empirical 1:2 samples, 4:3 samples"
+    assert (a.scv(8), t.scv(1)) == (0.25, 1.0)
+    assert e.scv(1) == pytest.approx(0.25) and e.scv(3) == pytest.approx(2 / 3 / 25)
+    assert e.scaled_samples(2) == pytest.approx([1.5e-3, 4.5e-3])    # mean(2) = 3 ms
+    assert a.jitter_law.name == "gamma" and e.jitter_law is None
+
+
 @pytest.mark.parametrize("kwargs, field", [
     (dict(base=-1e-3), "base"),
     (dict(base=0.0), "base"),

@@ -82,7 +82,7 @@ def relaxation_arrivals(cluster, rate: float, arrival_scv: float = 1.0) -> float
     load = rate / cluster.capacity
     worst = 0.0
     for node in cluster.nodes:
-        spread = arrival_scv + load * node.max_batch_size * _full_batch_scv(node)
+        spread = arrival_scv + load * node.max_batch_size * node.service.scv(node.max_batch_size)
         # |1 - load|: a finite queue may be overloaded, and then relaxes towards its full end
         relax = load ** 2 * spread / max(abs(1.0 - load), 1e-3) ** 2
         if node.max_queue_size:
@@ -98,14 +98,6 @@ def relaxation_arrivals(cluster, rate: float, arrival_scv: float = 1.0) -> float
     return worst
 
 
-def _full_batch_scv(node) -> float:
-    """Squared coefficient of variation of a full batch's service time."""
-    service = node.service
-    if service.kind != "empirical":
-        return float(service.cv) ** 2
-    values = np.asarray(dict(service.samples)[service.nearest_measured(node.max_batch_size)],
-                        float)
-    return float(values.var() / values.mean() ** 2)
 
 
 def arrivals_per_replica_node(cluster, rate: float, arrival_scv: float = 1.0) -> float:

@@ -87,10 +87,10 @@ def _lindley_wait(rate: float, service: ServiceTime, arrival_scv: float, batch_s
     rho = rate * mean_s
     check_below_capacity(rate, 1 / mean_s, f"the service time {service.describe()}",
                          "shorten the service time")
-    # service scv, only to size the lattice (empirical samples: taken as 1, a safe overestimate
-    # for measured kernel times)
-    cs2 = {"deterministic": 0.0, "exponential": 1.0, "empirical": 1.0}.get(service.jitter,
-                                                                          service.cv ** 2)
+    # service scv, only to size the lattice (empirical samples, which have no jitter law:
+    # taken as 1, a safe overestimate for measured kernel times)
+    jitter = service.jitter_law
+    cs2 = 1.0 if jitter is None else jitter.scv
     # scale of the waiting time (Kingman) sets the lattice: its 1e-10 tail spans the lattice
     kingman = rho / (1 - rho) * (arrival_scv + cs2) / 2 * mean_s
     s_top = service_upper(service, [batch_size], 1e-12) / speedup

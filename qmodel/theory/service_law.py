@@ -1,8 +1,12 @@
-"""Batch service-time laws S(k) as probability vectors on a time lattice.
+"""The law of a batch's service time S(k): one class per family, and its lattice laws.
 
-The numeric batch models work on a lattice of step ``h``: a law is a vector ``p`` with ``p[i]``
-the probability of the cell around ``i * h``. How each :class:`~qmodel.system.ServiceTime` kind
-lands on the lattice:
+Each family of :class:`~qmodel.system.ServiceTime` (the name in its ``jitter`` field) has one
+:class:`ServiceLaw` subclass in :data:`SERVICE_LAWS`, in the manner of scipy.stats'
+distribution classes: the law of one S(k) with the transforms the classical solvers need
+(Laplace-Stieltjes transform, sf, cdf, pdf, moment generating function), and, at the family
+level, the lattice laws of S(k) for many k at once. The numeric batch models work on a lattice
+of step ``h``: a law is a vector ``p`` with ``p[i]`` the probability of the cell around
+``i * h``. How each family lands on the lattice:
 
 - deterministic: the value ``x`` is split between the two lattice points around it, linearly,
   so the mean is kept exactly;
@@ -13,6 +17,9 @@ lands on the lattice:
 
 Mass beyond the lattice's last point is put on that point, and the amount is reported so the
 caller can state it.
+
+The continuous families take their sf, cdf and isf from the unit-mean jitter laws of
+:mod:`qmodel.jitter`, the ones the simulator draws from.
 """
 
 from __future__ import annotations
@@ -28,7 +35,9 @@ from ..jitter import jitter_law
 from ..system import ServiceTime
 from .arguments import check_duration, check_servers
 
-__all__ = ["lattice_cells", "service_lattice", "service_upper", "ServiceLaw", "service_law"]
+__all__ = ["lattice_cells", "service_lattice", "service_upper", "ServiceLaw", "DeterministicLaw",
+           "JitteredLaw", "ExponentialLaw", "GammaLaw", "LognormalLaw", "EmpiricalLaw",
+           "SERVICE_LAWS", "law_family", "service_law"]
 
 
 def lattice_cells(law, scales, h: float, length: int):
@@ -68,13 +77,9 @@ def _means(service, sizes):
 
 def _empirical_samples(service, sizes):
     """Scaled samples per size, the way the simulator draws them (nearest measured size)."""
-    measured = dict(service.samples)
-    means = _means(service, sizes)
-    out = []
-    for k, mean in zip(sizes, means):
-        values = np.asarray(measured[service.nearest_measured(k)], float)
-        out.append(values * (mean / values.mean()))
-    return out
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")          # as in _means
+        return [service.scaled_samples(k) for k in sizes]
 
 
 def service_upper(service, sizes, tail: float = 1e-10) -> float:
@@ -86,12 +91,7 @@ def service_upper(service, sizes, tail: float = 1e-10) -> float:
     >>> service_upper(qm.ServiceTime.affine(1e-3, 1e-4), [1, 8])
     0.0018
     """
-    means = _means(service, sizes)
-    if service.jitter == "deterministic":
-        return float(means.max())
-    if service.jitter == "empirical":
-        return float(max(s.max() for s in _empirical_samples(service, sizes)))
-    return float(means.max() * service.jitter_law.isf(tail))
+    return law_family(service).upper(service, sizes, tail)
 
 
 def _split(values, weights, h, length, out_row):
@@ -132,26 +132,11 @@ def service_lattice(service, sizes, h: float, length: int):
     >>> p.round(3).tolist(), lost
     ([[0.0, 0.5, 0.5, 0.0], [0.0, 0.0, 1.0, 0.0]], 0.0)
     """
-    sizes = list(sizes)
-    pmf = np.zeros((len(sizes), length))
-    means = _means(service, sizes)
-    overflow = 0.0
-    if service.jitter == "deterministic":
-        for row, mean in zip(pmf, means):
-            overflow = max(overflow, float(mean > (length - 1) * h))
-            _split([mean], np.ones(1), h, length, row)
-        return pmf, overflow
-    if service.jitter == "empirical":
-        for row, samples in zip(pmf, _empirical_samples(service, sizes)):
-            overflow = max(overflow, float(np.mean(samples > (length - 1) * h)))
-            _split(samples, np.full(samples.size, 1.0 / samples.size), h, length, row)
-        return pmf, overflow
-    pmf, tails = lattice_cells(service.jitter_law, means, h, length)
-    return pmf, max(overflow, float(tails.max()))
+    return law_family(service).lattice(service, list(sizes), h, length)
 
 
 # --------------------------------------------------------------------------------------------
-# one service time as a continuous law, with its transforms
+# one service time as a law, with its transforms: one class per family
 # --------------------------------------------------------------------------------------------
 def _complex_log1p(z: np.ndarray) -> np.ndarray:
     """log(1 + z) for complex z with Re(z) >= 0, accurate for small |z|.
@@ -171,21 +156,330 @@ def _complex_log1p(z: np.ndarray) -> np.ndarray:
 class ServiceLaw:
     """The law of one service time S, with the transforms the queue solvers need.
 
-    Build it with :func:`service_law` (from a ServiceTime and a batch size) or
-    :meth:`from_moments` (a mean and a squared coefficient of variation).
+    One subclass per family carries that family's formulas; :data:`SERVICE_LAWS` maps the
+    family names to them. Build a law with :func:`service_law` (from a ServiceTime and a batch
+    size) or :meth:`from_moments` (a mean and a squared coefficient of variation).
 
     Attributes
     ----------
     family : str
-        "deterministic", "exponential", "gamma", "lognormal" or "empirical".
+        "deterministic", "exponential", "gamma", "lognormal" or "empirical": the key of the
+        class in :data:`SERVICE_LAWS`, and the ``jitter`` field of a ServiceTime of the family.
     mean, scv, second_moment : float
         E[S], Var[S] / E[S]^2 and E[S^2].
+    cv : float
+        sqrt(scv).
+    maximum : float
+        The largest value S takes (inf for the unbounded families).
     theta_max : float
         Supremum of the domain of the moment generating function E[exp(theta S)]: inf for
         bounded laws, 1/m (exponential), shape/m (gamma), 0 for the heavy-tailed lognormal.
     label : str
         A description for messages.
+    transform_note : str
+        How :meth:`lst_complement` computes the transform, for accuracy statements.
+    numeric_transform : bool
+        True when that transform is a quadrature whose step ``refine`` divides (a check of an
+        inversion then refines it rather than only lengthening the series).
     """
+
+    family: str = ""
+    transform_note = "closed-form service transform"
+    numeric_transform = False
+
+    def __init__(self, mean: float, cv: float, label: str = "", scv: float | None = None):
+        self.label = label or self.family
+        self.mean, self.cv = float(mean), float(cv)
+        self.scv = self.cv ** 2 if scv is None else scv
+        self.second_moment = self.mean ** 2 * (1.0 + self.scv)
+
+    @classmethod
+    def from_moments(cls, mean: float, scv: float) -> "ServiceLaw":
+        """Deterministic (scv 0), exponential (scv 1) or gamma with this mean and SCV.
+
+        Examples
+        --------
+        >>> [ServiceLaw.from_moments(2.0, scv).family for scv in (0, 1, 0.25)]
+        ['deterministic', 'exponential', 'gamma']
+        """
+        if scv == 0:
+            return DeterministicLaw(mean, label=f"deterministic {mean:g} s")
+        if scv == 1:
+            return ExponentialLaw(mean, 1.0, label=f"exponential, mean {mean:g} s")
+        return GammaLaw(mean, math.sqrt(scv), label=f"gamma, mean {mean:g} s, scv {scv:g}")
+
+    # --- built from a ServiceTime; the family's lattice laws of S(k) for several k ---------------
+    @classmethod
+    def from_service(cls, service, k: int, label: str) -> "ServiceLaw":
+        """The law of S(k) of ``service``, a ServiceTime of this family."""
+        return cls(float(service.mean(k)), service.cv, label=label)
+
+    @classmethod
+    def upper(cls, service, sizes, tail: float) -> float:
+        """:func:`service_upper` for a ServiceTime of this family."""
+        raise NotImplementedError
+
+    @classmethod
+    def lattice(cls, service, sizes: list, h: float, length: int):
+        """:func:`service_lattice` for a ServiceTime of this family (all sizes at once)."""
+        raise NotImplementedError
+
+    # --- the Laplace-Stieltjes transform --------------------------------------------------
+    def lst_complement(self, s, refine: float = 1.0):
+        """1 - E[exp(-s S)] for complex s with Re(s) > 0.
+
+        Computed directly (as E[-expm1(-s S)], not as 1 minus the transform), so it keeps its
+        relative precision for small |s|, where the Pollaczek-Khinchine transform needs it.
+        ``refine`` > 1 shortens the steps of a transform computed by quadrature.
+        """
+        return self._complement(np.asarray(s, dtype=complex), refine)
+
+    def _complement(self, s, refine):
+        raise NotImplementedError
+
+    # --- the distribution function ------------------------------------------------------------
+    def sf(self, x) -> np.ndarray:
+        """P(S > x) for real arrays x."""
+        raise NotImplementedError
+
+    def cdf(self, x) -> np.ndarray:
+        """P(S <= x) for real arrays x."""
+        x = np.asarray(x, dtype=float)
+        return 1.0 - self.sf(x)
+
+    def pdf(self, x) -> np.ndarray:
+        """Density of the continuous families (exponential, gamma, lognormal)."""
+        raise ValueError(f"the {self.label} service law has no density")
+
+    @property
+    def atoms(self) -> tuple[np.ndarray, np.ndarray]:
+        """(values, probabilities) of the point masses of S, values increasing; empty arrays
+        for the continuous families."""
+        return np.empty(0), np.empty(0)
+
+    # --- the moment generating function (light-tailed laws) -------------------------------------
+    def log_mgf(self, theta: float) -> float:
+        """log E[exp(theta S)] for 0 <= theta < theta_max, accurate for small theta too."""
+        raise ValueError(f"the {self.label} service law has no moment generating function")
+
+    def dlog_mgf(self, theta: float) -> float:
+        """d/dtheta log E[exp(theta S)] = E[S exp(theta S)] / E[exp(theta S)]."""
+        raise ValueError(f"the {self.label} service law has no moment generating function")
+
+    def exp_weighted_cdf(self, theta: float, u) -> np.ndarray:
+        """K(u) = E[exp(-theta (u - S)); S <= u] in [0, 1] for real arrays u (0 for u < 0).
+
+        The convolution of an exponential tail with this service law: P(W + S > t) for
+        P(W > w) = c exp(-theta w) is P(S > t) + c K(t), see ExponentialWaitLatency.
+        """
+        u = np.asarray(u, dtype=float)
+        out = np.zeros(u.shape)
+        ok = u >= 0
+        if not ok.any():
+            return out
+        out[ok] = self._exp_weighted(theta, u[ok])
+        return np.clip(out, 0.0, 1.0)
+
+    def _exp_weighted(self, theta: float, v: np.ndarray) -> np.ndarray:
+        """K(v) for v >= 0; by quadrature of the density unless a family knows better."""
+        return [self._weighted_quad(theta, float(x)) for x in v]
+
+    def _weighted_quad(self, theta: float, u: float) -> float:
+        """K(u) by adaptive quadrature (heavier tails than the tilt allows)."""
+        from scipy import integrate
+
+        if u <= 0:
+            return 0.0
+        # e^{-theta (u - x)} < e^{-45} below u - 45/theta: that part is dropped.
+        lo = max(0.0, u - 45.0 / theta)
+        value, _ = integrate.quad(lambda x: math.exp(-theta * (u - x)) * float(self.pdf(x)),
+                                  lo, u, limit=200, epsabs=1e-14, epsrel=1e-11)
+        return value
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.label}>"
+
+
+class DeterministicLaw(ServiceLaw):
+    """S = mean, always.
+
+    Examples
+    --------
+    >>> law = DeterministicLaw(2.0)
+    >>> law.sf([1.0, 2.0]).tolist(), law.log_mgf(0.5), law.theta_max
+    ([1.0, 0.0], 1.0, inf)
+    """
+
+    family = "deterministic"
+    theta_max = math.inf
+
+    def __init__(self, mean: float, cv: float = 0.0, label: str = ""):
+        if cv != 0:
+            raise ValueError(f"a deterministic service law has cv 0, got {cv!r}")
+        super().__init__(mean, 0.0, label)
+        self.maximum = self.mean
+
+    @classmethod
+    def upper(cls, service, sizes, tail):
+        return float(_means(service, sizes).max())
+
+    @classmethod
+    def lattice(cls, service, sizes, h, length):
+        # the value is split between the two lattice points around it: the mean is exact
+        pmf = np.zeros((len(sizes), length))
+        overflow = 0.0
+        for row, mean in zip(pmf, _means(service, sizes)):
+            overflow = max(overflow, float(mean > (length - 1) * h))
+            _split([mean], np.ones(1), h, length, row)
+        return pmf, overflow
+
+    def _complement(self, s, refine):
+        return -np.expm1(-s * self.mean)
+
+    def sf(self, x):
+        x = np.asarray(x, dtype=float)
+        return np.where(x < self.mean, 1.0, 0.0)
+
+    def cdf(self, x):
+        x = np.asarray(x, dtype=float)
+        return np.where(x < self.mean, 0.0, 1.0)
+
+    @property
+    def atoms(self):
+        return np.array([self.mean]), np.ones(1)
+
+    def log_mgf(self, theta):
+        return theta * self.mean
+
+    def dlog_mgf(self, theta):
+        return self.mean
+
+    def _exp_weighted(self, theta, v):
+        m = self.mean
+        return np.where(v >= m, np.exp(-theta * np.maximum(v - m, 0.0)), 0.0)
+
+
+class JitteredLaw(ServiceLaw):
+    """S = mean * J, J a continuous unit-mean jitter law of :mod:`qmodel.jitter` (the one the
+    simulator draws and the lattice laws use): its sf, cdf and isf are J's, rescaled."""
+
+    def __init__(self, mean: float, cv: float, label: str = ""):
+        super().__init__(mean, cv, label)
+        self.maximum = math.inf
+        self.jitter = jitter_law(self.family, self.cv)
+
+    @classmethod
+    def upper(cls, service, sizes, tail):
+        return float(_means(service, sizes).max() * service.jitter_law.isf(tail))
+
+    @classmethod
+    def lattice(cls, service, sizes, h, length):
+        # p[i] = F((i + 1/2) h) - F((i - 1/2) h): the mean is kept to O(h^2)
+        pmf, tails = lattice_cells(service.jitter_law, _means(service, sizes), h, length)
+        return pmf, max(0.0, float(tails.max()))
+
+    def sf(self, x):
+        x = np.asarray(x, dtype=float)
+        return self.jitter.sf(x / self.mean)
+
+
+class ExponentialLaw(JitteredLaw):
+    """S ~ Exp(1/mean).
+
+    Examples
+    --------
+    >>> law = ExponentialLaw(2.0)
+    >>> round(float(law.sf(2.0)), 6), round(law.log_mgf(0.25), 6), law.theta_max
+    (0.367879, 0.693147, 0.5)
+    """
+
+    family = "exponential"
+
+    def __init__(self, mean: float, cv: float = 1.0, label: str = ""):
+        if cv != 1:
+            raise ValueError(f"an exponential service law has cv 1, got {cv!r}; for another "
+                             f"cv use GammaLaw")
+        super().__init__(mean, cv, label)
+        self.theta_max = 1.0 / self.mean
+
+    def _complement(self, s, refine):
+        m = self.mean
+        return s * m / (1.0 + s * m)
+
+    def pdf(self, x):
+        return stats.expon.pdf(x, scale=self.mean)
+
+    def log_mgf(self, theta):
+        return -math.log1p(-theta * self.mean)
+
+    def dlog_mgf(self, theta):
+        m = self.mean
+        return m / (1.0 - theta * m)
+
+    def _exp_weighted(self, theta, v):
+        # mu int_0^u e^{-theta (u-x)} e^{-mu x} dx = mu u e^{-min u} phi(|theta - mu| u)
+        mu = 1.0 / self.mean
+        return mu * v * np.exp(-min(theta, mu) * v) * special.exprel(-abs(theta - mu) * v)
+
+
+class GammaLaw(JitteredLaw):
+    """S ~ Gamma(shape 1/cv², scale mean cv²).
+
+    Examples
+    --------
+    >>> law = GammaLaw(2.0, 0.5)
+    >>> law.shape, law.theta_max, round(law.log_mgf(0.5), 6)          # -4 log(1 - 1/4)
+    (4.0, 2.0, 1.150728)
+    """
+
+    family = "gamma"
+
+    def __init__(self, mean: float, cv: float, label: str = ""):
+        super().__init__(mean, cv, label)
+        self.shape = self.jitter.shape
+        self.theta_max = self.shape / self.mean
+
+    def _complement(self, s, refine):
+        log_inv = self.shape * _complex_log1p(s * (self.mean / self.shape))   # -log E[exp(-sS)]
+        return -np.expm1(-log_inv)
+
+    def pdf(self, x):
+        return stats.gamma.pdf(x, self.shape, scale=self.mean / self.shape)
+
+    def log_mgf(self, theta):
+        return -self.shape * math.log1p(-theta * self.mean / self.shape)
+
+    def dlog_mgf(self, theta):
+        m = self.mean
+        return m / (1.0 - theta * m / self.shape)
+
+    def _exp_weighted(self, theta, v):
+        if theta >= self.theta_max:
+            return super()._exp_weighted(theta, v)
+        # Exponential tilting: e^{theta x} f(x) = M(theta) f_tilted(x), the tilted law a
+        # gamma with the same shape and rate shape/m - theta.
+        rate = self.shape / self.mean - theta
+        log_k = (-theta * v + self.log_mgf(theta)
+                 + stats.gamma.logcdf(v, self.shape, scale=1.0 / rate))
+        return np.exp(log_k)
+
+
+class LognormalLaw(JitteredLaw):
+    """S = mean exp(mu + sigma Z), Z standard normal, sigma² = ln(1 + cv²), mu = -sigma²/2:
+    heavy-tailed (no moment generating function); its transform is a quadrature.
+
+    Examples
+    --------
+    >>> law = LognormalLaw(1.0, 0.5)
+    >>> round(law.sigma, 6), law.theta_max, law.numeric_transform
+    (0.472381, 0.0, True)
+    """
+
+    family = "lognormal"
+    theta_max = 0.0
+    transform_note = ("lognormal service transform by the trapezoidal rule in log space "
+                      "(|error| < 3e-13 against 30-digit quadrature)")
+    numeric_transform = True
 
     # Lognormal transform by the trapezoidal rule in the standard normal variable z: the
     # Gaussian mass beyond +-NORMAL_CUT is 4e-21, below anything float64 resolves.
@@ -197,72 +491,11 @@ class ServiceLaw:
     # for cv 0.05 to 6, t from 0.01 to 100 mean service times and the s that Euler uses there.
     RADIANS_PER_STEP = 3.0
 
-    def __init__(self, family: str, mean: float, cv: float = 0.0, values=None, probs=None,
-                 label: str = ""):
-        self.family = family
-        self.label = label or family
-        if family == "empirical":
-            self.values = np.asarray(values, dtype=float)
-            self.probs = np.asarray(probs, dtype=float)
-            self.mean = float(np.dot(self.probs, self.values))
-            second = float(np.dot(self.probs, self.values ** 2))
-            self.scv = max(second / self.mean ** 2 - 1.0, 0.0)
-            self.cv = math.sqrt(self.scv)
-            self._below = np.cumsum(self.probs)              # P(S <= values[i])
-            self.maximum = float(self.values[-1])
-        else:
-            self.mean, self.cv = float(mean), float(cv)
-            self.scv = self.cv ** 2
-            self.maximum = self.mean if family == "deterministic" else math.inf
-        self.second_moment = self.mean ** 2 * (1.0 + self.scv)
-        # the continuous families: S = mean * J, J the unit-mean law the lattice uses too
-        self.jitter = (jitter_law(family, self.cv)
-                       if family in ("exponential", "gamma", "lognormal") else None)
-        if family == "gamma":
-            self.shape = self.jitter.shape
-        if family == "lognormal":
-            self.sigma, self.mu = self.jitter.sigma, self.jitter.mu
-        self.theta_max = {"deterministic": math.inf, "empirical": math.inf,
-                          "exponential": 1.0 / self.mean,
-                          "gamma": getattr(self, "shape", 0.0) / self.mean,
-                          "lognormal": 0.0}[family]
+    def __init__(self, mean: float, cv: float, label: str = ""):
+        super().__init__(mean, cv, label)
+        self.sigma, self.mu = self.jitter.sigma, self.jitter.mu
 
-    @classmethod
-    def from_moments(cls, mean: float, scv: float) -> "ServiceLaw":
-        """Deterministic (scv 0), exponential (scv 1) or gamma with this mean and SCV."""
-        if scv == 0:
-            return cls("deterministic", mean, label=f"deterministic {mean:g} s")
-        if scv == 1:
-            return cls("exponential", mean, 1.0, label=f"exponential, mean {mean:g} s")
-        return cls("gamma", mean, math.sqrt(scv), label=f"gamma, mean {mean:g} s, scv {scv:g}")
-
-    # --- the Laplace-Stieltjes transform --------------------------------------------------
-    def lst_complement(self, s, refine: float = 1.0):
-        """1 - E[exp(-s S)] for complex s with Re(s) > 0.
-
-        Computed directly (as E[-expm1(-s S)], not as 1 minus the transform), so it keeps its
-        relative precision for small |s|, where the Pollaczek-Khinchine transform needs it.
-        """
-        s = np.asarray(s, dtype=complex)
-        m = self.mean
-        if self.family == "deterministic":
-            return -np.expm1(-s * m)
-        if self.family == "exponential":
-            return s * m / (1.0 + s * m)
-        if self.family == "gamma":
-            log_inv = self.shape * _complex_log1p(s * (m / self.shape))   # -log E[exp(-sS)]
-            return -np.expm1(-log_inv)
-        if self.family == "empirical":
-            flat = s.reshape(-1)
-            om = np.empty(flat.size, complex)
-            step = max(1, 2_000_000 // self.values.size)        # bounded memory
-            for i in range(0, flat.size, step):
-                om[i:i + step] = -np.expm1(-flat[i:i + step, None] * self.values[None, :]) \
-                    @ self.probs
-            return om.reshape(s.shape)
-        return self._lognormal_complement(s, refine)
-
-    def _lognormal_complement(self, s, refine):
+    def _complement(self, s, refine):
         """1 - E[exp(-s m J)], J = exp(mu + sigma Z), by the trapezoidal rule in z, row by row.
 
         Each row of s (one Euler inversion point) gets its own grid: it ends where
@@ -299,143 +532,135 @@ class ServiceLaw:
                 om[i] = -np.expm1(-sx) @ w
         return om.reshape(s.shape)
 
-    # --- the distribution function ------------------------------------------------------------
-    def sf(self, x) -> np.ndarray:
-        """P(S > x) for real arrays x."""
+    def pdf(self, x):
+        return stats.lognorm.pdf(x, self.sigma, scale=self.mean * math.exp(self.mu))
+
+
+class EmpiricalLaw(ServiceLaw):
+    """S takes ``values`` (increasing, distinct) with probabilities ``probs``.
+
+    Examples
+    --------
+    >>> law = EmpiricalLaw([1.0, 3.0], [0.5, 0.5])
+    >>> law.mean, law.scv, law.cdf([0.5, 1.0, 3.0]).tolist()
+    (2.0, 0.25, [0.0, 0.5, 1.0])
+    """
+
+    family = "empirical"
+    theta_max = math.inf
+    transform_note = "service transform averaged over the samples"
+
+    def __init__(self, values, probs, label: str = ""):
+        self.values = np.asarray(values, dtype=float)
+        self.probs = np.asarray(probs, dtype=float)
+        mean = float(np.dot(self.probs, self.values))
+        second = float(np.dot(self.probs, self.values ** 2))
+        scv = max(second / mean ** 2 - 1.0, 0.0)
+        super().__init__(mean, math.sqrt(scv), label, scv=scv)
+        self._below = np.cumsum(self.probs)              # P(S <= values[i])
+        self.maximum = float(self.values[-1])
+
+    @classmethod
+    def from_service(cls, service, k, label):
+        # As the simulator draws (qmodel.sim.service): the samples of the nearest measured
+        # size (the smaller one on a tie), scaled by the ratio of interpolated means.
+        uniq, counts = np.unique(service.scaled_samples(k), return_counts=True)
+        return cls(uniq, counts / counts.sum(), label=label)
+
+    @classmethod
+    def upper(cls, service, sizes, tail):
+        return float(max(s.max() for s in _empirical_samples(service, sizes)))
+
+    @classmethod
+    def lattice(cls, service, sizes, h, length):
+        # each sample is split like a deterministic value
+        pmf = np.zeros((len(sizes), length))
+        overflow = 0.0
+        for row, samples in zip(pmf, _empirical_samples(service, sizes)):
+            overflow = max(overflow, float(np.mean(samples > (length - 1) * h)))
+            _split(samples, np.full(samples.size, 1.0 / samples.size), h, length, row)
+        return pmf, overflow
+
+    def _complement(self, s, refine):
+        flat = s.reshape(-1)
+        om = np.empty(flat.size, complex)
+        step = max(1, 2_000_000 // self.values.size)        # bounded memory
+        for i in range(0, flat.size, step):
+            om[i:i + step] = -np.expm1(-flat[i:i + step, None] * self.values[None, :]) \
+                @ self.probs
+        return om.reshape(s.shape)
+
+    def sf(self, x):
         x = np.asarray(x, dtype=float)
-        m = self.mean
-        if self.family == "deterministic":
-            return np.where(x < m, 1.0, 0.0)
-        if self.jitter is not None:
-            return self.jitter.sf(x / m)
         idx = np.searchsorted(self.values, x, side="right")       # values <= x
         below = np.where(idx > 0, self._below[np.maximum(idx - 1, 0)], 0.0)
         return np.clip(1.0 - below, 0.0, 1.0)
 
-    def cdf(self, x) -> np.ndarray:
-        """P(S <= x) for real arrays x."""
+    def cdf(self, x):
         x = np.asarray(x, dtype=float)
-        if self.family == "empirical":
-            idx = np.searchsorted(self.values, x, side="right")
-            return np.where(idx > 0, self._below[np.maximum(idx - 1, 0)], 0.0)
-        if self.family == "deterministic":
-            return np.where(x < self.mean, 0.0, 1.0)
-        return 1.0 - self.sf(x)
+        idx = np.searchsorted(self.values, x, side="right")
+        return np.where(idx > 0, self._below[np.maximum(idx - 1, 0)], 0.0)
 
-    def pdf(self, x) -> np.ndarray:
-        """Density of the continuous families (exponential, gamma, lognormal)."""
-        m = self.mean
-        if self.family == "exponential":
-            return stats.expon.pdf(x, scale=m)
-        if self.family == "gamma":
-            return stats.gamma.pdf(x, self.shape, scale=m / self.shape)
-        if self.family == "lognormal":
-            return stats.lognorm.pdf(x, self.sigma, scale=m * math.exp(self.mu))
-        raise AssertionError(self.family)
+    @property
+    def atoms(self):
+        return self.values, self.probs
 
-    # --- the moment generating function (light-tailed laws) -------------------------------------
-    def log_mgf(self, theta: float) -> float:
-        """log E[exp(theta S)] for 0 <= theta < theta_max, accurate for small theta too."""
-        m = self.mean
-        if self.family == "deterministic":
-            return theta * m
-        if self.family == "exponential":
-            return -math.log1p(-theta * m)
-        if self.family == "gamma":
-            return -self.shape * math.log1p(-theta * m / self.shape)
-        if self.family == "empirical":
-            top = theta * self.maximum
-            if top < 1.0:     # log(1 + E[expm1]) keeps the digits of a value close to 0
-                return math.log1p(float(np.dot(self.probs, np.expm1(theta * self.values))))
-            return top + math.log(float(np.dot(self.probs,
-                                                np.exp(theta * (self.values - self.maximum)))))
-        raise ValueError(f"the {self.label} service law has no moment generating function")
+    def log_mgf(self, theta):
+        top = theta * self.maximum
+        if top < 1.0:     # log(1 + E[expm1]) keeps the digits of a value close to 0
+            return math.log1p(float(np.dot(self.probs, np.expm1(theta * self.values))))
+        return top + math.log(float(np.dot(self.probs,
+                                            np.exp(theta * (self.values - self.maximum)))))
 
-    def dlog_mgf(self, theta: float) -> float:
-        """d/dtheta log E[exp(theta S)] = E[S exp(theta S)] / E[exp(theta S)]."""
-        m = self.mean
-        if self.family == "deterministic":
-            return m
-        if self.family == "exponential":
-            return m / (1.0 - theta * m)
-        if self.family == "gamma":
-            return m / (1.0 - theta * m / self.shape)
-        if self.family == "empirical":
-            w = self.probs * np.exp(theta * (self.values - self.maximum))
-            return float(np.dot(w, self.values) / w.sum())
-        raise ValueError(f"the {self.label} service law has no moment generating function")
+    def dlog_mgf(self, theta):
+        w = self.probs * np.exp(theta * (self.values - self.maximum))
+        return float(np.dot(w, self.values) / w.sum())
 
-    def exp_weighted_cdf(self, theta: float, u) -> np.ndarray:
-        """K(u) = E[exp(-theta (u - S)); S <= u] in [0, 1] for real arrays u (0 for u < 0).
+    def _exp_weighted(self, theta, v):
+        res = np.empty(v.size)
+        step = max(1, 2_000_000 // self.values.size)
+        for i in range(0, v.size, step):
+            d = v[i:i + step, None] - self.values[None, :]
+            res[i:i + step] = np.where(d >= 0, np.exp(-theta * np.maximum(d, 0.0)),
+                                       0.0) @ self.probs
+        return res
 
-        The convolution of an exponential tail with this service law: P(W + S > t) for
-        P(W > w) = c exp(-theta w) is P(S > t) + c K(t), see ExponentialWaitLatency.
-        """
-        u = np.asarray(u, dtype=float)
-        out = np.zeros(u.shape)
-        ok = u >= 0
-        if not ok.any():
-            return out
-        v = u[ok]
-        m = self.mean
-        if self.family == "deterministic":
-            out[ok] = np.where(v >= m, np.exp(-theta * np.maximum(v - m, 0.0)), 0.0)
-        elif self.family == "empirical":
-            res = np.empty(v.size)
-            step = max(1, 2_000_000 // self.values.size)
-            for i in range(0, v.size, step):
-                d = v[i:i + step, None] - self.values[None, :]
-                res[i:i + step] = np.where(d >= 0, np.exp(-theta * np.maximum(d, 0.0)),
-                                           0.0) @ self.probs
-            out[ok] = res
-        elif self.family == "exponential":
-            # mu int_0^u e^{-theta (u-x)} e^{-mu x} dx = mu u e^{-min u} phi(|theta - mu| u)
-            mu = 1.0 / m
-            out[ok] = mu * v * np.exp(-min(theta, mu) * v) * special.exprel(-abs(theta - mu) * v)
-        elif self.family == "gamma" and theta < self.theta_max:
-            # Exponential tilting: e^{theta x} f(x) = M(theta) f_tilted(x), the tilted law a
-            # gamma with the same shape and rate shape/m - theta.
-            rate = self.shape / m - theta
-            log_k = (-theta * v + self.log_mgf(theta)
-                     + stats.gamma.logcdf(v, self.shape, scale=1.0 / rate))
-            out[ok] = np.exp(log_k)
-        else:
-            out[ok] = [self._weighted_quad(theta, float(x)) for x in v]
-        return np.clip(out, 0.0, 1.0)
 
-    def _weighted_quad(self, theta: float, u: float) -> float:
-        """K(u) by adaptive quadrature (heavier tails than the tilt allows)."""
-        from scipy import integrate
+SERVICE_LAWS = {law.family: law for law in (DeterministicLaw, ExponentialLaw, GammaLaw,
+                                            LognormalLaw, EmpiricalLaw)}
 
-        if u <= 0:
-            return 0.0
-        # e^{-theta (u - x)} < e^{-45} below u - 45/theta: that part is dropped.
-        lo = max(0.0, u - 45.0 / theta)
-        value, _ = integrate.quad(lambda x: math.exp(-theta * (u - x)) * float(self.pdf(x)),
-                                  lo, u, limit=200, epsabs=1e-14, epsrel=1e-11)
-        return value
+
+def law_family(service) -> type[ServiceLaw]:
+    """The ServiceLaw class of a ServiceTime's family (its ``jitter`` field names it).
+
+    Examples
+    --------
+    >>> import qmodel as qm
+    >>> law_family(qm.ServiceTime.empirical({1: [1e-3]})).__name__
+    'EmpiricalLaw'
+    """
+    return SERVICE_LAWS[service.jitter]
 
 
 def service_law(service, batch_size=1, name: str = "service") -> ServiceLaw:
-    """The law of S(batch_size) from a ServiceTime, or a constant from seconds ("2ms")."""
+    """The law of S(batch_size) from a ServiceTime, or a constant from seconds ("2ms").
+
+    Examples
+    --------
+    >>> import qmodel as qm
+    >>> law = service_law(qm.ServiceTime.affine(1e-3, 1e-4, jitter=("gamma", 0.5)), 8)
+    >>> type(law).__name__, round(law.mean, 6), law.scv
+    ('GammaLaw', 0.0018, 0.25)
+    >>> service_law("2ms")
+    <DeterministicLaw deterministic 0.002 s>
+    """
     k = check_servers(batch_size, "batch_size")
     if isinstance(service, ServiceTime):
         label = f"S({k}) of ServiceTime({service.describe()})"
-        if service.kind == "empirical":
-            # As the simulator draws (qmodel.sim.service): the samples of the nearest measured
-            # size (the smaller one on a tie), scaled by the ratio of interpolated means.
-            keys = np.array([size for size, _ in service.samples])
-            nearest = int(np.argmin(np.abs(keys - k)))
-            values = np.asarray(service.samples[nearest][1], dtype=float)
-            values = values * (float(service.mean(k)) / float(np.mean(values)))
-            uniq, counts = np.unique(values, return_counts=True)
-            return ServiceLaw("empirical", 0.0, values=uniq, probs=counts / counts.sum(),
-                               label=label)
-        mean = float(service.mean(k))
-        return ServiceLaw(service.jitter, mean, service.cv, label=label)
+        return law_family(service).from_service(service, k, label)
     if isinstance(service, (numbers.Real, str)) and not isinstance(service, bool):
         seconds = check_duration(service, name)
-        return ServiceLaw("deterministic", seconds, label=f"deterministic {seconds:g} s")
+        return DeterministicLaw(seconds, label=f"deterministic {seconds:g} s")
     raise ValueError(f"{name} must be a qmodel.ServiceTime (e.g. ServiceTime.affine(1e-3, "
                      f"jitter=('gamma', 0.5))) or a constant service time in seconds such as "
                      f"0.002 or '2ms', got {service!r}")

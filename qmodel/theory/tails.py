@@ -296,10 +296,10 @@ def cramer_lundberg(rate, service, arrival_scv=1.0, batch_size=1) -> CramerLundb
     law = service_law(service, batch_size)
     k = int(batch_size)
     ca2 = check_scv(arrival_scv, "arrival_scv")
-    if law.family == "lognormal":
+    if law.theta_max <= 0:
         raise ValueError(
             f"the Cramer-Lundberg tail needs a light-tailed service law, but {law.label} is "
-            f"lognormal (heavy-tailed: E[exp(theta S)] is infinite for every theta > 0, and the "
+            f"{law.family} (heavy-tailed: E[exp(theta S)] is infinite for every theta > 0, and the "
             f"waiting-time tail is not exponential); for Poisson arrivals use "
             f"qmodel.theory.classical.mg1")
     rho = rate * law.mean

@@ -35,9 +35,10 @@ __all__ = ["mg1", "MG1Latency"]
 _EULER = (22.0, 38, 11)
 # Second inversions whose difference from the first estimates its error: a 5x longer series
 # (the error next to kinks of the density, e.g. empirical service, decays like 1/n), or, for
-# lognormal service, where each term costs a quadrature, another A and halved quadrature steps.
+# a service transform by quadrature (lognormal), where each term costs a quadrature, another A
+# and halved quadrature steps.
 _EULER_CHECK = (22.0, 200, 40)
-_EULER_CHECK_LOGNORMAL = (24.0, 60, 20)
+_EULER_CHECK_QUADRATURE = (24.0, 60, 20)
 
 
 def _euler_sf(transforms, t: np.ndarray, params=_EULER, refine: float = 1.0):
@@ -92,11 +93,7 @@ class MG1Latency(QueueLatency):
         self.waiting_probability = rho
         self._time_scale = law.mean
         self.estimated_error = self._estimate_error()
-        how = {"exponential": "closed-form service transform",
-               "gamma": "closed-form service transform",
-               "empirical": "service transform averaged over the samples",
-               "lognormal": "lognormal service transform by the trapezoidal rule in log space "
-                            "(|error| < 3e-13 against 30-digit quadrature)"}[law.family]
+        how = law.transform_note
         super().__init__(
             method="M/G/1 numerical (Pollaczek-Khinchine, Euler inversion)",
             accuracy=Accuracy("numerical",
@@ -156,22 +153,23 @@ class MG1Latency(QueueLatency):
         """Largest |difference| from a second inversion, and at least the discretisation error.
 
         Points: half and one mean service time, the exponential-tail guesses of the sojourn
-        p50 to p99.9, and, for empirical service, the likeliest sample values and their
-        doubles (when there are few), where the waiting-time density has its kinks and the
-        inversion its largest error.
+        p50 to p99.9, and, for service with point masses (empirical), the likeliest values and
+        their doubles (when there are few), where the waiting-time density has its kinks and
+        the inversion its largest error.
         """
         law, m, rho = self._law, self._law.mean, self.load
         scale = self.waiting_mean / rho
         t = [0.5 * m, m] + [m + scale * math.log(rho / q) for q in (0.5, 0.1, 1e-2, 1e-3)
                             if q < rho]
-        if law.family == "empirical" and law.values.size <= 64:
+        values, probs = law.atoms
+        if 0 < values.size <= 64:
             # (With many distinct samples each kink is small and the points would cost much.)
-            likeliest = law.values[np.argsort(law.probs)[::-1][:8]]
+            likeliest = values[np.argsort(probs)[::-1][:8]]
             t += [x for x in np.concatenate([likeliest, 2.0 * likeliest]) if x <= t[-1]]
         t = np.array(t)
         w1, s1 = self._invert(t)
-        if law.family == "lognormal":
-            w2, s2 = self._invert(t, _EULER_CHECK_LOGNORMAL, refine=2.0)
+        if law.numeric_transform:
+            w2, s2 = self._invert(t, _EULER_CHECK_QUADRATURE, refine=2.0)
         else:
             w2, s2 = self._invert(t, _EULER_CHECK)
         return float(max(np.abs(w1 - w2).max(), np.abs(s1 - s2).max(), math.exp(-_EULER[0])))
