@@ -8,11 +8,12 @@ import sympy as sp
 from scipy import optimize, stats
 
 import qmodel as qm
+from qmodel.campaign.grids import GRID_SERVICE
 from qmodel.derivations import load as load_derivation
 from qmodel.theory import batch_node, md1, mg1, mmc
 from qmodel.theory.lindley import gig1
 
-TAU0, ALPHA = 1.8874e-3, 0.1438e-3          # Inoue (2021), V100 fit
+TAU0, ALPHA = GRID_SERVICE.base, GRID_SERVICE.per_item      # Inoue (2021), V100 fit
 
 
 @pytest.mark.parametrize("rho", [0.5, 0.8])

@@ -12,6 +12,7 @@ import sympy as sp
 from scipy import integrate, optimize, special, stats
 
 import qmodel as qm
+from qmodel.campaign.grids import GRID_SERVICE
 from qmodel.derivations import MODULES, all_derivations, load
 from qmodel.derivations import core as derivation_core
 from qmodel.derivations.core import Mean, Prob
@@ -26,7 +27,7 @@ from qmodel.theory.jsq import (_central_count, balanced_least_outstanding,
                                waiting_probability)
 
 SEED = 20240611
-TAU0, ALPHA = 1.8874e-3, 0.1438e-3          # Inoue (2021), V100 fit
+TAU0, ALPHA = GRID_SERVICE.base, GRID_SERVICE.per_item      # Inoue (2021), V100 fit
 
 
 def _rng(offset=0):
