@@ -66,7 +66,7 @@ class MeasuredError:
     Parameters
     ----------
     family : str
-        The family's key in :data:`qmodel.theory.measured.MEASURED`.
+        The family's key in :func:`qmodel.theory.measured.measured_table`.
     description : str
         Which configurations belong to it, in a few words.
     configurations : int
