@@ -341,7 +341,7 @@ def _least_outstanding(cluster: Cluster, rate: float, resolution: int,
 
 
 # predict's model of a cluster behind each routing policy (qmodel.routers.RouterPolicy.model)
-_CLUSTER_MODELS = {"split": _split, "least_outstanding": _least_outstanding,
+CLUSTER_MODELS = {"split": _split, "least_outstanding": _least_outstanding,
                    "power_of_d": _power_of_d}
 
 
@@ -351,7 +351,7 @@ def _cluster(cluster: Cluster, rate: float, resolution: int, scv: float = 1.0) -
     reason = policy.unmodelled(cluster, rate / cluster.capacity, scv)
     if reason is not None:
         raise NotImplementedError(reason)
-    return _CLUSTER_MODELS[policy.model](cluster, rate, resolution, scv)
+    return CLUSTER_MODELS[policy.model](cluster, rate, resolution, scv)
 
 
 class MixtureLatency(Latency):

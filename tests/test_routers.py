@@ -6,7 +6,7 @@ import pytest
 
 import qmodel as qm
 from qmodel.cli import build_parser
-from qmodel.predict import _CLUSTER_MODELS
+from qmodel.predict import CLUSTER_MODELS
 from qmodel.routers import COMPARED_ROUTERS, ROUTER_NAMES, ROUTERS, router_policy
 
 NODE = qm.Node(qm.ServiceTime.affine(1e-3, 0.2e-3), max_batch_size=8)
@@ -17,7 +17,7 @@ def test_every_name_builds_a_cluster_and_has_a_model(name):
     cluster = qm.Cluster(NODE, count=4, router=name, choices=3 if name == "power_of_d" else None)
     policy = cluster.router.kind
     assert policy is router_policy(name)
-    assert policy.model in _CLUSTER_MODELS
+    assert policy.model in CLUSTER_MODELS
     assert (cluster.shares is not None) == policy.static
 
 
