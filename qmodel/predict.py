@@ -257,10 +257,7 @@ def _split(cluster: Cluster, rate: float, resolution: int, scv: float = 1.0) -> 
     for node, share in zip(nodes, shares):
         if share <= 0:
             continue                  # a node the router never picks serves nothing
-        if router.policy == "round_robin":
-            node_scv = scv / len(nodes)
-        else:
-            node_scv = share * scv + (1.0 - share)
+        node_scv = router.kind.node_arrival_scv(float(share), scv, len(nodes))
         key = (node, float(share), node_scv)
         if key not in solved:
             solved[key] = _node(node, rate * share, resolution, node_scv)

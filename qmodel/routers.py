@@ -81,6 +81,11 @@ class RouterPolicy:
         """Each node's long-run share of requests (static routers); None for dynamic ones."""
         return None
 
+    def node_arrival_scv(self, share: float, arrival_scv: float, nodes: int) -> float:
+        """Static routers: the interarrival scv of the stream a node with this ``share`` sees
+        when the cluster's arrivals are renewal with ``arrival_scv``."""
+        raise AssertionError(f"{self.name} is not a static router")
+
     # ---- the simulator ---------------------------------------------------------------------
     def assign(self, router, xp, rng, nodes: int, shape):
         """Static routers: the node of every request, an int array of ``shape`` (replicas,
@@ -142,6 +147,11 @@ class RandomRouter(RouterPolicy):
     def shares(self, router, nodes):
         return np.asarray(router.weights) if router.weights else np.full(nodes, 1 / nodes)
 
+    def node_arrival_scv(self, share, arrival_scv, nodes):
+        # independent thinning of a renewal stream is renewal, its gaps a geometric sum of the
+        # input's (Poisson stays Poisson)
+        return share * arrival_scv + (1.0 - share)
+
     def assign(self, router, xp, rng, nodes, shape):
         if router.weights is None:
             return rng.integers(0, nodes, shape)
@@ -158,6 +168,10 @@ class RoundRobin(RouterPolicy):
 
     def shares(self, router, nodes):
         return np.full(nodes, 1 / nodes)
+
+    def node_arrival_scv(self, share, arrival_scv, nodes):
+        # every N-th arrival: a gap is the sum of N input gaps (Erlang-N for Poisson input)
+        return arrival_scv / nodes
 
     def assign(self, router, xp, rng, nodes, shape):
         start = rng.integers(0, nodes, (shape[0], 1))
