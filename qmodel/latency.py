@@ -79,6 +79,11 @@ class MeasuredError:
         The median's errors, where the campaign recorded them.
     mean_batch_size, utilization : (float, float), optional
         Signed ranges of those errors, on ``batch_configurations`` of the configurations.
+    domain : tuple of (str, float, float)
+        The measured domain: for each feature of a configuration
+        (:func:`qmodel.theory.measured.configuration_features`), the lowest and highest value
+        among the measured configurations. The errors above hold there; :meth:`outside` says
+        whether a configuration lies beyond it.
     """
 
     family: str
@@ -91,9 +96,36 @@ class MeasuredError:
     batch_configurations: int = 0
     mean_batch_size: tuple | None = None
     utilization: tuple | None = None
+    domain: tuple = ()
 
     def __post_init__(self):
         object.__setattr__(self, "sources", tuple(self.sources))
+        object.__setattr__(self, "domain", tuple((str(f), float(lo), float(hi))
+                                                 for f, lo, hi in self.domain))
+
+    def outside(self, features: Mapping[str, float]) -> str | None:
+        """Which feature of a configuration lies outside the measured domain (the first
+        found, in words), or None when every feature the domain bounds lies inside it.
+
+        Examples
+        --------
+        >>> m = MeasuredError("demo", "demo nodes", 10, ErrorRange(-0.01, 0.02, 0.005),
+        ...                   ErrorRange(-0.03, 0.04, 0.01), ("validation/demo.py",),
+        ...                   domain=(("load", 0.1, 0.95),))
+        >>> m.outside({"load": 0.5}) is None
+        True
+        >>> m.outside({"load": 0.99})
+        "load 0.99 is outside 0.1-0.95, where family 'demo' was measured"
+        """
+        for feature, low, high in self.domain:
+            value = features.get(feature)
+            if value is None:
+                continue
+            slack = 1e-9 * max(abs(low), abs(high), 1.0)
+            if not low - slack <= value <= high + slack:
+                return (f"{feature} {value:.4g} is outside {low:.4g}-{high:.4g}, where family "
+                        f"'{self.family}' was measured")
+        return None
 
     @property
     def statement(self) -> str:

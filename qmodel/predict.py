@@ -50,17 +50,19 @@ rate and interarrival scv (approximation, stated).
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import replace
 
 import numpy as np
 
 from .latency import Accuracy, Approximation, Latency, least_exact
+from .selfcheck import defects
 from .sim import run as sim_run
 from .system import Cluster, Node, Renewal, Trace, arrivals_from, as_cluster, check_stable
 from .theory.batch import DEFAULT_RESOLUTION, batch_node, check_resolution
 from .theory.classical import mdc, mg1, mmc
 from .theory.lindley import gig1, gigc
-from .theory.measured import measured
+from .theory.measured import CLUSTER_FAMILIES, configuration_features, measured
 from .theory.jsq import balanced_least_outstanding
 from .theory.routing import dynamic_router
 
@@ -88,7 +90,7 @@ MIN_SCV = 1e-3
 
 
 def predict(system, rate=None, *, arrivals=None, resolution: int = DEFAULT_RESOLUTION,
-            fallback: str = "simulate") -> Latency:
+            fallback: str = "simulate", extrapolate: bool = False) -> Latency:
     """Predicted sojourn-time distribution of a node or cluster under an arrival process.
 
     Parameters
@@ -105,6 +107,13 @@ def predict(system, rate=None, *, arrivals=None, resolution: int = DEFAULT_RESOL
         What to do where no model covers the system: simulate it (seconds; the result says
         "simulation fallback" in ``method`` and why in ``accuracy``), or raise
         NotImplementedError with the reason.
+    extrapolate : bool
+        Outside the measured domain of the approximation's family (the configurations its
+        error was measured on, ``accuracy.measured[i].domain``), answer with the model anyway:
+        the result then lists the approximation "outside_measured_domain" with the feature
+        that lies outside, and its measured error is not known to hold. By default (False)
+        such a system is answered as where no model covers it. Answers that fail the
+        self-checks (:mod:`qmodel.selfcheck`) are never given.
 
     Returns
     -------
@@ -133,16 +142,75 @@ def predict(system, rate=None, *, arrivals=None, resolution: int = DEFAULT_RESOL
     if not isinstance(system, (Node, Cluster)):
         raise ValueError(f"predict() takes a qmodel.Node or qmodel.Cluster, got "
                          f"{type(system).__name__}")
+    if not isinstance(extrapolate, bool):
+        raise ValueError(f"extrapolate must be True or False, got {extrapolate!r}")
     if fallback not in FALLBACKS:
         raise ValueError(f"fallback={fallback!r} is unknown; use 'simulate' (answer by "
                          f"simulation where no model covers the system) or 'raise'")
     check_stable(system, float(process.rate))
     try:
-        return _model(system, process, resolution)
+        return _checked_model(system, process, resolution, extrapolate)
     except NotImplementedError as err:
         if fallback == "raise":
             raise
         return _simulated(system, process, reason=str(err))
+
+
+def _checked_model(system, process, resolution: int, extrapolate: bool) -> Latency:
+    """The model's answer where its self-checks pass (:func:`qmodel.selfcheck.defects`) and
+    the system lies in its family's measured domain (or ``extrapolate``); NotImplementedError
+    with the reason otherwise. Overflow inside a solver is caught by those checks, so numpy's
+    floating-point warnings are kept inside."""
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        result = _model(system, process, resolution)
+        reason = defects(result)
+        if reason is not None:
+            raise NotImplementedError(reason)
+        outside = _outside_measured_domain(system, process, result)
+    if outside is not None:
+        if not extrapolate:
+            raise NotImplementedError(outside)
+        result.accuracy = result.accuracy.extended(approximations=[
+            Approximation("outside_measured_domain", f"extrapolated: {outside}")])
+    return result
+
+
+def _outside_measured_domain(system, process, result: Latency) -> str | None:
+    """Why the system lies outside the measured domain of a family its answer quotes, or None.
+
+    A family measured on whole clusters (round robin, least outstanding, power of d) covers
+    the node models inside it, so only its domain is checked, with the cluster's features;
+    otherwise each node's families are checked with that node's features (its own load and
+    arrival scv).
+    """
+    families = result.accuracy.measured
+    if not families:
+        return None
+    scv = float(process.scv) if isinstance(process, (Renewal, Trace)) else 1.0
+    rate = float(process.rate)
+    cluster = as_cluster(system)
+    outer = [m for m in families if m.family in CLUSTER_FAMILIES]
+    if outer:
+        features = configuration_features(cluster.nodes[0], rate / cluster.capacity, scv,
+                                          nodes=len(cluster.nodes))
+        checks = [(m, features) for m in outer]
+    else:
+        parts = getattr(result, "parts", [result])
+        N = len(cluster.nodes)
+        shares = np.full(N, 1.0 / N) if cluster.shares is None else cluster.shares
+        served = [(n, float(s)) for n, s in zip(cluster.nodes, shares) if s > 0]
+        checks = []
+        for (node, share), part in zip(served, parts):
+            node_scv = cluster.router.kind.node_arrival_scv(share, scv, N) if N > 1 else scv
+            features = configuration_features(node, rate * share / node.capacity, node_scv)
+            checks += [(m, features) for m in part.accuracy.measured]
+    for family, features in checks:
+        reason = family.outside(features)
+        if reason is not None:
+            return (f"{reason} (its measured error {family.p99.low:+.1%} to "
+                    f"{family.p99.high:+.1%} on p99 is not known to hold here)")
+    return None
 
 
 def _model(system, process, resolution: int) -> Latency:

@@ -24,9 +24,11 @@ from __future__ import annotations
 import argparse
 import re
 from collections import defaultdict
+from dataclasses import dataclass
 
 import numpy as np
 
+from qmodel.campaign.grids import GRID_SERVICE, HOLDOUT_SERVICE
 from qmodel.campaign.results import stored_log, stored_results
 from qmodel.campaign.summaries import (figures, mean_errors, printed_errors, router_class,
                                        router_error, several_instance_error)
@@ -36,24 +38,73 @@ from qmodel.theory import measured as table
 GRID = "validation/predict_accuracy.py"
 
 
+# A family's domain is peeled until every configuration inside it has p95 and p99 errors
+# within this (the grids' largest is 19.7%): what lies beyond is outside the domain, where
+# predict answers by simulation.
+TOLERANCE = 0.2
+# the share of a domain's configurations one peeling step removes, and how many good
+# configurations a step may give up to lose one beyond the tolerance
+PEEL = 0.05
+BAD_WEIGHT = 10
+WIDE = "validation/wide_domain.py"
+
+
+@dataclass
+class Row:
+    """One measured configuration of a family: its errors and features, and who measured it."""
+    p50: float | None
+    p95: float
+    p99: float
+    features: dict
+    source: str
+
+    @property
+    def good(self) -> bool:
+        return abs(self.p95) <= TOLERANCE and abs(self.p99) <= TOLERANCE
+
+
+def _features(B, load, d=0.0, c=1, cv=0.0, scv=1.0, nodes=1, preferred=0,
+              service=GRID_SERVICE) -> dict:
+    """A grid configuration's features (the names of
+    :func:`qmodel.theory.measured.configuration_features`); the grids' S(k) = a + b k."""
+    growth = None if B == 1 else service.per_item / service.s1
+    return {"max_batch_size": B, "instances": c, "load": load, "delay_over_s1": d,
+            "jitter_cv": cv, "service_growth": growth, "arrival_scv": scv, "nodes": nodes,
+            "preferred_below_max": preferred, "queue_limit": 0}
+
+
+def _cv(service, jitter: str) -> float:
+    return 0.0 if jitter == "deterministic" else service.cv
+
+
 # ---- the batch model ----------------------------------------------------------------------
 def _batch_rows():
-    """(family, p95 error, p99 error) of every batch-model approximation the campaigns ran."""
+    """(family, Row) of every batch-model approximation the grids ran."""
     for r in stored_results("predict_accuracy.json"):
         # every batching node (max_batch_size > 1) is the batch model's
         if r["family"] == "approximation" and r["B"] > 1:
             fam = table.family_of(r["c"], r["jitter"] == "deterministic", r["D_over_S1"] > 0)
-            yield fam, r["p95"]["error"], r["p99"]["error"]
+            yield fam, Row(None, r["p95"]["error"], r["p99"]["error"], _features(
+                r["B"], r["load"], r["D_over_S1"], r["c"], _cv(GRID_SERVICE, r["jitter"])),
+                GRID)
     for r in stored_results("multi_instance_holdout.json"):    # with the shipped pass count
         fam = table.family_of(r["c"], r["jitter"] == "deterministic", r["D_over_S1"] > 0)
-        yield fam, several_instance_error(r, "p95"), several_instance_error(r, "p99")
+        yield fam, Row(None, several_instance_error(r, "p95"), several_instance_error(r, "p99"),
+                       _features(r["B"], r["load"], r["D_over_S1"], r["c"],
+                                 _cv(HOLDOUT_SERVICE, r["jitter"]), service=HOLDOUT_SERVICE),
+                       "validation/multi_instance_holdout.py")
     for r in stored_results("single_instance_holdout.json"):
         if r["family"] == "approximation":
-            yield (table.family_of(1, r["jitter"] == "deterministic", r["D_over_S1"] > 0),
-                   r["p95"]["error"], r["p99"]["error"])
+            fam = table.family_of(1, r["jitter"] == "deterministic", r["D_over_S1"] > 0)
+            yield fam, Row(None, r["p95"]["error"], r["p99"]["error"], _features(
+                r["B"], r["load"], r["D_over_S1"], 1, _cv(HOLDOUT_SERVICE, r["jitter"]),
+                preferred=int(r["preferred"] != "B"), service=HOLDOUT_SERVICE),
+                "validation/single_instance_holdout.py")
     for r in stored_results("renewal_batch.json"):
-        yield (table.family_of(r["c"], True, True, renewal=True), r["p95"]["error"],
-               r["p99"]["error"])
+        yield (table.family_of(r["c"], True, True, renewal=True),
+               Row(None, r["p95"]["error"], r["p99"]["error"], _features(
+                   r["B"], r["load"], r["D_over_S1"], r["c"], _cv(GRID_SERVICE, r["jitter"]),
+                   scv=r["scv"]), "validation/renewal_batch.py"))
 
 
 def _batch_mean_rows():
@@ -66,6 +117,136 @@ def _batch_mean_rows():
             yield fam, *mean_errors(r)
     for r in stored_results("renewal_batch.json"):
         yield table.family_of(r["c"], True, True, renewal=True), *mean_errors(r)
+
+
+# ---- routers --------------------------------------------------------------------------------
+def _router_rows():
+    """(family, Row) of the router grid (:func:`qmodel.campaign.summaries.router_class`,
+    which also groups the docs' router table): one-instance deterministic GRID_SERVICE
+    nodes."""
+    for r in stored_results("router_accuracy_full.json"):
+        fam = None if "declined" in r else router_class(r).family
+        if fam is not None:
+            yield fam, Row(*(router_error(r, q) for q in ("p50", "p95", "p99")),
+                           _features(r["B"], r["load"], r["D"], nodes=r["N"]),
+                           "validation/router_accuracy.py")
+
+
+def _log_features(line) -> dict:
+    """Features of a configuration a least-outstanding log prints ("B=4 D=0xS(1) N=2
+    load=0.3 ..." or "B=8 N=4 scv=0.5 load=0.5 ..."): one-instance deterministic
+    GRID_SERVICE nodes."""
+    field = dict(re.findall(r"(B|D|N|scv|load)=([\d.]+)", line))
+    return _features(int(field["B"]), float(field["load"]), float(field.get("D", 0)),
+                     scv=float(field.get("scv", 1.0)), nodes=int(field["N"]))
+
+
+def _least_outstanding_rows():
+    """(family, Row): least outstanding as round robin at max_batch_size 4 and under
+    renewal arrivals, from those campaigns' logs."""
+    for fam, log, keep in (
+            ("least_outstanding_as_round_robin_b4", "least_outstanding_small_batch",
+             lambda line: line.startswith("B=4 ")),
+            ("least_outstanding_as_round_robin_renewal", "least_outstanding_renewal",
+             lambda line: True)):
+        lines = [line for line in stored_log(f"{log}.txt")
+                 if keep(line) and "model error" in line]
+        for line, e in zip(lines, printed_errors(lines)):
+            yield fam, Row(*e, _log_features(line), f"validation/{log}.py")
+
+
+def _fast_server_rows():
+    """(family, Row): the GI/G/c fast server, from its campaign's log and the accuracy
+    grid's several-instance nodes without batching (lognormal; deterministic ones are
+    M/D/c, exact)."""
+    for line in stored_log("renewal_multi_server.txt"):
+        found = re.findall(r"([-+][\d.]+)%", line)
+        if len(found) == 2:
+            # "jitter c scv load ...": a law's name, with its cv unless it has only one
+            words = line.split()
+            if words[0] in ("deterministic", "exponential"):
+                cv, rest = float(words[0] == "exponential"), words[1:]
+            else:
+                cv, rest = float(words[1]), words[2:]
+            c, scv, load = rest[:3]
+            yield "fast_server", Row(None, *(float(x) / 100 for x in found), _features(
+                1, float(load), c=int(c), cv=cv, scv=float(scv)),
+                "validation/renewal_multi_server.py")
+    for r in stored_results("predict_accuracy.json"):
+        if r["family"] == "approximation" and r["B"] == 1:
+            yield "fast_server", Row(None, r["p95"]["error"], r["p99"]["error"], _features(
+                1, r["load"], c=r["c"], cv=_cv(GRID_SERVICE, r["jitter"])), GRID)
+
+
+# ---- random configurations ------------------------------------------------------------------
+def _wide_rows():
+    """(family, Row) of the random configurations of validation/wide_domain.py that a model
+    answered: a cluster's family where the answer quotes one (it covers the nodes' models),
+    else the node's."""
+    for r in stored_results("wide_domain.json"):
+        if "p99" not in r or not r["families"]:
+            continue
+        outer = [f for f in r["families"] if f in table.CLUSTER_FAMILIES]
+        fam = outer[0] if outer else r["families"][0]
+        features = dict(r["features"])
+        if "service_growth" not in features:       # rows recorded before the feature
+            features["service_growth"] = (None if r["B"] == 1 else
+                                          r["per_item"] / (r["base"] + r["per_item"]))
+        yield fam, Row(r["p50"]["error"], r["p95"]["error"], r["p99"]["error"], features, WIDE)
+
+
+# ---- domains --------------------------------------------------------------------------------
+def _box(rows) -> dict:
+    """feature -> [lowest, highest] over the rows (features without a value skipped)."""
+    box = {}
+    for f in rows[0].features:
+        values = [r.features[f] for r in rows if r.features.get(f) is not None]
+        if values:
+            box[f] = [min(values), max(values)]
+    return box
+
+
+def _inside(box, features) -> bool:
+    return all(features.get(f) is None or lo <= features[f] <= hi
+               for f, (lo, hi) in box.items())
+
+
+def peeled_domain(rows, alpha: float = PEEL) -> dict:
+    """The domain of a family: the box of its rows' features, peeled until every row inside
+    has errors within TOLERANCE.
+
+    Peeling as in Friedman and Fisher's patient rule induction method (Friedman, J. H. and
+    Fisher, N. I. (1999), Bump hunting in high-dimensional data, Statistics and Computing 9,
+    123-143): each step moves one bound of one feature inward past a fraction ``alpha`` of
+    the rows inside (at least the rows at its current value), choosing the move that leaves
+    the most rows with errors within the tolerance less BAD_WEIGHT per row beyond it (ties:
+    the most rows left). Patient rule induction maximises the share of good rows instead,
+    which here would give up whole grids to lose two bad rows.
+    """
+    box = _box(rows)
+    while True:
+        inside = [r for r in rows if _inside(box, r.features)]
+        if all(r.good for r in inside):
+            return box
+        best = None
+        for f, (lo, hi) in box.items():
+            known = [r.features[f] for r in inside if r.features.get(f) is not None]
+            values = sorted(set(known))
+            if len(values) < 2:
+                continue
+            low_cut = next(v for v in values[1:] if v > np.quantile(known, alpha))
+            high_cut = max(v for v in values[:-1] if v < np.quantile(known, 1 - alpha))
+            for new in ([low_cut, hi], [lo, high_cut]):
+                kept = [r for r in inside if r.features.get(f) is None
+                        or new[0] <= r.features[f] <= new[1]]
+                if kept:
+                    good = sum(r.good for r in kept)
+                    score = (good - BAD_WEIGHT * (len(kept) - good), len(kept))
+                    if best is None or score > best[0]:
+                        best = (score, f, new)
+        if best is None:           # nothing left to peel: an empty domain
+            return {f: [lo, lo - 1.0] for f, (lo, hi) in box.items()}
+        box[best[1]] = best[2]
 
 
 _BATCH_SOURCES = {
@@ -88,73 +269,36 @@ def _signed_range(errors) -> tuple:
     return round(f.low, 3), round(f.high, 3)
 
 
-def batch_families() -> dict:
-    quantiles, means = defaultdict(list), defaultdict(list)
-    for fam, e95, e99 in _batch_rows():
-        quantiles[fam].append((e95, e99))
-    for fam, eb, eu in _batch_mean_rows():
-        means[fam].append((eb, eu))
-    out = {}
-    for fam in sorted(quantiles):
-        e, m = np.array(quantiles[fam]), np.array(means[fam])
-        out[fam] = MeasuredError(
-            family=fam, description=table.DESCRIPTIONS[fam], configurations=len(e),
-            p95=_error_range(e[:, 0]), p99=_error_range(e[:, 1]),
-            sources=_BATCH_SOURCES.get(fam, _SEVERAL_SOURCES),
-            batch_configurations=len(m), mean_batch_size=_signed_range(m[:, 0]),
-            utilization=_signed_range(m[:, 1]))
-    return out
-
-
-# ---- routers --------------------------------------------------------------------------------
-def router_families() -> dict:
-    """The router grid's families (:func:`qmodel.campaign.summaries.router_class`, which also
-    groups the docs' router table)."""
-    errors = defaultdict(list)
-    for r in stored_results("router_accuracy_full.json"):
-        fam = None if "declined" in r else router_class(r).family
-        if fam is not None:
-            errors[fam].append([router_error(r, q) for q in ("p50", "p95", "p99")])
-    return {fam: _with_quantiles(fam, np.array(e), ("validation/router_accuracy.py",))
-            for fam, e in sorted(errors.items())}
-
-
-def _with_quantiles(fam, e, sources) -> MeasuredError:
-    """A family from an (n, 3) array of p50/p95/p99 errors (or (n, 2) of p95/p99)."""
-    p50 = _error_range(e[:, 0]) if e.shape[1] == 3 else None
-    return MeasuredError(family=fam, description=table.DESCRIPTIONS[fam],
-                         configurations=len(e), p95=_error_range(e[:, -2]),
-                         p99=_error_range(e[:, -1]), sources=sources, p50=p50)
-
-
-def least_outstanding_families() -> dict:
-    small = printed_errors(stored_log("least_outstanding_small_batch.txt"),
-                           keep=lambda line: line.startswith("B=4 "))
-    renewal = printed_errors(stored_log("least_outstanding_renewal.txt"))
-    return {
-        "least_outstanding_as_round_robin_b4": _with_quantiles(
-            "least_outstanding_as_round_robin_b4", small,
-            ("validation/least_outstanding_small_batch.py",)),
-        "least_outstanding_as_round_robin_renewal": _with_quantiles(
-            "least_outstanding_as_round_robin_renewal", renewal,
-            ("validation/least_outstanding_renewal.py",)),
-    }
-
-
-def fast_server_family() -> dict:
-    rows = []
-    for line in stored_log("renewal_multi_server.txt"):
-        found = re.findall(r"([-+][\d.]+)%", line)
-        if len(found) == 2:
-            rows.append([float(x) / 100 for x in found])
-    return {"fast_server": _with_quantiles("fast_server", np.array(rows),
-                                           ("validation/renewal_multi_server.py",))}
+def _family(fam: str, rows: list, means: list) -> MeasuredError:
+    """The family's MeasuredError: its peeled domain and the errors of the rows inside."""
+    box = peeled_domain(rows)
+    inside = [r for r in rows if _inside(box, r.features)]
+    sources = tuple(dict.fromkeys(r.source for r in rows))
+    if fam in _BATCH_SOURCES or fam.startswith("batch_several"):
+        sources = tuple(dict.fromkeys(_BATCH_SOURCES.get(fam, _SEVERAL_SOURCES) + sources))
+    p50 = ([r.p50 for r in inside] if inside and all(r.p50 is not None for r in inside)
+           else None)
+    m = np.array(means) if means else None
+    return MeasuredError(
+        family=fam, description=table.DESCRIPTIONS[fam], configurations=len(inside),
+        p95=_error_range([r.p95 for r in inside]), p99=_error_range([r.p99 for r in inside]),
+        sources=sources, p50=None if p50 is None else _error_range(p50),
+        batch_configurations=0 if m is None else len(m),
+        mean_batch_size=None if m is None else _signed_range(m[:, 0]),
+        utilization=None if m is None else _signed_range(m[:, 1]),
+        domain=tuple((f, lo, hi) for f, (lo, hi) in box.items()))
 
 
 def measured() -> dict:
     """family -> MeasuredError, from the stored results."""
-    return (batch_families() | router_families() | least_outstanding_families()
-            | fast_server_family())
+    rows, means = defaultdict(list), defaultdict(list)
+    for source in (_batch_rows, _router_rows, _least_outstanding_rows, _fast_server_rows,
+                   _wide_rows):
+        for fam, row in source():
+            rows[fam].append(row)
+    for fam, eb, eu in _batch_mean_rows():
+        means[fam].append((eb, eu))
+    return {fam: _family(fam, rows[fam], means.get(fam)) for fam in sorted(rows)}
 
 
 def main(argv=None) -> None:

@@ -20,17 +20,19 @@ jitter and delay (:func:`family_of`). The router and multi-server models have on
 from __future__ import annotations
 
 import json
+import math
 from functools import lru_cache
 from pathlib import Path
 
 from ..latency import ErrorRange, MeasuredError
 
-__all__ = ["DESCRIPTIONS", "TABLE_FILE", "family_of", "measured", "measured_table",
-           "write_table"]
+__all__ = ["DESCRIPTIONS", "TABLE_FILE", "CLUSTER_FAMILIES", "FEATURES", "family_of",
+           "configuration_features", "measured", "measured_table", "write_table"]
 
 TABLE_FILE = Path(__file__).with_name("measured_errors.json")
 
-# family key -> which configurations it covers (completes "measured on N ...")
+# family key -> which configurations it covers (completes "measured on N ..."); where each
+# was measured, feature by feature, is its domain (MeasuredError.domain)
 DESCRIPTIONS = {
     "batch_one_instance": "one-instance batching nodes with a delay or several preferred sizes",
     "batch_several_deterministic_no_delay":
@@ -41,25 +43,69 @@ DESCRIPTIONS = {
         "several-instance batching nodes, jittery service, no delay",
     "batch_several_jittery_delay":
         "several-instance batching nodes, jittery service, with a delay",
-    "batch_renewal_one_instance":
-        "one-instance batching nodes under renewal arrivals (scv 0.5 and 2)",
-    "batch_renewal_several_instances":
-        "several-instance batching nodes under renewal arrivals (scv 0.5 and 2)",
-    "round_robin": "round-robin clusters (N = 2-128 nodes, max_batch_size 1, 8, 32)",
-    "power_of_two_mean_field":
-        "power-of-two clusters inside the mean-field model's domain (N = 4-128 nodes)",
-    "least_outstanding_balanced":
-        "least-outstanding clusters of one-request nodes (N = 2-128)",
+    "batch_renewal_one_instance": "one-instance batching nodes under renewal arrivals",
+    "batch_renewal_several_instances": "several-instance batching nodes under renewal arrivals",
+    "round_robin": "round-robin clusters",
+    "power_of_two_mean_field": "power-of-two clusters (mean-field model)",
+    "least_outstanding_balanced": "least-outstanding clusters of one-request nodes",
     "least_outstanding_as_round_robin":
-        "least-outstanding clusters of batching nodes, max_batch_size 8 and 32 (N = 2-128)",
+        "least-outstanding clusters of batching nodes, max_batch_size 8 or more",
     "least_outstanding_as_round_robin_b4":
-        "least-outstanding clusters of batching nodes, max_batch_size 4 (N = 2-32)",
+        "least-outstanding clusters of batching nodes, max_batch_size 4-7",
     "least_outstanding_as_round_robin_renewal":
-        "least-outstanding clusters of batching nodes under renewal arrivals (scv 0.5 and 2, "
-        "max_batch_size 8 and 32, N = 4-32)",
-    "fast_server": "several-instance nodes without batching (GI/G/c: c = 2-8, arrival scv "
-                   "0.25-2, four service laws)",
+        "least-outstanding clusters of batching nodes under renewal arrivals",
+    "fast_server": "several-instance nodes without batching (GI/G/c)",
 }
+
+
+# families measured on whole clusters: their errors cover the nodes' models inside them
+CLUSTER_FAMILIES = frozenset({"round_robin", "power_of_two_mean_field",
+                              "least_outstanding_balanced", "least_outstanding_as_round_robin",
+                              "least_outstanding_as_round_robin_b4",
+                              "least_outstanding_as_round_robin_renewal"})
+
+# the features a measured domain bounds (configuration_features computes them)
+FEATURES = {
+    "max_batch_size": "the node's max_batch_size",
+    "instances": "instances per node",
+    "load": "arrival rate over capacity",
+    "delay_over_s1": "max_queue_delay in units of S(1)",
+    "jitter_cv": "the service time's largest coefficient of variation over batch sizes",
+    "service_growth": "(S(B) - S(1)) / ((B - 1) S(1)): what one more request adds to a "
+                      "batch's service time, in units of S(1) (b / (a + b) for a + b k)",
+    "arrival_scv": "squared coefficient of variation of the interarrival times",
+    "nodes": "nodes behind the router",
+    "preferred_below_max": "preferred batch sizes below max_batch_size",
+    "queue_limit": "1 with a finite max_queue_size, 0 without",
+}
+
+
+def configuration_features(node, load: float, arrival_scv: float = 1.0,
+                           nodes: int = 1) -> dict:
+    """The features a measured domain bounds, of a node (or a cluster of ``nodes`` such
+    nodes) at ``load`` under arrivals of interarrival scv ``arrival_scv``.
+
+    Examples
+    --------
+    >>> import qmodel as qm
+    >>> node = qm.Node(qm.ServiceTime.affine(2e-3, 0.5e-3, jitter=("gamma", 0.5)),
+    ...                max_batch_size=8, max_queue_delay=1e-3, preferred_batch_sizes=(4, 8))
+    >>> f = configuration_features(node, 0.7)
+    >>> f["delay_over_s1"], f["jitter_cv"], f["preferred_below_max"]
+    (0.4, 0.5, 1)
+    >>> round(f["service_growth"], 12)
+    0.2
+    """
+    service, B = node.service, node.max_batch_size
+    s1 = float(service.mean(1))
+    cv = max(math.sqrt(max(service.scv(k), 0.0)) for k in range(1, B + 1))
+    growth = None if B == 1 else (float(service.mean(B)) - s1) / ((B - 1) * s1)
+    return {"max_batch_size": B, "instances": node.instances, "load": float(load),
+            "delay_over_s1": node.max_queue_delay / s1, "jitter_cv": cv,
+            "service_growth": growth,
+            "arrival_scv": float(arrival_scv), "nodes": int(nodes),
+            "preferred_below_max": sum(1 for p in node.preferred_batch_sizes if p < B),
+            "queue_limit": 1 if node.max_queue_size else 0}
 
 
 def family_of(instances: int, deterministic: bool, delay: bool, renewal: bool = False) -> str:
@@ -122,7 +168,8 @@ def _to_json(m: MeasuredError) -> dict:
             "p99": rng(m.p99), "sources": list(m.sources),
             "batch_configurations": m.batch_configurations,
             "mean_batch_size": None if m.mean_batch_size is None else list(m.mean_batch_size),
-            "utilization": None if m.utilization is None else list(m.utilization)}
+            "utilization": None if m.utilization is None else list(m.utilization),
+            "domain": {f: [lo, hi] for f, lo, hi in m.domain}}
 
 
 def _from_json(family: str, row: dict) -> MeasuredError:
@@ -133,4 +180,5 @@ def _from_json(family: str, row: dict) -> MeasuredError:
         p95=rng(row["p95"]), p99=rng(row["p99"]), sources=tuple(row["sources"]),
         p50=rng(row["p50"]), batch_configurations=row["batch_configurations"],
         mean_batch_size=None if row["mean_batch_size"] is None else tuple(row["mean_batch_size"]),
-        utilization=None if row["utilization"] is None else tuple(row["utilization"]))
+        utilization=None if row["utilization"] is None else tuple(row["utilization"]),
+        domain=tuple((f, lo, hi) for f, (lo, hi) in row.get("domain", {}).items()))
