@@ -31,6 +31,7 @@ from .events import run_events
 from .lookahead import run_lookahead
 from .nodetypes import NodeTypes
 from .routing import split_by_node, static_assignment
+from .window import busy_time
 
 __all__ = ["simulate", "replay", "Replay"]
 
@@ -340,7 +341,14 @@ def _assemble(out, times, counts, types, warmup, engine: str, backend: str):
                        minlength=types.bmax + 1)
     hist[0] = 0
     instance_count = sum(types.kinds[t].instances for t in types.type_of_node)
-    utilization = float(out["batch_service"][in_window].sum()) / (span * instance_count)
+    busy = float(busy_time(np, out["batch_start"], out["batch_service"], t_warm[b_rep],
+                           t_end[b_rep]).sum())
+    utilization = busy / (span * instance_count)
+    # An instance runs one batch at a time: busy <= instances x window, up to rounding.
+    if utilization > 1 + 1e-9:
+        raise AssertionError(f"{engine} engine reported {utilization:.6g} of its instances "
+                             "busy in the measured window; an instance overlapped two batches")
+    utilization = min(1.0, utilization)
 
     # Contiguous groups of replicas form the sections of the confidence intervals.
     sections = min(replicas, MAX_SECTIONS)
