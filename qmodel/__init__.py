@@ -11,7 +11,7 @@ True
 from .compare import compare_routers, router_table
 from .latency import Accuracy, Latency, SampledLatency
 from .predict import predict
-from .sim import Replay, replay, simulate
+from .sim import Replay, ShortRunWarning, replay, simulate
 from .system import (Cluster, Node, Poisson, Renewal, Router, ServiceTime, Trace, UnstableError,
                      check_stable, parse_duration)
 
@@ -19,7 +19,7 @@ __all__ = [
     "ServiceTime", "Node", "Cluster", "Router", "Poisson", "Renewal", "Trace",
     "UnstableError", "check_stable", "parse_duration",
     "Latency", "SampledLatency", "Accuracy",
-    "simulate", "replay", "Replay", "predict", "compare_routers", "router_table",
+    "simulate", "replay", "Replay", "ShortRunWarning", "predict", "compare_routers", "router_table",
 ]
 
 __version__ = "0.1.0"

@@ -147,8 +147,9 @@ def test_warnings_are_one_line_too():
                          timeout=120)
     assert run.returncode == 0, run.stderr
     lines = run.stderr.strip().splitlines()
-    assert lines == [lines[0]] and lines[0].startswith("qmodel: warning: 8 replicas leave")
-    assert "raise requests to at least 1,521,702" in lines[0]
+    assert lines == [lines[0]] and lines[0].startswith(
+        "qmodel: warning: requests=100000 is too short: 8 replicas leave")
+    assert "ask for at least 1,521,704 requests" in lines[0]
     assert "p99" in run.stdout
 
 

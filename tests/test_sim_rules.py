@@ -217,7 +217,9 @@ def test_replicas_are_longer_for_large_jittery_batches():
 def test_too_few_requests_for_the_transient_warn_and_say_how_many():
     node = qm.Node(qm.ServiceTime.affine(2e-3, 1e-4, jitter=("lognormal", 0.3)),
                    max_batch_size=64)
-    with pytest.warns(UserWarning, match=r"raise requests to at least 1,869,"):
+    with pytest.warns(qm.ShortRunWarning, match=r"requests=100000 is too short: 8 replicas "
+                      r"leave 12,500 arrivals .* ask for at least 1,869,"):
         qm.simulate(node, rate=0.95 * node.capacity, requests=100_000, seed=1)
-    with pytest.warns(UserWarning, match="lower replicas or raise requests"):
+    with pytest.warns(qm.ShortRunWarning, match="lower replicas to 4 or ask for at least "
+                      "7,476,480 requests"):
         qm.simulate(node, rate=0.95 * node.capacity, requests=1_000_000, seed=1, replicas=32)

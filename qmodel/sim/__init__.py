@@ -2,5 +2,6 @@
 
 from .backend import get_backend, gpu_available
 from .run import Replay, replay, simulate
+from .window import ShortRunWarning
 
-__all__ = ["simulate", "replay", "Replay", "get_backend", "gpu_available"]
+__all__ = ["simulate", "replay", "Replay", "ShortRunWarning", "get_backend", "gpu_available"]

@@ -9,7 +9,8 @@ NumPy or CuPy. Two engines share one batching rule (:mod:`qmodel.sim.batching`):
 - ``events`` (:mod:`qmodel.sim.events`): dynamic routing or finite queues; one arrival per
   replica per step.
 
-Each replica starts empty; the first ``warmup`` fraction of its arrival time span is discarded.
+Each replica starts empty; the arrivals of its first ``warmup`` fraction are discarded, and what
+is measured in the rest, and how long that window must be, is :mod:`qmodel.sim.window`.
 Confidence intervals come from the spread between groups of replicas (sectioning).
 """
 
@@ -31,6 +32,8 @@ from .events import run_events
 from .lookahead import run_lookahead
 from .nodetypes import NodeTypes
 from .routing import split_by_node, static_assignment
+from .window import (WINDOW_CYCLES, ShortRunWarning, busy_time, longest_cycle, measured_batches,
+                     window_arrivals)
 
 __all__ = ["simulate", "replay", "Replay"]
 
@@ -56,6 +59,7 @@ MAX_REPLICAS = 2048
 MIN_REPLICAS = 8
 # Sections for confidence intervals: enough for a stable t interval, each holding many replicas.
 MAX_SECTIONS = 32
+DEFAULT_WARMUP = 0.1
 
 
 def relaxation_arrivals(cluster, rate: float, arrival_scv: float = 1.0) -> float:
@@ -98,11 +102,12 @@ def relaxation_arrivals(cluster, rate: float, arrival_scv: float = 1.0) -> float
     return worst
 
 
-
-
-def arrivals_per_replica_node(cluster, rate: float, arrival_scv: float = 1.0) -> float:
-    """Arrivals each node needs per replica for the start-up transient not to bias the tail:
-    100 relaxations (:func:`relaxation_arrivals`), at least 2,000.
+def arrivals_per_replica_node(cluster, rate: float, arrival_scv: float = 1.0,
+                              warmup: float = DEFAULT_WARMUP) -> float:
+    """Arrivals each node needs per replica: 100 relaxations (:func:`relaxation_arrivals`)
+    for the start-up transient not to bias the tail, at least 2,000, and the node's part of
+    a measured window of 20 batch cycles after the ``warmup`` fraction
+    (:func:`qmodel.sim.window.window_arrivals`).
 
     Examples
     --------
@@ -111,7 +116,8 @@ def arrivals_per_replica_node(cluster, rate: float, arrival_scv: float = 1.0) ->
     >>> round(arrivals_per_replica_node(qm.Cluster(node), 950.0), 6)
     36100.0
     """
-    return _replica_length(relaxation_arrivals(cluster, rate, arrival_scv))
+    transient = _replica_length(relaxation_arrivals(cluster, rate, arrival_scv))
+    return max(transient, window_arrivals(cluster, rate, warmup) / len(cluster.nodes))
 
 
 def _replica_length(relaxation: float) -> float:
@@ -119,7 +125,7 @@ def _replica_length(relaxation: float) -> float:
 
 
 def simulate(system, rate=None, *, arrivals=None, requests: int | None = None, seed=None,
-             replicas: int | None = None, warmup: float = 0.1, backend: str = "auto",
+             replicas: int | None = None, warmup: float = DEFAULT_WARMUP, backend: str = "auto",
              engine: str = "auto", progress=False) -> SampledLatency:
     """Simulate a Node or Cluster and return its sojourn-time distribution.
 
@@ -137,11 +143,14 @@ def simulate(system, rate=None, *, arrivals=None, requests: int | None = None, s
     replicas : int, optional
         Independent replications of the system. Default: as many as leave every node 100
         relaxation lengths of arrivals per replica (:func:`arrivals_per_replica_node`: longer
-        at high load, for large batches and for jittery service), between 8 and 2048.
-        Replicas under 25 relaxation lengths bias the tail low (each starts empty) and draw
-        a warning, also when ``requests`` is too small for 8 such replicas.
+        at high load, for large batches and for jittery service) and a measured window of
+        20 batch cycles (longer for long delays and slow batches), between 8 and 2048; fewer,
+        down to 2, where ``requests`` is too small for 8 such windows. Replicas under 25
+        relaxation lengths bias the tail low (each starts empty), and windows under 20
+        cycles measure the first batches of fresh replicas: both draw a
+        :class:`~qmodel.sim.window.ShortRunWarning` that names the requests to ask for.
     warmup : float
-        Fraction of each replica's time span discarded as start-up transient, in [0, 0.9).
+        Fraction of each replica's arrivals discarded as start-up transient, in [0, 0.9).
     backend : {"auto", "numpy", "cupy"}
         "auto" takes NumPy, the faster of the two today (see :mod:`qmodel.sim.backend`);
         "cupy" runs the same engines on a GPU.
@@ -153,7 +162,9 @@ def simulate(system, rate=None, *, arrivals=None, requests: int | None = None, s
     Returns
     -------
     SampledLatency
-        With ``ci(p)`` confidence intervals, throughput, utilization, batch sizes and rejections.
+        With ``ci(p)`` confidence intervals, throughput, utilization (the fraction of instance
+        time busy inside the measured windows, in [0, 1]), batch sizes (of the batches
+        dispatched inside them) and rejections.
 
     Examples
     --------
@@ -184,27 +195,7 @@ def simulate(system, rate=None, *, arrivals=None, requests: int | None = None, s
     elif isinstance(source, Trace) and requests > source.times.size:
         raise ValueError(f"requests={requests} exceeds the {source.times.size} arrivals of the "
                          "Trace; leave requests out to replay the whole trace")
-    relaxation = relaxation_arrivals(cluster, source.rate, source.scv)
-    per_node = _replica_length(relaxation)
-    load = min(source.rate / cluster.capacity, 0.999)
-    chosen = replicas is not None
-    if chosen:
-        replicas = positive_int(replicas, "replicas")
-    else:
-        replicas = int(np.clip(requests // (nodes * per_node), MIN_REPLICAS, MAX_REPLICAS))
-    per_replica = requests // replicas
-    if per_replica < 2:
-        raise ValueError(f"requests={requests} over replicas={replicas} leaves fewer than 2 "
-                         "arrivals per replica; raise requests or lower replicas")
-    # below 25 relaxations the measured p99 bias reaches a few percent (see above)
-    short = REPLICA_RELAXATIONS / 4 * relaxation
-    if not isinstance(source, Trace) and per_replica / nodes < short:
-        fix = ("lower replicas or raise requests" if chosen else
-               f"raise requests to at least {int(MIN_REPLICAS * nodes * per_node):,}")
-        warnings.warn(
-            f"{replicas} replicas leave {per_replica / nodes:.0f} arrivals per node per "
-            f"replica; at {load:.0%} load about {per_node:.0f} are needed for the start-up "
-            f"transient not to bias the tail low: {fix}.", stacklevel=2)
+    replicas, per_replica, ask = _plan_replicas(cluster, source, requests, replicas, warmup)
 
     static = cluster.router.is_static
     finite = any(n.max_queue_size > 0 for n in cluster.nodes)
@@ -230,7 +221,58 @@ def simulate(system, rate=None, *, arrivals=None, requests: int | None = None, s
     finally:
         if hasattr(report, "close"):
             report.close()
-    return _assemble(out, bk.asnumpy(times), bk.asnumpy(counts), types, warmup, engine, bk.name)
+    return _assemble(out, bk.asnumpy(times), bk.asnumpy(counts), types, warmup, engine, bk.name,
+                     requests, ask)
+
+
+def _plan_replicas(cluster, source, requests: int, replicas, warmup: float):
+    """(replicas, arrivals per replica, the fix to ask for) for a run of ``requests``;
+    warns with ShortRunWarning where the replicas are too short for the load or the delay."""
+    nodes = len(cluster.nodes)
+    relaxation = relaxation_arrivals(cluster, source.rate, source.scv)
+    transient = _replica_length(relaxation)
+    window = window_arrivals(cluster, source.rate, warmup)
+    per_node = max(transient, window / nodes)
+    chosen = replicas is not None
+    if chosen:
+        replicas = positive_int(replicas, "replicas")
+    else:
+        replicas = int(np.clip(requests // (nodes * per_node), MIN_REPLICAS, MAX_REPLICAS))
+        if requests // replicas < window:
+            # A window of a few batch cycles measures the first batches of fresh replicas and
+            # may see requests arrive and no batch leave: fewer, longer replicas instead, two
+            # at least for a confidence interval.
+            replicas = max(2, min(replicas, int(requests // window)))
+    per_replica = requests // replicas
+    if per_replica < 2:
+        raise ValueError(f"requests={requests} over replicas={replicas} leaves fewer than 2 "
+                         "arrivals per replica; raise requests or lower replicas")
+    reasons = []
+    # below 25 relaxations the measured p99 bias reaches a few percent (see above)
+    if (not isinstance(source, Trace)
+            and per_replica / nodes < REPLICA_RELAXATIONS / 4 * relaxation):
+        load = min(source.rate / cluster.capacity, 0.999)
+        reasons.append(f"{replicas} replicas leave {per_replica / nodes:,.0f} arrivals per "
+                       f"node per replica; at {load:.0%} load about {transient:,.0f} are "
+                       "needed for the start-up transient not to bias the tail low")
+    if per_replica < window:
+        cycle = longest_cycle(cluster, source.rate)
+        length = per_replica * (1 - warmup) / source.rate
+        reasons.append(f"{replicas} replicas leave measured windows of {length:.3g} s, "
+                       f"{length / cycle:.2g} batch cycles of {cycle:.3g} s (the wait for a "
+                       "batch to fill or its max_queue_delay, then the slowest batch's "
+                       f"service), where {WINDOW_CYCLES} are needed for the means and batch "
+                       "statistics not to come from the start-up transient")
+    needed = math.ceil(nodes * per_node)
+    total = (replicas if chosen else MIN_REPLICAS) * needed
+    ask = (f"replay a trace of at least {total:,} arrivals" if isinstance(source, Trace)
+           else f"ask for at least {total:,} requests")
+    if chosen and requests // needed >= 1:
+        ask = f"lower replicas to {requests // needed} or {ask}"
+    if reasons:
+        warnings.warn(f"requests={requests} is too short: {'; '.join(reasons)}: {ask}.",
+                      ShortRunWarning, stacklevel=3)
+    return replicas, per_replica, ask
 
 
 # ------------------------------------------------------------------------------------------
@@ -311,8 +353,12 @@ def _from_events(bk, rec, times):
     }
 
 
-def _assemble(out, times, counts, types, warmup, engine: str, backend: str):
-    """Apply the warm-up cut, compute the metrics and build the SampledLatency."""
+def _assemble(out, times, counts, types, warmup, engine: str, backend: str, requests: int,
+              ask: str):
+    """Apply the warm-up cut, compute the metrics and build the SampledLatency.
+
+    The measured window of each replica and what counts inside it: :mod:`qmodel.sim.window`.
+    ``requests`` and ``ask`` (the fix, from :func:`_plan_replicas`) go into its warning."""
     replicas = counts.size
     method = f"simulation ({engine} engine, {backend}, {replicas} replicas)"
     rows = np.arange(replicas)
@@ -335,12 +381,23 @@ def _assemble(out, times, counts, types, warmup, engine: str, backend: str):
     served = sojourn.size
 
     b_rep = out["batch_replica"]
-    in_window = (out["batch_start"] >= t_warm[b_rep]) & (out["batch_start"] <= t_end[b_rep])
-    hist = np.bincount(np.where(in_window, out["batch_size"], 0).ravel(),
-                       minlength=types.bmax + 1)
-    hist[0] = 0
+    b_warm, b_end = t_warm[b_rep], t_end[b_rep]
+    counted, after_window = measured_batches(np, out["batch_start"], out["batch_size"],
+                                             b_warm, b_end)
+    if after_window and served:
+        warnings.warn(f"requests={requests} is too short: no batch was dispatched "
+                      f"inside the measured windows ({span / replicas:.3g} s each); the batch "
+                      "statistics count the batches dispatched after the last arrival, which "
+                      f"carried the measured requests: {ask}.", ShortRunWarning, stacklevel=3)
+    hist = np.bincount(out["batch_size"][counted], minlength=types.bmax + 1)
     instance_count = sum(types.kinds[t].instances for t in types.type_of_node)
-    utilization = float(out["batch_service"][in_window].sum()) / (span * instance_count)
+    busy = float(busy_time(np, out["batch_start"], out["batch_service"], b_warm, b_end).sum())
+    utilization = busy / (span * instance_count)
+    # An instance runs one batch at a time: busy <= instances x window, up to rounding.
+    if utilization > 1 + 1e-9:
+        raise AssertionError(f"{engine} engine reported {utilization:.6g} of its instances "
+                             "busy in the measured window; an instance overlapped two batches")
+    utilization = min(1.0, utilization)
 
     # Contiguous groups of replicas form the sections of the confidence intervals.
     sections = min(replicas, MAX_SECTIONS)

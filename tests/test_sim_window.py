@@ -1,0 +1,137 @@
+"""The measured window of ``qmodel.simulate``: its length, and what is counted inside it."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+import qmodel as qm
+from qmodel.sim.run import arrivals_per_replica_node
+from qmodel.sim.window import (WINDOW_CYCLES, ShortRunWarning, batch_cycle, busy_time,
+                               window_arrivals)
+
+aff = qm.ServiceTime.affine
+ENGINES = ("lookahead", "events")
+# Batches wait out a half-second delay on each of 64 nodes: at 10,000 requests/s a node fills
+# about 78 of its 128 places per delay.
+SLOW_FILL = qm.Cluster(qm.Node(aff(1e-3, 1e-5), max_batch_size=128, max_queue_delay=0.5),
+                       count=64, router="random")
+
+
+def test_busy_time_clips_each_batch_to_the_window():
+    # window [2, 10): a batch before it, one straddling each edge, one inside, one after it
+    start = np.array([0.0, 1.0, 4.0, 9.0, 12.0])
+    service = np.array([1.0, 3.0, 3.0, 3.0, 1.0])
+    busy = busy_time(np, start, service, 2.0, 10.0)
+    assert busy.tolist() == [0.0, 2.0, 3.0, 1.0, 0.0]
+    # finished lanes of the look-ahead engine record start +inf and service 0: no busy time
+    assert busy_time(np, np.array([np.inf]), np.array([0.0]), 2.0, 10.0).tolist() == [0.0]
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_utilization_of_long_jittery_batches_stays_at_most_one(engine, seed):
+    # Before: 1.11 to 1.31; batches that start in the window counted their whole service,
+    # which with lognormal cv 1.5 often runs far past its end.
+    node = qm.Node(aff(0.0152, 0.0175, jitter=("lognormal", 1.5)), max_batch_size=32,
+                   instances=8)
+    with pytest.warns(ShortRunWarning):
+        r = qm.simulate(node, rate=0.95 * node.capacity, requests=2000, seed=seed,
+                        engine=engine)
+    assert 0.0 <= r.utilization <= 1.0
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_utilization_with_a_non_monotone_table_stays_at_most_one(engine):
+    # Before: 25.2. Batches of 2 take half a second, 250 times a batch of 4.
+    node = qm.Node(qm.ServiceTime.table({1: 1e-3, 2: 0.5, 4: 2e-3}), max_batch_size=4)
+    with pytest.warns(ShortRunWarning):
+        r = qm.simulate(node, rate=0.3 * node.capacity, requests=100, seed=1, engine=engine)
+    assert 0.0 <= r.utilization <= 1.0
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_utilization_is_the_busy_fraction_of_the_window(engine):
+    # One replica of a recorded trace: replay gives every batch, from which the busy time
+    # inside [t_warm, t_end] follows by hand.
+    node = qm.Node(aff(2e-3, 5e-4, jitter=("lognormal", 1.0)), max_batch_size=8,
+                   max_queue_delay=1e-3, instances=3)
+    times = np.cumsum(np.random.default_rng(5).exponential(1 / 2500.0, 20_000))
+    r = qm.simulate(node, arrivals=qm.Trace(times), replicas=1, seed=7, engine=engine)
+    rep = qm.replay(node, times, seed=7, engine=engine)
+    t_warm, t_end = times[int(0.1 * times.size)], times[-1]
+    end = rep.batch_start + rep.batch_service
+    busy = np.clip(np.minimum(end, t_end) - np.maximum(rep.batch_start, t_warm), 0, None)
+    assert r.utilization == pytest.approx(busy.sum() / (3 * (t_end - t_warm)), rel=1e-12)
+
+
+def test_batch_cycle_waits_the_delay_or_the_fill_then_serves_the_slowest_batch():
+    node = qm.Node(qm.ServiceTime.table({1: 1e-3, 2: 0.5, 4: 2e-3}), max_batch_size=4,
+                   max_queue_delay=0.1)
+    assert batch_cycle(node, 1.0) == pytest.approx(0.1 + 0.5)      # waits out the delay
+    assert batch_cycle(node, 400.0) == pytest.approx(0.01 + 0.5)   # B fills in 10 ms
+    assert batch_cycle(qm.Node(aff(1e-3, 1e-4), max_batch_size=8), 5.0) \
+        == pytest.approx(1.8e-3)                                    # no delay: never waits
+    # 20 cycles of 0.5 s after a 10% warm-up at 10,000/s, the cluster's nodes each at 156/s
+    assert window_arrivals(SLOW_FILL, 10_000.0, 0.1) == pytest.approx(
+        WINDOW_CYCLES * (0.5 + 1e-3 + 128e-5) * 10_000.0 / 0.9)
+
+
+def test_a_window_shorter_than_the_delay_is_lengthened_and_never_empty():
+    # Before: 8 replicas of 2,250 arrivals, windows of 0.2 s against a 0.5 s delay: no batch
+    # started inside one, so mean batch size and utilization read 0 with 16,200 requests
+    # served, and the p50 (0.38 s) came from the start-up transient.
+    with pytest.warns(ShortRunWarning) as caught:
+        r = qm.simulate(SLOW_FILL, rate=10_000.0, requests=18_000, seed=1)
+    assert r.requests > 0
+    assert r.mean_batch_size >= 1 and r.utilization > 0
+    assert "2 replicas" in r.method
+    text = str(caught[0].message)
+    assert text.startswith("requests=18000 is too short:")
+    assert "max_queue_delay" in text
+    # 8 replicas of 2,000 arrivals per node, each window 2.9 s long
+    assert "ask for at least 1,024,000 requests" in text
+    assert arrivals_per_replica_node(SLOW_FILL, 10_000.0) == 2_000
+
+
+def test_fewer_longer_replicas_when_requests_allow_full_windows():
+    # B = 1024 fills in 2 s at 500/s, so every batch waits out the 1 s delay; 40,000 requests
+    # make 8 replicas of 9 delays each, or 3 of 24: simulate takes the 3 and has no warning.
+    node = qm.Node(aff(1e-3, 1e-6), max_batch_size=1024, max_queue_delay=1.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ShortRunWarning)
+        r = qm.simulate(node, rate=500.0, requests=40_000, seed=3)
+    assert "3 replicas" in r.method
+    assert r.mean == pytest.approx(0.5 + 1.5e-3, rel=0.05)    # half the delay, S(500)
+
+
+def test_a_window_without_batch_starts_still_reports_its_batches():
+    # 200 requests over 64 nodes: 0.02 s of arrivals, every batch leaves after the last one
+    # (0.5 s delay). The batches that carried the measured requests are reported, and a
+    # warning says so and how many requests to ask for.
+    with pytest.warns(ShortRunWarning) as caught:
+        r = qm.simulate(SLOW_FILL, rate=10_000.0, requests=200, seed=1)
+    assert "0.018 batch cycles of 0.502 s" in str(caught[0].message)
+    assert "dispatched after the last arrival" in str(caught[1].message)
+    assert "ask for at least 1,024,000 requests" in str(caught[1].message)
+    assert r.mean_batch_size >= 1
+    assert 0.0 <= r.utilization <= 1.0
+
+
+def test_chosen_replicas_too_short_for_the_delay_say_how_many_requests():
+    with pytest.warns(ShortRunWarning, match=r"lower replicas to \d+ or ask for at least"):
+        qm.simulate(SLOW_FILL, rate=10_000.0, requests=200_000, replicas=8, seed=1)
+
+
+def test_short_run_warning_is_public_and_a_user_warning():
+    assert qm.ShortRunWarning is ShortRunWarning
+    assert issubclass(ShortRunWarning, UserWarning)
+
+
+def test_a_short_trace_asks_for_a_longer_trace():
+    node = qm.Node(aff(1e-3, 1e-6), max_batch_size=128, max_queue_delay=0.5)
+    times = np.arange(1, 501) / 100.0        # 5 s at 100/s: windows of 20 cycles need 1,113
+    with pytest.warns(ShortRunWarning, match="4.5 batch cycles .* replay a trace of at least "
+                      "16,000 arrivals"):            # 8 replicas of at least 2,000
+        r = qm.simulate(node, arrivals=qm.Trace(times), seed=1)
+    assert "2 replicas" in r.method and r.mean_batch_size >= 1
