@@ -392,11 +392,14 @@ def _least_outstanding(cluster: Cluster, rate: float, resolution: int,
     twin = Cluster(list(cluster.nodes), router="round_robin")
     result = _split(twin, rate, resolution, scv)
     result.method = f"least outstanding over {N} nodes as round robin: {result.method}"
-    families = ["least_outstanding_as_round_robin" if node.max_batch_size >= 8
-                else "least_outstanding_as_round_robin_b4"]
-    if scv != 1.0:
-        families.append("least_outstanding_as_round_robin_renewal")
-    result.accuracy = result.accuracy.extended(
+    # under renewal arrivals the renewal campaign's family is the one measured there
+    families = (["least_outstanding_as_round_robin_renewal"] if scv != 1.0
+                else ["least_outstanding_as_round_robin" if node.max_batch_size >= 8
+                      else "least_outstanding_as_round_robin_b4"])
+    # the surrogate's own round-robin error is not this answer's: least outstanding's is
+    surrogate = replace(result.accuracy, measured=tuple(
+        m for m in result.accuracy.measured if m.family != "round_robin"))
+    result.accuracy = surrogate.extended(
         exactness="approximation",
         approximations=[Approximation("least_outstanding_as_round_robin",
                                       "least outstanding taken as round robin (level counts "

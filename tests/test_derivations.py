@@ -564,15 +564,18 @@ def test_splitting_round_robin_in_predict(nodes):
     c_a^2 / N; the thinning scv would give a different answer."""
     node = qm.Node(qm.ServiceTime.affine(1.0, jitter=("gamma", 0.5)))
     rate, scv = 0.7 * nodes, 3.0
+    # the model's mechanics, so also outside its measured domain (arrival scv 3)
     cluster = qm.predict(qm.Cluster(node, count=nodes, router="round_robin"),
-                         arrivals=qm.Renewal(rate, scv))
+                         arrivals=qm.Renewal(rate, scv), extrapolate=True, fallback="raise")
     node_scv = _splitting_values("round_robin_scv", ca2=scv, N=nodes)
     mean_gap = _splitting_values("round_robin_mean", m=1 / rate, N=nodes)
-    alone = qm.predict(node, arrivals=qm.Renewal(1 / mean_gap, node_scv))
+    alone = qm.predict(node, arrivals=qm.Renewal(1 / mean_gap, node_scv), extrapolate=True,
+                       fallback="raise")
     assert cluster.p99 == pytest.approx(alone.p99, rel=1e-9)
     assert cluster.p50 == pytest.approx(alone.p50, rel=1e-9)
     thinned = _splitting_values("thinned_scv", p=sp.Rational(1, nodes), ca2=scv)
-    other = qm.predict(node, arrivals=qm.Renewal(1 / mean_gap, thinned))
+    other = qm.predict(node, arrivals=qm.Renewal(1 / mean_gap, thinned), extrapolate=True,
+                       fallback="raise")
     assert abs(other.p99 - alone.p99) > 0.05 * alone.p99
 
 

@@ -26,10 +26,11 @@ def _instances():
     gamma = qm.ServiceTime.affine(2e-3, jitter=("gamma", 0.5))
     return {
         "SampledLatency": qm.simulate(NODE, rate=0.7 * NODE.capacity, requests=200_000, seed=3),
-        "BatchNodeLatency": qm.predict(NODE, rate=0.7 * NODE.capacity),
+        # the distributions as they are, also outside the measured domains
+        "BatchNodeLatency": qm.predict(NODE, rate=0.7 * NODE.capacity, extrapolate=True),
         "LatticeLatency": th.gig1(300.0, lognormal, arrival_scv=0.5),
         "MixtureLatency": qm.predict(qm.Cluster(NODE, count=3, router="round_robin"),
-                                     rate=2 * NODE.capacity),
+                                     rate=2 * NODE.capacity, extrapolate=True),
         "MMcLatency": th.mmc(1500.0, 1000.0, 2),
         "MD1Latency": th.md1(400.0, 2e-3),
         "MDcLatency": th.mdc(1200.0, 2e-3, 3),

@@ -177,10 +177,12 @@ def test_a_trace_is_taken_as_renewal_arrivals_with_its_rate_and_scv(assert_withi
     rate = 0.7 * node.capacity
     gaps = np.random.default_rng(8).gamma(4.0, 1.0 / (4.0 * rate), REQUESTS)
     trace = qm.Trace(np.cumsum(gaps))
-    pred = qm.predict(node, arrivals=trace)
+    # the trace's scv 0.25 is below the renewal family's measured 0.5-2: the model, extrapolated
+    pred = qm.predict(node, arrivals=trace, extrapolate=True)
     assert pred.accuracy.exactness == "approximation"
-    assert pred.accuracy.approximation_keys[0] == "trace_as_renewal"
-    assert pred.p99 == qm.predict(node, arrivals=qm.Renewal(trace.rate, trace.scv)).p99
+    assert pred.accuracy.approximation_keys[:2] == ("outside_measured_domain", "trace_as_renewal")
+    assert pred.p99 == qm.predict(node, arrivals=qm.Renewal(trace.rate, trace.scv),
+                                  extrapolate=True).p99
     # the trace is renewal here, so the renewal model's own bound (8% + CI) applies
     assert_within(pred, qm.simulate(node, arrivals=trace, seed=8), 0.08)
 
@@ -190,7 +192,8 @@ def test_finite_queue_rejections_and_latency_of_served_requests(B, d, c, load, a
     node = qm.Node(_node(B, d, c).service, max_batch_size=B, max_queue_delay=d * S1,
                    instances=c, max_queue_size=2 * B)
     rate = load * node.capacity
-    pred = qm.predict(node, rate=rate)
+    # finite queues are outside every measured family's domain: the model, extrapolated
+    pred = qm.predict(node, rate=rate, extrapolate=True, fallback="raise")
     sim = qm.simulate(node, rate=rate, requests=300_000, seed=9, engine="events")
     # the rejected fraction: binomial standard error of the simulated fraction, 4 sigma,
     # plus 5% of it for the model (measured within 1% on one instance, 11% at c = 2)
@@ -230,7 +233,7 @@ def test_renewal_arrivals(scv):
     # batching node: the count-law approximation, within 8% (+ CI) at B = 8
     node = _node(8, 0.5, 1)
     arrivals = qm.Renewal(0.7 * node.capacity, scv=scv)
-    pred = qm.predict(node, arrivals=arrivals)
+    pred = qm.predict(node, arrivals=arrivals, extrapolate=True, fallback="raise")
     sim = qm.simulate(node, arrivals=arrivals, requests=REQUESTS, seed=4)
     assert "renewal_counts" in pred.accuracy.approximation_keys
     for p in (0.95, 0.99):
@@ -432,7 +435,8 @@ def test_least_outstanding_without_batching_is_the_balanced_model(jitter, N, loa
     node = qm.Node(qm.ServiceTime.affine(TAU0, ALPHA, jitter=j), max_batch_size=1)
     cluster = qm.Cluster(node, count=N, router="least_outstanding")
     rate = load * cluster.capacity
-    pred = qm.predict(cluster, rate=rate)
+    # jittery nodes lie outside the family's measured domain (deterministic): extrapolated
+    pred = qm.predict(cluster, rate=rate, extrapolate=True, fallback="raise")
     assert pred.method == f"least outstanding over {N} one-request nodes: balanced-queue model"
     assert pred.accuracy.exactness == "approximation"
     assert_within(pred, qm.simulate(cluster, rate=rate, requests=600_000, seed=14), 0.06)

@@ -1,0 +1,87 @@
+"""predict never gives a model answer it cannot stand behind (issue 21, cases 1-5).
+
+Each case below was a model answer that was wrong without saying so. Now the answer's
+self-checks (qmodel.selfcheck) or its family's measured domain (MeasuredError.domain) refuse
+it: predict falls back to the simulator, or raises NotImplementedError with the reason under
+fallback="raise" (used here, so no test simulates).
+"""
+
+import warnings
+
+import numpy as np
+import pytest
+
+import qmodel as qm
+from qmodel.latency import Accuracy, LatticeLatency
+from qmodel.selfcheck import defects
+
+AFF = qm.ServiceTime.affine
+
+
+def _refused(system, load, match, **kw):
+    """predict at ``load`` raises NotImplementedError matching ``match``, leaking no
+    warnings from numpy."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(NotImplementedError, match=match):
+            qm.predict(system, rate=load * system.capacity, fallback="raise", **kw)
+
+
+def test_case1_overflow_is_refused_not_returned_as_nan():
+    node = qm.Node(AFF(8e-3, 1e-3, jitter=("lognormal", 1.0)), max_batch_size=128, instances=7,
+                   max_queue_size=159)
+    for load in (0.3, 0.9):
+        # refused by the self-checks, so also when extrapolating
+        _refused(node, load, "not finite|lattice step|mass", extrapolate=True)
+
+
+def test_case2_a_lattice_too_coarse_for_its_median_is_refused():
+    node = qm.Node(AFF(7.36e-4, 7.16e-4, jitter=("lognormal", 1.5)), max_batch_size=43)
+    for load in (0.125, 0.04):
+        _refused(node, load, "lattice step|probability mass", extrapolate=True)
+
+
+def test_case3_a_mass_above_one_is_refused():
+    node = qm.Node(AFF(0.0152, 0.0175, jitter="exponential"), max_batch_size=32,
+                   max_queue_delay=0.0032, instances=8)
+    _refused(node, 0.383, "probability mass", extrapolate=True)
+
+
+def test_case4_round_robin_at_light_load_lies_outside_its_domain():
+    cluster = qm.Cluster(qm.Node(AFF(1e-3, 1e-4), max_batch_size=4), count=9,
+                         router="round_robin")
+    _refused(cluster, 0.1, "load 0.1 is outside .* family 'round_robin'")
+    # the model's answer, where asked for, says it is extrapolated
+    r = qm.predict(cluster, rate=0.1 * cluster.capacity, extrapolate=True)
+    assert "outside_measured_domain" in r.accuracy.approximation_keys
+
+
+def test_case5_flat_service_over_several_instances_lies_outside_its_domain():
+    node = qm.Node(AFF(2.64e-4, 2.9e-6), max_batch_size=8, instances=7)
+    for load in (0.3, 0.6, 0.9):
+        _refused(node, load, "service_growth .* is outside")
+
+
+def test_defects_names_the_figure_that_fails():
+    ok = Accuracy("numerical", "demo", lattice_step=1e-4, truncated_mass=1e-9)
+    metrics = dict(method="demo", throughput=1.0, utilization=0.5,
+                   batch_size_distribution={1: 1.0})
+    pmf = np.exp(-np.arange(200) / 20.0)
+    assert defects(LatticeLatency(pmf, 1e-4, accuracy=ok, **metrics)) is None
+    bad = pmf.copy()
+    bad[3] = np.nan
+    assert "not finite" in defects(LatticeLatency(bad, 1e-4, accuracy=ok, **metrics))
+    lossy = Accuracy("numerical", "demo", lattice_step=1e-4, truncated_mass=0.18)
+    assert "0.18 of the probability mass" in defects(
+        LatticeLatency(pmf, 1e-4, accuracy=lossy, **metrics))
+    coarse = Accuracy("numerical", "demo", lattice_step=2e-3, truncated_mass=1e-9)
+    # three lattice points: the median sits within a step or two of zero
+    assert "lattice step" in defects(LatticeLatency(pmf[:3], 2e-3, accuracy=coarse, **metrics))
+    busy = dict(metrics, utilization=1.3)
+    assert "utilization 1.3" in defects(LatticeLatency(pmf, 1e-4, accuracy=ok, **busy))
+
+
+def test_extrapolate_must_be_a_bool():
+    node = qm.Node(AFF(2e-3, 0.2e-3), max_batch_size=8)
+    with pytest.raises(ValueError, match="extrapolate must be True or False"):
+        qm.predict(node, rate=100.0, extrapolate="yes")
