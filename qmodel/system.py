@@ -180,7 +180,12 @@ class AffineService(ServiceTime):
 @dataclass(frozen=True)
 class MeasuredService(ServiceTime):
     """A service time whose means are measured at some batch sizes and interpolated linearly
-    in between (extrapolated beyond, with a warning)."""
+    in between. Beyond the measured sizes the line through the two nearest is extended, with a
+    warning that names the missing sizes; where that line reaches zero, or a single measured
+    size leaves no line to extend, a ValueError says which sizes to measure."""
+
+    # what a user adds to measure batch size k, e.g. "the mean time of batch size 8"
+    measurement: ClassVar[str] = ""
 
     def measured_means(self) -> tuple[np.ndarray, np.ndarray]:
         """(sizes, mean seconds) at the measured sizes, sizes increasing."""
@@ -189,20 +194,91 @@ class MeasuredService(ServiceTime):
     def mean(self, k):
         k = np.asarray(k, dtype=float)
         sizes, means = self.measured_means()
+        below, above = k < sizes[0], k > sizes[-1]
         if sizes.size == 1:
+            if below.any() or above.any():
+                raise ValueError(self._one_size_message(k[below | above], sizes[0]))
             return np.full_like(k, means[0])
-        if np.any(k > sizes[-1]) or np.any(k < sizes[0]):
-            warnings.warn(f"service time extrapolated outside the measured batch sizes "
-                          f"{sizes[0]:g}..{sizes[-1]:g}; measure the sizes you deploy",
-                          stacklevel=2)
         lo = np.interp(k, sizes, means)
         left = means[0] + (k - sizes[0]) * (means[1] - means[0]) / (sizes[1] - sizes[0])
         right = means[-1] + (k - sizes[-1]) * (means[-1] - means[-2]) / (sizes[-1] - sizes[-2])
-        out = np.where(k < sizes[0], left, np.where(k > sizes[-1], right, lo))
+        out = np.where(below, left, np.where(above, right, lo))
         if np.any(out <= 0):
-            raise ValueError("extrapolated service time is <= 0 for some batch size; "
-                             "measure smaller batch sizes")
+            raise ValueError(self._nonpositive_message(k, out, sizes, means))
+        if below.any() or above.any():
+            warnings.warn(self._extrapolated_message(k[below], k[above], sizes), stacklevel=2)
         return out
+
+    # ---- the messages: which sizes were measured, which are missing, what to add -------------
+    @property
+    def field_name(self) -> str:
+        """How messages name this service time: "ServiceTime.table" or "ServiceTime.empirical"."""
+        return f"ServiceTime.{self.kind}"
+
+    def _measured(self, sizes) -> str:
+        listed = ", ".join(f"{s:g}" for s in sizes)
+        return f"{self.field_name} measures batch size{'s' if sizes.size > 1 else ''} {listed}"
+
+    def _one_size_message(self, missing, size) -> str:
+        smaller, larger = missing[missing < size], missing[missing > size]
+        sides = [(side, k) for side, k in (("smaller", smaller), ("larger", larger)) if k.size]
+        unknown = " and ".join(f"{side} k = {_sizes(k)}" for side, k in sides)
+        adds = " and ".join(f"{self.measurement} {k.min() if side == 'smaller' else k.max():g}"
+                            for side, k in sides)
+        return (f"{self._measured(np.array([size]))} only, so S(k) for the {unknown} is unknown "
+                f"(one size gives no line to extend); measure the "
+                f"{' and '.join(side for side, _ in sides)} sizes: add {adds}"
+                + (f", or use max_batch_size={size:g}" if not smaller.size else ""))
+
+    def _nonpositive_message(self, k, out, sizes, means) -> str:
+        parts = []
+        for side, where, pair in (("smaller", k < sizes[0], slice(0, 2)),
+                                  ("larger", k > sizes[-1], slice(-2, None))):
+            bad = where & (out <= 0)
+            if not bad.any():
+                continue
+            (s0, s1), (m0, m1) = sizes[pair], means[pair]
+            worst = k[bad].min() if side == "smaller" else k[bad].max()
+            edge = sizes[0] if side == "smaller" else sizes[-1]
+            fix = (f"add {self.measurement} {worst:g}" + (
+                f" (and any sizes between it and {edge:g})" if worst < edge - 1 else "")
+                   if side == "smaller" else
+                   f"add {self.measurement} {worst:g} (the largest asked for), or keep "
+                   f"max_batch_size <= {edge:g}")
+            parts.append(
+                f"the line through sizes {s0:g} and {s1:g} ({m0 * 1e3:.4g} ms, {m1 * 1e3:.4g} "
+                f"ms) reaches S(k) <= 0 at the {side} k = {_sizes(k[bad])} "
+                f"(S({worst:g}) = {float(out[bad][np.argmax(k[bad] == worst)]) * 1e3:.4g} ms); "
+                f"measure the {side} sizes: {fix}")
+        return f"{self._measured(sizes)}: " + "; and ".join(parts)
+
+    def _extrapolated_message(self, smaller, larger, sizes) -> str:
+        parts = []
+        if smaller.size:
+            parts.append(f"S(k) for the smaller k = {_sizes(smaller)} is extrapolated from sizes "
+                         f"{sizes[0]:g} and {sizes[1]:g}; add {self.measurement} "
+                         f"{smaller.min():g}")
+        if larger.size:
+            parts.append(f"S(k) for the larger k = {_sizes(larger)} is extrapolated from sizes "
+                         f"{sizes[-2]:g} and {sizes[-1]:g}; add {self.measurement} "
+                         f"{larger.max():g} or keep max_batch_size <= {sizes[-1]:g}")
+        return (f"service time extrapolated outside the measured batch sizes: "
+                f"{self._measured(sizes)}; " + "; ".join(parts))
+
+
+def _sizes(k) -> str:
+    """Batch sizes for a message: "5..8" for a run of whole numbers, else a short list.
+
+    Examples
+    --------
+    >>> _sizes(np.array([5.0, 6.0, 7.0, 8.0])), _sizes(np.array([1.0])), _sizes([1, 3])
+    ('5..8', '1', '1, 3')
+    """
+    k = np.unique(np.asarray(k, dtype=float))
+    if k.size > 2 and np.all(k == np.round(k)) and np.all(np.diff(k) == 1):
+        return f"{k[0]:g}..{k[-1]:g}"
+    listed = ", ".join(f"{x:g}" for x in k[:6])
+    return listed + (", ..." if k.size > 6 else "")
 
 
 @dataclass(frozen=True)
@@ -210,6 +286,7 @@ class TableService(MeasuredService):
     """Measured means times a jitter J: built by :meth:`ServiceTime.table`."""
 
     kind: ClassVar[str] = "table"
+    measurement: ClassVar[str] = "the mean time of batch size"
 
     def measured_means(self):
         sizes, means = map(np.array, zip(*self.points))
@@ -225,6 +302,7 @@ class EmpiricalService(MeasuredService):
     "empirical" and its ``cv`` NaN: the samples carry their own spread."""
 
     kind: ClassVar[str] = "empirical"
+    measurement: ClassVar[str] = "samples of batch size"
 
     def measured_means(self):
         sizes = np.array([s for s, _ in self.samples], dtype=float)
@@ -354,7 +432,11 @@ class Node:
             raise ValueError(f"Node.preferred_batch_sizes {prefs} repeats a size")
         object.__setattr__(self, "preferred_batch_sizes", tuple(sorted(prefs)))
         if isinstance(self.service, MeasuredService):
-            self.service.mean(np.arange(1, B + 1))  # warns once if B needs extrapolation
+            try:
+                self.service.mean(np.arange(1, B + 1))  # warns once if B needs extrapolation
+            except ValueError as err:
+                raise ValueError(f"Node(max_batch_size={B}) needs S(k) for k = 1..{B}, but "
+                                 f"{err}") from None
 
     @property
     def effective_preferred(self) -> tuple:

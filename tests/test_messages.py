@@ -10,6 +10,7 @@ import re
 import subprocess
 import sys
 import warnings
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
@@ -144,3 +145,62 @@ def test_durations_take_a_sign_and_either_micro_sign():
     assert "delay=0ms" in node.describe()
     with pytest.raises(ValueError, match="^ServiceTime.base='-2ms' is negative"):
         qm.ServiceTime.affine("-2ms")
+
+
+# --- service-time tables beyond their measured sizes -----------------------------------------
+@pytest.mark.parametrize("service, B, message", [
+    # the means fall at the top: the line reaches 0 for the LARGER sizes
+    (qm.ServiceTime.table({1: 5e-3, 4: 1e-3}), 8,
+     "Node(max_batch_size=8) needs S(k) for k = 1..8, but ServiceTime.table measures batch sizes "
+     "1, 4: the line through sizes 1 and 4 (5 ms, 1 ms) reaches S(k) <= 0 at the larger k = 5..8 "
+     "(S(8) = -4.333 ms); measure the larger sizes: add the mean time of batch size 8 (the "
+     "largest asked for), or keep max_batch_size <= 4"),
+    # the means rise steeply at the bottom: the line reaches 0 for the SMALLER sizes
+    (qm.ServiceTime.table({4: 1e-3, 8: 6e-3}), 8,
+     "Node(max_batch_size=8) needs S(k) for k = 1..8, but ServiceTime.table measures batch sizes "
+     "4, 8: the line through sizes 4 and 8 (1 ms, 6 ms) reaches S(k) <= 0 at the smaller k = 1..3 "
+     "(S(1) = -2.75 ms); measure the smaller sizes: add the mean time of batch size 1 (and any "
+     "sizes between it and 4)"),
+    # both ends
+    (qm.ServiceTime.table({3: 1e-3, 4: 3e-3, 6: 5e-3, 7: 3e-3}), 12,
+     "at the smaller k = 1, 2 (S(1) = -3 ms); measure the smaller sizes: add the mean time of "
+     "batch size 1 (and any sizes between it and 3); and the line through sizes 6 and 7 (5 ms, "
+     "3 ms) reaches S(k) <= 0 at the larger k = 9..12 (S(12) = -7 ms); measure the larger sizes: "
+     "add the mean time of batch size 12 (the largest asked for), or keep max_batch_size <= 7"),
+    # one measured size: no line to extend, in either direction
+    (qm.ServiceTime.table({1: 3e-3}), 16,
+     "ServiceTime.table measures batch size 1 only, so S(k) for the larger k = 2..16 is unknown "
+     "(one size gives no line to extend); measure the larger sizes: add the mean time of batch "
+     "size 16, or use max_batch_size=1"),
+    (qm.ServiceTime.empirical({4: [3e-3, 4e-3]}), 16,
+     "ServiceTime.empirical measures batch size 4 only, so S(k) for the smaller k = 1..3 and "
+     "larger k = 5..16 is unknown (one size gives no line to extend); measure the smaller and "
+     "larger sizes: add samples of batch size 1 and samples of batch size 16"),
+    (qm.ServiceTime.empirical({2: [1e-3], 8: [7e-3]}), 8,
+     "ServiceTime.empirical measures batch sizes 2, 8: the line through sizes 2 and 8 (1 ms, "
+     "7 ms) reaches S(k) <= 0 at the smaller k = 1 (S(1) = 0 ms); measure the smaller sizes: add "
+     "samples of batch size 1"),
+])
+def test_a_table_that_cannot_extend_names_the_sizes_to_measure(service, B, message):
+    with pytest.raises(ValueError) as err:
+        qm.Node(service, max_batch_size=B)
+    assert message in str(err.value)
+    assert str(err.value).startswith(f"Node(max_batch_size={B}) needs S(k) for k = 1..{B}, but "
+                                     f"ServiceTime.{service.kind} measures batch size")
+
+
+def test_an_extrapolating_table_warns_with_the_sizes_to_add_on_each_side():
+    table = qm.ServiceTime.table({2: 3e-3, 8: 7e-3})
+    with pytest.warns(UserWarning) as record:
+        qm.Node(table, max_batch_size=16)
+    assert str(record[0].message) == (
+        "service time extrapolated outside the measured batch sizes: ServiceTime.table measures "
+        "batch sizes 2, 8; S(k) for the smaller k = 1 is extrapolated from sizes 2 and 8; add the "
+        "mean time of batch size 1; S(k) for the larger k = 9..16 is extrapolated from sizes 2 "
+        "and 8; add the mean time of batch size 16 or keep max_batch_size <= 8")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert table.mean(4) == pytest.approx(13e-3 / 3)     # inside: no warning
+        assert qm.Node(qm.ServiceTime.table({1: 3e-3}), max_batch_size=1).capacity == \
+            pytest.approx(1 / 3e-3)
+
