@@ -18,7 +18,8 @@ from typing import ClassVar, Mapping, Sequence
 import numpy as np
 
 from .checks import (LONGEST_PLAUSIBLE_SECONDS, UnstableError, check_below_capacity,
-                     parse_duration, positive_duration, positive_int, positive_rate)
+                     parse_duration, positive_duration, positive_int, positive_rate, real_array,
+                     shown)
 from .jitter import jitter_law, parse_jitter
 from .routers import ROUTER_NAMES, router_policy
 
@@ -26,7 +27,16 @@ __all__ = [
     "UnstableError", "ServiceTime", "AffineService", "MeasuredService", "TableService",
     "EmpiricalService", "Node", "Cluster", "Router",
     "Poisson", "Renewal", "Trace", "parse_duration", "check_stable",
+    "MOST_REQUESTS_PER_BATCH", "MOST_INSTANCES", "MOST_NODES", "MOST_QUEUED",
 ]
+
+# Bounds of plausibility, far above any deployment: a larger count is a typo or a unit slip,
+# and would otherwise end deep inside a solver or the simulator in an integer overflow or an
+# allocation of that size.
+MOST_REQUESTS_PER_BATCH = 65_536     # max_batch_size, preferred and measured batch sizes
+MOST_INSTANCES = 4_096               # model instances of one node
+MOST_NODES = 65_536                  # nodes of a cluster
+MOST_QUEUED = 1_000_000_000          # max_queue_size (the simulator counts it in int64)
 
 
 # --------------------------------------------------------------------------------------------
@@ -113,14 +123,19 @@ class ServiceTime:
         size draws from the nearest measured size, scaled by the ratio of the interpolated
         means, so its spread keeps the measured relative shape.
         """
-        items = _checked_size_map(samples, "ServiceTime.empirical")
+        items = _checked_size_map(samples, "ServiceTime.empirical",
+                                  "measured seconds, e.g. {1: [3.1e-3, 3.4e-3], 8: [6.7e-3]}")
         out = []
         for k, values in items:
-            arr = np.asarray(values, dtype=float).ravel()
+            arr = real_array(values, f"ServiceTime.empirical[{k}]",
+                             "a sequence of measured times in seconds").ravel()
             if arr.size == 0:
                 raise ValueError(f"ServiceTime.empirical[{k}] has no samples; give at least one")
-            if not np.all(np.isfinite(arr)) or np.any(arr <= 0):
-                raise ValueError(f"ServiceTime.empirical[{k}] must hold positive finite seconds")
+            bad = ~(np.isfinite(arr) & (arr > 0))
+            if bad.any():
+                raise ValueError(f"ServiceTime.empirical[{k}] must hold positive finite seconds; "
+                                 f"{bad.sum()} of its {arr.size} samples are not, e.g. "
+                                 f"{float(arr[bad][0])!r}")
             if arr.max() > LONGEST_PLAUSIBLE_SECONDS:
                 raise ValueError(f"ServiceTime.empirical[{k}] has samples above "
                                  f"{LONGEST_PLAUSIBLE_SECONDS:g} s; convert to seconds")
@@ -355,13 +370,13 @@ class EmpiricalService(MeasuredService):
         return "empirical " + ", ".join(f"{k}:{len(v)} samples" for k, v in self.samples)
 
 
-def _checked_size_map(mapping, name):
+def _checked_size_map(mapping, name, example="seconds, e.g. {1: 3.1e-3, 8: 6.7e-3}"):
     if not isinstance(mapping, Mapping) or not mapping:
-        raise ValueError(f"{name} takes a non-empty mapping of batch size to seconds, "
-                         f"e.g. {{1: 3.1e-3, 8: 6.7e-3}}")
+        raise ValueError(f"{name} takes a non-empty mapping of batch size to {example}; got "
+                         f"{shown(mapping)}")
     items = []
     for k, v in mapping.items():
-        size = positive_int(k, f"{name} batch size")
+        size = positive_int(k, f"{name} batch size", maximum=MOST_REQUESTS_PER_BATCH)
         items.append((size, v))
     return sorted(items)
 
@@ -409,22 +424,28 @@ class Node:
         if isinstance(self.max_batch_size, numbers.Integral) and self.max_batch_size == 0:
             raise ValueError("Node.max_batch_size=0 is Triton's 'no batching'; qmodel writes that "
                              "as max_batch_size=1 (every batch holds one request)")
-        B = positive_int(self.max_batch_size, "Node.max_batch_size")
+        B = positive_int(self.max_batch_size, "Node.max_batch_size",
+                         maximum=MOST_REQUESTS_PER_BATCH)
         object.__setattr__(self, "max_batch_size", B)
         object.__setattr__(self, "max_queue_delay",
                            positive_duration(self.max_queue_delay, "Node.max_queue_delay",
                                               allow_zero=True))
-        object.__setattr__(self, "instances", positive_int(self.instances, "Node.instances"))
+        object.__setattr__(self, "instances", positive_int(self.instances, "Node.instances",
+                                                           maximum=MOST_INSTANCES))
         object.__setattr__(self, "max_queue_size",
-                           positive_int(self.max_queue_size, "Node.max_queue_size", minimum=0))
+                           positive_int(self.max_queue_size, "Node.max_queue_size", minimum=0,
+                                        maximum=MOST_QUEUED))
         prefs = self.preferred_batch_sizes
         if isinstance(prefs, numbers.Integral):
             prefs = (prefs,)
+        if isinstance(prefs, (str, bytes, Mapping)):
+            raise ValueError("Node.preferred_batch_sizes must be a sequence of whole numbers such "
+                             f"as (4, 8), got {shown(prefs)}")
         try:
             prefs = tuple(positive_int(p, "Node.preferred_batch_sizes") for p in prefs)
         except TypeError:
-            raise ValueError("Node.preferred_batch_sizes must be a sequence of whole numbers, "
-                             f"got {self.preferred_batch_sizes!r}") from None
+            raise ValueError("Node.preferred_batch_sizes must be a sequence of whole numbers such "
+                             f"as (4, 8), got {shown(self.preferred_batch_sizes)}") from None
         if any(p > B for p in prefs):
             raise ValueError(f"Node.preferred_batch_sizes {prefs} must not exceed "
                              f"max_batch_size={B}; drop the larger sizes or raise max_batch_size")
@@ -574,28 +595,39 @@ class Cluster:
     def __post_init__(self):
         nodes = self.nodes
         if isinstance(nodes, Node):
-            count = 1 if self.count is None else positive_int(self.count, "Cluster.count")
+            count = 1 if self.count is None else positive_int(self.count, "Cluster.count",
+                                                               maximum=MOST_NODES)
             nodes = (nodes,) * count
+            size = "node" if self.count is None else f"node, count={count}"
         else:
+            if isinstance(nodes, (str, bytes)):
+                raise ValueError(f"Cluster.nodes must be a Node or a list of Nodes, got "
+                                 f"{shown(nodes)}")
             try:
                 nodes = tuple(nodes)
             except TypeError:
-                raise ValueError("Cluster.nodes must be a Node or a list of Nodes") from None
+                raise ValueError(f"Cluster.nodes must be a Node or a list of Nodes, got "
+                                 f"{shown(nodes)}") from None
             if not nodes:
                 raise ValueError("Cluster.nodes is empty; a cluster needs at least one Node")
             if not all(isinstance(n, Node) for n in nodes):
-                raise ValueError("every entry of Cluster.nodes must be a qmodel.Node")
+                raise ValueError("every entry of Cluster.nodes must be a qmodel.Node, got "
+                                 f"{shown(next(n for n in nodes if not isinstance(n, Node)))}")
+            if len(nodes) > MOST_NODES:
+                raise ValueError(f"Cluster.nodes lists {len(nodes):,} nodes, more than "
+                                 f"{MOST_NODES:,}, beyond anything qmodel is built to model")
             if self.count is not None and self.count != len(nodes):
-                raise ValueError(f"Cluster.count={self.count} disagrees with the {len(nodes)} "
-                                 "nodes listed; drop count when you list the nodes")
+                raise ValueError(f"Cluster.count={shown(self.count)} disagrees with the "
+                                 f"{len(nodes)} nodes listed; drop count when you list the nodes")
+            size = f"[{len(nodes)} node{'s' if len(nodes) > 1 else ''}]"
         object.__setattr__(self, "nodes", nodes)
         object.__setattr__(self, "count", len(nodes))
-        object.__setattr__(self, "router", self._make_router(len(nodes)))
+        object.__setattr__(self, "router", self._make_router(len(nodes), size))
         object.__setattr__(self, "weights", self.router.weights)
         object.__setattr__(self, "choices", self.router.choices
                            if self.router.kind.samples_nodes else None)
 
-    def _make_router(self, n: int) -> Router:
+    def _make_router(self, n: int, size: str) -> Router:
         r = self.router
         if isinstance(r, Router):
             name, weights, choices, explicit = r.policy, r.weights, r.choices, True
@@ -604,18 +636,14 @@ class Cluster:
                                  "not both")
         elif isinstance(r, str):
             name, weights, choices, explicit = r, self.weights, self.choices, False
-            if name == "power_of_two":
-                if choices not in (None, 2):
-                    raise ValueError("router 'power_of_two' samples 2 nodes; for another number "
-                                     "use router='power_of_d' with choices=d")
-                choices = 2
         else:
-            raise ValueError(f"Cluster.router must be a string or a Router, got {r!r}")
-        if name not in ROUTER_NAMES:
-            raise ValueError(f"Cluster.router {name!r} is unknown; use one of "
+            raise ValueError(f"Cluster.router must be a string or a Router, got {shown(r)}")
+        if not isinstance(name, str) or name not in ROUTER_NAMES:
+            raise ValueError(f"Cluster.router {shown(name)} is unknown; use one of "
                              f"{', '.join(repr(x) for x in ROUTER_NAMES)}")
         policy = router_policy(name)
-        weights, choices = policy.checked_parameters(weights, choices, n, explicit)
+        weights, choices = policy.checked_parameters(weights, choices, n, explicit,
+                                                     written=name, size=size)
         return Router(policy=policy.name, weights=weights, choices=choices)
 
     @property
@@ -674,14 +702,15 @@ class Renewal:
     def __post_init__(self):
         object.__setattr__(self, "rate", positive_rate(self.rate))
         scv = self.scv
-        if isinstance(scv, bool) or not isinstance(scv, numbers.Real) or not math.isfinite(scv):
-            raise ValueError(f"Renewal.scv must be a finite number >= 0, got {scv!r}")
+        if isinstance(scv, (bool, np.bool_)) or not isinstance(scv, numbers.Real) \
+                or not math.isfinite(scv):
+            raise ValueError(f"Renewal.scv must be a finite number >= 0, got {shown(scv)}")
         if scv < 0:
             raise ValueError(f"Renewal.scv={scv} must be >= 0 (0 deterministic, 1 Poisson)")
         if scv > 100:
             raise ValueError(f"Renewal.scv={scv} > 100 is outside what the gamma family models "
                              "well; use a Trace of the measured arrivals")
-        object.__setattr__(self, "scv", float(scv))
+        object.__setattr__(self, "scv", float(scv) + 0.0)    # -0.0 becomes 0.0
 
 
 @dataclass(frozen=True, eq=False)
@@ -695,14 +724,13 @@ class Trace:
     times: np.ndarray = field(repr=False)
 
     def __post_init__(self):
-        try:
-            t = np.array(self.times, dtype=float).ravel()
-        except (TypeError, ValueError):
-            raise ValueError("Trace.times must be a sequence of arrival times in seconds") from None
+        t = np.array(real_array(self.times, "Trace.times",
+                                "a sequence of arrival times in seconds"), dtype=float).ravel()
         if t.size < 2:
             raise ValueError("Trace.times needs at least 2 arrival times")
         if not np.all(np.isfinite(t)):
-            raise ValueError("Trace.times contains NaN or infinite values")
+            raise ValueError(f"Trace.times contains NaN or infinite values, the first at index "
+                             f"{int(np.argmax(~np.isfinite(t)))}; give arrival times in seconds")
         if np.any(np.diff(t) < 0):
             raise ValueError("Trace.times must be sorted in non-decreasing order")
         if t[-1] == t[0]:
@@ -749,6 +777,7 @@ def check_stable(system, rate: float) -> None:
     system unstable.
     """
     cluster = as_cluster(system)
+    rate = positive_rate(rate)
     if all(n.max_queue_size > 0 for n in cluster.nodes):
         return
     cap = cluster.capacity

@@ -204,3 +204,167 @@ def test_an_extrapolating_table_warns_with_the_sizes_to_add_on_each_side():
         assert qm.Node(qm.ServiceTime.table({1: 3e-3}), max_batch_size=1).capacity == \
             pytest.approx(1 / 3e-3)
 
+
+# --- routers that cannot fit the cluster -------------------------------------------------------
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(count=1, router="power_of_two"),
+     "Cluster(node, count=1, router='power_of_two'): power_of_two sends each request to the less "
+     "loaded of 2 distinct nodes sampled at random, so it needs at least 2 nodes, and this "
+     "cluster has 1; give count >= 2, or for a single node router='random', 'round_robin' or "
+     "'least_outstanding'"),
+    (dict(router="power_of_two"),
+     "Cluster(node, router='power_of_two'): power_of_two sends each request to the less loaded "
+     "of 2 distinct nodes sampled at random, so it needs at least 2 nodes, and this cluster has "
+     "1 (count defaults to 1); give count >= 2"),
+    (dict(nodes=[NODE], router="power_of_two"),
+     "Cluster([1 node], router='power_of_two'): power_of_two sends each request to the less "
+     "loaded of 2 distinct nodes sampled at random, so it needs at least 2 nodes, and this "
+     "cluster has 1; give a list of at least 2 nodes"),
+    (dict(count=1, router=qm.Router("power_of_two")),
+     "Cluster(node, count=1, router='power_of_two'): power_of_two sends"),
+    (dict(count=3, router="power_of_d", choices=5),
+     "Cluster(node, count=3, router='power_of_d', choices=5): choices=5 exceeds the 3 nodes; "
+     "sample at most as many nodes as there are (choices=3 samples every node, which is "
+     "least_outstanding), or give count >= 5"),
+    (dict(count=3, router="power_of_d"),
+     "router 'power_of_d' needs choices=d, how many nodes to sample per request, e.g. "
+     "Cluster(node, count=8, router='power_of_d', choices=3); router='power_of_two' is "
+     "choices=2"),
+    (dict(count=3, router="power_of_two", weights=[1, 1, 1]),
+     "Cluster.weights only apply to router='random', not 'power_of_two'"),
+    (dict(count=3, router="round_robin", choices=2),
+     "Cluster.choices only applies to router='power_of_d', not 'round_robin'"),
+    (dict(count=3, router=qm.Router("power_of_two", choices=3)),
+     "router 'power_of_two' samples 2 nodes; for another number use router='power_of_d' with "
+     "choices=d"),
+])
+def test_a_router_that_cannot_fit_names_what_was_given(kwargs, message):
+    kwargs = {"nodes": NODE, **kwargs}
+    with pytest.raises(ValueError) as err:
+        qm.Cluster(**kwargs)
+    assert str(err.value).startswith(message)
+
+
+def test_power_of_two_on_one_node_speaks_of_nodes_not_of_choices_nobody_gave():
+    for kwargs in (dict(count=1), dict(), dict(count=1, router=qm.Router("power_of_two"))):
+        with pytest.raises(ValueError) as err:
+            qm.Cluster(NODE, **{"router": "power_of_two", **kwargs})
+        assert "choices" not in str(err.value)
+
+
+# --- hostile values for every constructor of the description ---------------------------------
+class Pairs(Mapping):
+    """A mapping that holds any keys, unhashable ones too (as a user's own mapping may)."""
+
+    def __init__(self, items):
+        self.items_ = list(items)
+
+    def __getitem__(self, key):
+        return next(v for k, v in self.items_ if k is key)
+
+    def __iter__(self):
+        return iter(k for k, _ in self.items_)
+
+    def __len__(self):
+        return len(self.items_)
+
+
+HOSTILE = ["x", "", "nan", float("nan"), math.inf, -math.inf, -1, 0, True, False, None, 1e300,
+           10**19, [1], (), {}, b"2ms", 1 + 2j, object()]
+CONSTRUCTORS = {
+    # label: (the field its messages name, a call that puts the value in that field)
+    "affine base": ("ServiceTime.base", lambda v: qm.ServiceTime.affine(v)),
+    "affine per_item": ("ServiceTime.per_item", lambda v: qm.ServiceTime.affine(1e-3, v)),
+    "table mean": ("ServiceTime.table[1]", lambda v: qm.ServiceTime.table({1: v, 2: 2e-3})),
+    "table size": ("ServiceTime.table",
+                   lambda v: qm.ServiceTime.table(Pairs([(v, 1e-3), (2, 2e-3)]))),
+    "table": ("ServiceTime.table", lambda v: qm.ServiceTime.table(v)),
+    "empirical samples": ("ServiceTime.empirical[1]",
+                          lambda v: qm.ServiceTime.empirical({1: v})),
+    "empirical sample": ("ServiceTime.empirical[1]",
+                         lambda v: qm.ServiceTime.empirical({1: [1e-3, v]})),
+    "empirical": ("ServiceTime.empirical", lambda v: qm.ServiceTime.empirical(v)),
+    "max_batch_size": ("Node.max_batch_size", lambda v: qm.Node(SVC, max_batch_size=v)),
+    "max_queue_delay": ("Node.max_queue_delay", lambda v: qm.Node(SVC, max_queue_delay=v)),
+    "preferred": ("Node.preferred_batch_sizes",
+                  lambda v: qm.Node(SVC, max_batch_size=4, preferred_batch_sizes=v)),
+    "instances": ("Node.instances", lambda v: qm.Node(SVC, instances=v)),
+    "max_queue_size": ("Node.max_queue_size", lambda v: qm.Node(SVC, max_queue_size=v)),
+    "service": ("Node.service", lambda v: qm.Node(v)),
+    "nodes": ("Cluster.nodes", lambda v: qm.Cluster(v)),
+    "count": ("Cluster.count", lambda v: qm.Cluster(NODE, count=v)),
+    "router": ("Cluster.router", lambda v: qm.Cluster(NODE, count=2, router=v)),
+    "weights": ("Cluster.weights", lambda v: qm.Cluster(NODE, count=2, weights=v)),
+    "a weight": ("Cluster.weights", lambda v: qm.Cluster(NODE, count=2, weights=[1, v])),
+    "choices": ("choices", lambda v: qm.Cluster(NODE, count=3, router="power_of_d", choices=v)),
+    "Poisson": ("rate", lambda v: qm.Poisson(v)),
+    "Renewal scv": ("Renewal.scv", lambda v: qm.Renewal(10.0, scv=v)),
+    "Trace": ("Trace.times", lambda v: qm.Trace(v)),
+    "a trace time": ("Trace.times", lambda v: qm.Trace([0.0, v])),
+    "parse_duration": ("duration", lambda v: qm.parse_duration(v)),
+    "check_stable": ("rate", lambda v: qm.check_stable(NODE, v)),
+}
+
+
+@pytest.mark.parametrize("label", CONSTRUCTORS)
+def test_hostile_values_get_a_value_error_naming_the_field(label):
+    field, build = CONSTRUCTORS[label]
+    for value in HOSTILE:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", RuntimeWarning)
+            try:
+                build(value)
+            except ValueError as err:
+                assert field in str(err), (label, value, str(err))
+                assert "could not convert" not in str(err), (label, value, str(err))
+            # anything else (TypeError, OverflowError, MemoryError, a RuntimeWarning) fails
+
+
+@pytest.mark.parametrize("build, message", [
+    # values that used to pass, end in a foreign exception or in numpy's words
+    (lambda: qm.Cluster(NODE, count=1e300), "Cluster.count=1e+300 is larger than 65,536"),
+    (lambda: qm.Node(SVC, max_batch_size=10**19), "Node.max_batch_size=10000000000000000000 is "
+                                                  "larger than 65,536"),
+    (lambda: qm.Node(SVC, instances=1e300), "Node.instances=1e+300 is larger than 4,096"),
+    (lambda: qm.Node(SVC, max_queue_size=10**19), "Node.max_queue_size=10000000000000000000 is "
+                                                  "larger than 1,000,000,000"),
+    (lambda: qm.ServiceTime.table({10**19: 1e-3, 2: 2e-3}), "ServiceTime.table batch size="),
+    (lambda: qm.check_stable(NODE, "100"), "rate must be a finite number of requests per "
+                                           "second, got '100'"),
+    (lambda: qm.check_stable(NODE, float("nan")), "rate must be a finite number"),
+    (lambda: qm.check_stable(NODE, -1.0), "rate=-1.0 must be > 0 requests per second"),
+    (lambda: qm.ServiceTime.empirical({1: "x"}), "ServiceTime.empirical[1] must be a sequence "
+                                                 "of measured times in seconds; got 'x'"),
+    (lambda: qm.ServiceTime.empirical({1: ["2ms"]}), "ServiceTime.empirical[1] must be a "
+                                                     "sequence of measured times in seconds; "
+                                                     "got ['2ms'] (strings: pass numbers)"),
+    (lambda: qm.ServiceTime.empirical({1: {}}), "ServiceTime.empirical[1] must be a sequence"),
+    (lambda: qm.ServiceTime.empirical({1: True}), "ServiceTime.empirical[1] must be a sequence"),
+    (lambda: qm.ServiceTime.empirical({1: [1e-3, -1e-3, 0.0]}),
+     "ServiceTime.empirical[1] must hold positive finite seconds; 2 of its 3 samples are not, "
+     "e.g. -0.001"),
+    (lambda: qm.ServiceTime.empirical([1e-3]), "ServiceTime.empirical takes a non-empty mapping "
+                                               "of batch size to measured seconds, e.g. {1: "
+                                               "[3.1e-3, 3.4e-3], 8: [6.7e-3]}; got [0.001]"),
+    (lambda: qm.Node(SVC, max_batch_size=8, preferred_batch_sizes=""),
+     "Node.preferred_batch_sizes must be a sequence of whole numbers such as (4, 8), got ''"),
+    (lambda: qm.Node(SVC, max_batch_size=8, preferred_batch_sizes="48"),
+     "Node.preferred_batch_sizes must be a sequence of whole numbers such as (4, 8), got '48'"),
+    (lambda: qm.Cluster(NODE, count=2, weights="nan"), "Cluster.weights must be one number per "
+                                                       "node, e.g. [9, 1] for a 90/10 split; "
+                                                       "got 'nan'"),
+    (lambda: qm.Cluster("ab"), "Cluster.nodes must be a Node or a list of Nodes, got 'ab'"),
+    (lambda: qm.Trace(["0", "1"]), "Trace.times must be a sequence of arrival times in seconds; "
+                                   "got ['0', '1'] (strings: pass numbers)"),
+    (lambda: qm.Trace([0.0, 1.0, math.inf]), "Trace.times contains NaN or infinite values, the "
+                                             "first at index 2"),
+])
+def test_hostile_values_that_slipped_through_are_refused_by_name(build, message):
+    with pytest.raises(ValueError) as err:
+        build()
+    assert str(err.value).startswith(message)
+
+
+def test_minus_zero_is_zero():
+    assert math.copysign(1.0, qm.Renewal(10.0, scv=-0.0).scv) == 1.0
+    assert math.copysign(1.0, qm.ServiceTime.affine(1e-3, -0.0).per_item) == 1.0
