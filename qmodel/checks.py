@@ -88,8 +88,8 @@ def _seconds_from_text(text: str, name: str) -> float:
     if m and m.group(2) in _UNITS:
         return float(m.group(1)) * _UNITS[m.group(2)]
     if m:
-        raise ValueError(f"{name}={text!r}: qmodel does not read the unit {m.group(2)!r}; use "
-                         f"{_UNIT_NAMES}, as in {_EXAMPLES}")
+        raise ValueError(f"{name}={text!r}: {m.group(2)!r} is not a unit of duration qmodel "
+                         f"reads; use {_UNIT_NAMES}, as in {_EXAMPLES}")
     if _BARE_NUMBER.fullmatch(text):
         raise ValueError(f"{name}={text!r} has no unit; write a number of seconds without "
                          f"quotes ({text.strip()}) or add a unit: {_EXAMPLES}")

@@ -121,8 +121,8 @@ def test_the_confidence_level_of_ci_is_checked_the_same_way(results, level, matc
     ("-2ms", "Node.max_queue_delay='-2ms' is negative: a duration must be >= 0 (seconds, or a "
              "string such as '2ms')"),
     (-0.002, "Node.max_queue_delay=-0.002 is negative: a duration must be >= 0"),
-    ("2 hours", "Node.max_queue_delay='2 hours': qmodel does not read the unit 'hours'; use s, "
-                "ms, us or ns, as in '2ms', '500us', '1.5s'"),
+    ("2 hours", "Node.max_queue_delay='2 hours': 'hours' is not a unit of duration qmodel reads; "
+                "use s, ms, us or ns, as in '2ms', '500us', '1.5s'"),
     ("0.002", "Node.max_queue_delay='0.002' has no unit; write a number of seconds without "
               "quotes (0.002) or add a unit"),
     ("1e400ms", "Node.max_queue_delay='1e400ms' is not finite"),
@@ -368,3 +368,75 @@ def test_hostile_values_that_slipped_through_are_refused_by_name(build, message)
 def test_minus_zero_is_zero():
     assert math.copysign(1.0, qm.Renewal(10.0, scv=-0.0).scv) == 1.0
     assert math.copysign(1.0, qm.ServiceTime.affine(1e-3, -0.0).per_item) == 1.0
+
+
+# --- the command line: every error is one line -------------------------------------------------
+def run_cli(argv, capsys):
+    """(exit status, stdout, stderr) of ``qmodel ARGV`` run in this process."""
+    from qmodel.cli import main
+    try:
+        status = main(argv)
+    except SystemExit as exit_:
+        status = exit_.code
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+@pytest.mark.parametrize("argv, line", [
+    ([], "qmodel: error: the following arguments are required: COMMAND (see qmodel --help)"),
+    (["simulat"], "qmodel: error: argument COMMAND: invalid choice: 'simulat' (choose from "
+                  "'simulate', 'predict', 'routers', 'derive', 'validate') (see qmodel --help)"),
+    (["predict", "--rate", "abc"],
+     "qmodel predict: error: argument --rate: 'abc' is not a number (see qmodel predict --help)"),
+    (["predict", "--rate"],
+     "qmodel predict: error: argument --rate: expected one argument (see qmodel predict --help)"),
+    (["predict", "--rate", "100", "--bogus"],
+     "qmodel predict: error: unrecognized arguments: --bogus (see qmodel predict --help)"),
+    (["predict", "--rate", "100", "--max-batch-size", "2.5"],
+     "qmodel predict: error: argument --max-batch-size: '2.5' is not a whole number (see "
+     "qmodel predict --help)"),
+    (["simulate", "--router", "fastest", "--rate", "10"],
+     "qmodel simulate: error: argument --router: invalid choice: 'fastest' (choose from "
+     "'random', 'round_robin', 'least_outstanding', 'power_of_d', 'power_of_two') (see qmodel "
+     "simulate --help)"),
+    (["simulate", "--max-queue-delay=-2ms", "--rate", "1"],
+     "qmodel simulate: error: argument --max-queue-delay: TIME='-2ms' is negative: a duration "
+     "must be >= 0 (seconds, or a string such as '2ms') (see qmodel simulate --help)"),
+    (["simulate", "--rate", "100", "--warmup", "abc"],
+     "qmodel simulate: error: argument --warmup: 'abc' is not a number (see qmodel simulate "
+     "--help)"),
+    (["routers", "--nodes", "x", "--rate", "10"],
+     "qmodel routers: error: argument --nodes: 'x' is not a number (see qmodel routers --help)"),
+    (["routers", "--rate", "10", "extra"],
+     "qmodel routers: error: unrecognized arguments: extra (see qmodel routers --help)"),
+    (["derive", "--format", "pdf"],
+     "qmodel derive: error: argument --format: invalid choice: 'pdf' (choose from 'md', "
+     "'html', 'both') (see qmodel derive --help)"),
+    (["validate", "--bogus"],
+     "qmodel validate: error: unrecognized arguments: --bogus (see qmodel validate --help)"),
+    (["validate", "--quick", "--full"],
+     "qmodel validate: error: argument --full: not allowed with argument --quick (see qmodel "
+     "validate --help)"),
+    # errors found after parsing take the same one line
+    (["predict"], "qmodel: error: give the arrival rate: --rate REQ/S (or --trace FILE)"),
+    (["predict", "--nodes", "1", "--router", "power_of_d", "--choices", "2", "--rate", "10"],
+     "qmodel: error: Cluster(node, count=1, router='power_of_d', choices=2): choices=2 exceeds "
+     "the 1 node; sample at most as many nodes as there are (choices=1 samples every node, "
+     "which is least_outstanding), or give count >= 2"),
+])
+def test_every_command_line_error_is_one_line_with_status_2(argv, line, capsys):
+    status, out, err = run_cli(argv, capsys)
+    assert status == 2
+    assert err == line + "\n"
+    assert out == ""
+
+
+def test_the_installed_entry_prints_one_line_and_exits_2():
+    # the entry point as the console script runs it: no usage block, no traceback
+    for argv in (["predict", "--rate", "abc"], ["simulate", "--bogus"], ["nonsense"]):
+        done = subprocess.run([sys.executable, "-c", "import sys; from qmodel.cli import main; "
+                               "sys.exit(main())", *argv], capture_output=True, text=True,
+                              cwd=ROOT, env={"PYTHONPATH": str(ROOT), "PATH": ""}, timeout=120)
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.count("\n") == 1 and done.stderr.startswith("qmodel"), done.stderr
+        assert "usage:" not in done.stderr and "Traceback" not in done.stderr
