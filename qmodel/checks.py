@@ -15,11 +15,19 @@ import re
 import numpy as np
 
 __all__ = ["parse_duration", "positive_duration", "positive_int", "positive_rate", "real_array",
-           "shown", "LONGEST_PLAUSIBLE_SECONDS", "UnstableError", "check_below_capacity"]
+           "shown", "LONGEST_PLAUSIBLE_SECONDS", "MOST_REQUESTS_PER_BATCH", "MOST_INSTANCES",
+           "MOST_NODES", "MOST_QUEUED", "UnstableError", "check_below_capacity"]
 
 # A Triton max_queue_delay is configured in microseconds; a value this large in seconds almost
 # certainly came over without conversion.
 LONGEST_PLAUSIBLE_SECONDS = 60.0
+
+# Counts beyond any deployment: a larger one is a typo or a unit slip, and would otherwise end
+# deep inside a solver or the simulator in an integer overflow or an allocation of that size.
+MOST_REQUESTS_PER_BATCH = 65_536     # max_batch_size, preferred and measured batch sizes
+MOST_INSTANCES = 4_096               # model instances of one node
+MOST_NODES = 65_536                  # nodes of a cluster (and nodes sampled by power of d)
+MOST_QUEUED = 1_000_000_000          # max_queue_size (the simulator counts it in int64)
 
 # "µs" is the micro sign (U+00B5), "μs" the Greek mu (U+03BC): keyboards give either
 _UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "\u00b5s": 1e-6, "\u03bcs": 1e-6, "ns": 1e-9}

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .checks import positive_int, real_array, shown
+from .checks import MOST_NODES, positive_int, real_array, shown
 
 __all__ = ["RouterPolicy", "ROUTERS", "ROUTER_NAMES", "COMPARED_ROUTERS", "router_policy"]
 
@@ -70,7 +70,8 @@ class RouterPolicy:
 
         ``explicit``: given through a Router object (whose ``choices`` defaults to 2).
         ``written``: the router's name as the user wrote it (``power_of_two`` for power_of_d);
-        ``size``: how the nodes were given (``count=1``); both only word the messages.
+        ``size``: how the nodes were given ("node, count=1", or "[3 nodes]" for a list); both
+        only word the messages.
         """
         if weights is not None:
             raise ValueError(f"Cluster.weights only apply to router='random', not "
@@ -144,8 +145,8 @@ class RandomRouter(RouterPolicy):
             raise ValueError("Cluster.choices only applies to router='power_of_d', not 'random'")
         if weights is None:
             return None, 2
-        w = real_array(weights, "Cluster.weights", f"one number per node, e.g. [9, 1] for "
-                       f"a 90/10 split").ravel()
+        w = real_array(weights, "Cluster.weights", "one number per node, e.g. [9, 1] for a "
+                       "90/10 split").ravel()
         if w.size != nodes:
             raise ValueError(f"Cluster.weights has {w.size} entries for {nodes} nodes; "
                              "give one weight per node")
@@ -303,7 +304,7 @@ class PowerOfD(RouterPolicy):
             raise ValueError("router 'power_of_d' needs choices=d, how many nodes to sample per "
                              "request, e.g. Cluster(node, count=8, router='power_of_d', "
                              "choices=3); router='power_of_two' is choices=2")
-        choices = positive_int(choices, "Cluster.choices")
+        choices = positive_int(choices, "Cluster.choices", maximum=MOST_NODES)
         if choices > nodes:
             raise ValueError(
                 f"Cluster({size}, router='power_of_d', choices={choices}): choices={choices} "

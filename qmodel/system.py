@@ -17,7 +17,8 @@ from typing import ClassVar, Mapping, Sequence
 
 import numpy as np
 
-from .checks import (LONGEST_PLAUSIBLE_SECONDS, UnstableError, check_below_capacity,
+from .checks import (LONGEST_PLAUSIBLE_SECONDS, MOST_INSTANCES, MOST_NODES, MOST_QUEUED,
+                     MOST_REQUESTS_PER_BATCH, UnstableError, check_below_capacity,
                      parse_duration, positive_duration, positive_int, positive_rate, real_array,
                      shown)
 from .jitter import jitter_law, parse_jitter
@@ -27,16 +28,7 @@ __all__ = [
     "UnstableError", "ServiceTime", "AffineService", "MeasuredService", "TableService",
     "EmpiricalService", "Node", "Cluster", "Router",
     "Poisson", "Renewal", "Trace", "parse_duration", "check_stable",
-    "MOST_REQUESTS_PER_BATCH", "MOST_INSTANCES", "MOST_NODES", "MOST_QUEUED",
 ]
-
-# Bounds of plausibility, far above any deployment: a larger count is a typo or a unit slip,
-# and would otherwise end deep inside a solver or the simulator in an integer overflow or an
-# allocation of that size.
-MOST_REQUESTS_PER_BATCH = 65_536     # max_batch_size, preferred and measured batch sizes
-MOST_INSTANCES = 4_096               # model instances of one node
-MOST_NODES = 65_536                  # nodes of a cluster
-MOST_QUEUED = 1_000_000_000          # max_queue_size (the simulator counts it in int64)
 
 
 # --------------------------------------------------------------------------------------------
@@ -105,7 +97,9 @@ class ServiceTime:
         """Measured mean batch times per batch size, linearly interpolated in between.
 
         Sizes beyond the measured range are extrapolated linearly from the two nearest
-        measured points, with a warning: measure the sizes you deploy.
+        measured points, with a warning: measure the sizes you deploy. Where that line reaches
+        zero, or size 1 alone was measured and a larger size is asked for, a ValueError names
+        the sizes to add (see :class:`MeasuredService`).
         """
         points = _checked_size_map(means, "ServiceTime.table")
         if len(points) < 2 and points[0][0] != 1:
@@ -253,18 +247,19 @@ class MeasuredService(ServiceTime):
             if not bad.any():
                 continue
             (s0, s1), (m0, m1) = sizes[pair], means[pair]
-            worst = k[bad].min() if side == "smaller" else k[bad].max()
-            edge = sizes[0] if side == "smaller" else sizes[-1]
-            fix = (f"add {self.measurement} {worst:g}" + (
-                f" (and any sizes between it and {edge:g})" if worst < edge - 1 else "")
-                   if side == "smaller" else
-                   f"add {self.measurement} {worst:g} (the largest asked for), or keep "
-                   f"max_batch_size <= {edge:g}")
+            if side == "smaller":
+                worst, edge = k[bad].min(), sizes[0]
+                between = f" (and any sizes between it and {edge:g})" if worst < edge - 1 else ""
+                fix = f"add {self.measurement} {worst:g}{between}"
+            else:
+                worst, edge = k[bad].max(), sizes[-1]
+                fix = (f"add {self.measurement} {worst:g} (the largest asked for), or keep "
+                       f"max_batch_size <= {edge:g}")
+            at_worst = float(out[bad & (k == worst)][0])
             parts.append(
                 f"the line through sizes {s0:g} and {s1:g} ({m0 * 1e3:.4g} ms, {m1 * 1e3:.4g} "
                 f"ms) reaches S(k) <= 0 at the {side} k = {_sizes(k[bad])} "
-                f"(S({worst:g}) = {float(out[bad][np.argmax(k[bad] == worst)]) * 1e3:.4g} ms); "
-                f"measure the {side} sizes: {fix}")
+                f"(S({worst:g}) = {at_worst * 1e3:.4g} ms); measure the {side} sizes: {fix}")
         return f"{self._measured(sizes)}: " + "; and ".join(parts)
 
     def _extrapolated_message(self, smaller, larger, sizes) -> str:

@@ -323,6 +323,8 @@ def test_hostile_values_get_a_value_error_naming_the_field(label):
 @pytest.mark.parametrize("build, message", [
     # values that used to pass, end in a foreign exception or in numpy's words
     (lambda: qm.Cluster(NODE, count=1e300), "Cluster.count=1e+300 is larger than 65,536"),
+    (lambda: qm.Cluster(NODE, count=3, router="power_of_d", choices=1e300),
+     "Cluster.choices=1e+300 is larger than 65,536"),               # not its 301 digits
     (lambda: qm.Node(SVC, max_batch_size=10**19), "Node.max_batch_size=10000000000000000000 is "
                                                   "larger than 65,536"),
     (lambda: qm.Node(SVC, instances=1e300), "Node.instances=1e+300 is larger than 4,096"),
