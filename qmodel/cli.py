@@ -21,15 +21,29 @@ from .sim import simulate
 from .jitter import CLI_FORM, parse_jitter
 from .routers import COMPARED_ROUTERS, ROUTER_NAMES
 
-__all__ = ["main", "build_parser"]
+__all__ = ["main", "build_parser", "Parser"]
 
 # Above this many requests a progress bar is worth its line of output.
 PROGRESS_FROM = 5_000_000
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse with the command's error format: one line on stderr, exit status 2.
+
+    argparse prints its whole usage block before an error; the usage of ``qmodel predict`` is
+    a dozen lines that push the one line that matters off the screen. Here the error is that
+    line, with a pointer to ``--help`` for the rest. Subcommands' parsers are of this class
+    too (``add_subparsers`` makes them of the parent's class).
+    """
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {' '.join(message.split())} "
+                     f"(see {self.prog} --help)\n")
+
+
 def _duration(text: str) -> float:
     try:
-        return qs.parse_duration(text if any(c.isalpha() for c in text) else float(text))
+        return qs.parse_duration(text if any(c.isalpha() for c in text) else float(text), "TIME")
     except ValueError as err:
         raise argparse.ArgumentTypeError(str(err)) from None
 
@@ -42,6 +56,13 @@ def _service_duration(text: str) -> float:
         warnings.warn(f"a service time of {text} is read as {seconds:g} s; for milliseconds "
                       f"write {text}ms")
     return seconds
+
+
+def _real(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
 
 
 def _count(text: str) -> int:
@@ -125,9 +146,9 @@ def _add_system_args(parser) -> None:
     g.add_argument("--choices", type=_count, default=None, metavar="D",
                    help="with --router power_of_d: nodes sampled per request")
     g = parser.add_argument_group("load")
-    g.add_argument("--rate", type=float, default=None, metavar="REQ/S",
+    g.add_argument("--rate", type=_real, default=None, metavar="REQ/S",
                    help="arrival rate in requests per second")
-    g.add_argument("--arrival-scv", type=float, default=1.0, metavar="SCV",
+    g.add_argument("--arrival-scv", type=_real, default=1.0, metavar="SCV",
                    help="squared coefficient of variation of interarrival times "
                         "(1 Poisson, 0 deterministic, >1 bursty)")
     g.add_argument("--trace", default=None, metavar="FILE",
@@ -135,10 +156,13 @@ def _add_system_args(parser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="qmodel",
         description="Tail latency of batched inference serving (Triton-style dynamic batching).")
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    # the subcommands' parsers, so that an error found by the top-level parser (an unknown
+    # flag after the subcommand) is reported by the subcommand it belongs to
+    parser.commands = sub.choices
     sim = sub.add_parser(
         "simulate", help="Monte Carlo latency distribution of a node or cluster",
         description="Simulate Triton's dynamic batcher and print p50/p95/p99 with confidence "
@@ -150,7 +174,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--seed", type=_count, default=1)
     g.add_argument("--replicas", type=_count, default=None, metavar="R",
                    help="independent replicas (default: automatic)")
-    g.add_argument("--warmup", type=float, default=0.1, metavar="FRACTION")
+    g.add_argument("--warmup", type=_real, default=0.1, metavar="FRACTION")
     g.add_argument("--backend", default="auto", choices=["auto", "numpy", "cupy"])
     g.add_argument("--json", action="store_true", help="print JSON instead of a table")
     g.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
@@ -287,6 +311,11 @@ def _labelled(exactness: str, clauses: list) -> list:
     return [f"{exactness}: {clauses[0]}", *clauses[1:]] if clauses else [exactness]
 
 
+def _say(what: str, err: Exception) -> None:
+    """An error on stderr as the command's one line: "qmodel: error: ..."."""
+    print(f"qmodel: {what}: {' '.join(str(err).split())}", file=sys.stderr)
+
+
 def _one_line_warning(message, category, filename, lineno, line=None) -> str:
     """Warnings on the command line read like its errors: one line, no source location."""
     return f"qmodel: warning: {message}\n"
@@ -303,7 +332,9 @@ def main(argv=None) -> int:
 
 def _run(argv) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        parser.commands[args.command].error(f"unrecognized arguments: {' '.join(unknown)}")
     if args.command == "predict":
         return _predict_command(args)
     if args.command == "routers":
@@ -323,7 +354,7 @@ def _run(argv) -> int:
                           replicas=args.replicas, warmup=args.warmup, backend=args.backend,
                           progress=progress)
     except ValueError as err:   # includes UnstableError: say what to change, no traceback
-        print(f"qmodel: error: {err}", file=sys.stderr)
+        _say("error", err)
         return 2
     rep = _report(result, system, arrivals)
     print(json.dumps(rep, indent=2) if args.json else _table_text(rep))
@@ -378,10 +409,10 @@ def _predict_command(args) -> int:
             sim = simulate(system, arrivals=arrivals, requests=args.check, seed=args.seed)
             check = _report(sim, system, arrivals)
     except NotImplementedError as err:
-        print(f"qmodel: not modelled yet: {err}", file=sys.stderr)
+        _say("not modelled yet", err)
         return 3
     except ValueError as err:   # includes UnstableError: say what to change, no traceback
-        print(f"qmodel: error: {err}", file=sys.stderr)
+        _say("error", err)
         return 2
     rep = _predict_report(result, system, arrivals.rate)
     if args.json:
@@ -411,7 +442,7 @@ def _routers_command(args) -> int:
                                    title=f"{args.nodes} x {node.describe()} at "
                                          f"{args.rate:,.0f} req/s")
     except ValueError as err:   # includes UnstableError: say what to change, no traceback
-        print(f"qmodel: error: {err}", file=sys.stderr)
+        _say("error", err)
         return 2
     if args.json:
         out = []

@@ -20,6 +20,8 @@ from typing import Mapping
 import numpy as np
 from scipy import stats
 
+from .checks import real_array, shown
+
 __all__ = ["Latency", "SampledLatency", "LatticeLatency", "Accuracy", "Approximation",
            "ErrorRange", "MeasuredError", "SimulationEstimate"]
 
@@ -529,6 +531,7 @@ class SampledLatency(Latency):
 
     def section_quantiles(self, p: float) -> np.ndarray:
         """The p-quantile within each independent section (seconds)."""
+        p = _one_level(p, "p")
         if p not in self._section_cache:
             out = []
             for x in self._sections:
@@ -547,10 +550,8 @@ class SampledLatency(Latency):
         level : float
             Confidence level of the interval, 0.95 by default.
         """
-        if not 0 < level < 1:
-            raise ValueError(f"level must lie strictly between 0 and 1, got {level!r}")
-        if not 0 < p < 1:
-            raise ValueError(f"quantile level p must lie strictly between 0 and 1, got {p!r}")
+        p = _one_level(p, "p")
+        level = _one_level(level, "level", what="", example=(0.95, "a 95% interval"))
         if self.sections < 2:
             raise ValueError("a confidence interval needs at least 2 independent sections; "
                              "simulate with replicas >= 2")
@@ -599,27 +600,85 @@ class LatticeLatency(Latency):
         return float(np.dot(self.pmf, np.arange(self.pmf.size) * self.h))
 
 
-def checked_levels(p) -> np.ndarray:
-    """Quantile levels as an array, each strictly between 0 and 1, or a ValueError."""
-    arr = np.asarray(p, dtype=float)
-    if np.any(~((arr > 0) & (arr < 1))):
-        raise ValueError(f"quantile level p must lie strictly between 0 and 1, got {p!r} "
-                         "(for the 99th percentile pass 0.99, not 99)")
+def checked_levels(p, name: str = "p", what: str = "quantile level ",
+                   example: tuple = (0.99, "the 99th percentile")) -> np.ndarray:
+    """Probabilities as an array, each strictly between 0 and 1, or a ValueError naming
+    ``what`` + ``name`` and, by ``example`` (a level and what it stands for), the fix.
+
+    The one check of every level a result is asked for (quantiles, confidence levels): numbers
+    or arrays of numbers, not strings or booleans; not NaN, 0, 1 or outside (0, 1).
+
+    Examples
+    --------
+    >>> checked_levels([0.5, 0.99]).tolist()
+    [0.5, 0.99]
+    >>> checked_levels(99)
+    Traceback (most recent call last):
+    ...
+    ValueError: quantile level p must lie strictly between 0 and 1, got 99 (for the 99th percentile pass 0.99, not 99)
+    """
+    level, meaning = example
+    arr = real_array(p, f"{what}{name}", f"a probability strictly between 0 and 1 (a number or "
+                     f"an array of numbers), e.g. {level:g} for {meaning}")
+    bad = ~((arr > 0) & (arr < 1))
+    if bad.any():
+        values = arr[bad]
+        got = shown(p) if arr.ndim == 0 else f"{shown(values.tolist(), 40)} in {name}={shown(p)}"
+        hints = []
+        if np.any(np.isnan(values)):
+            hints.append("NaN is no probability")
+        if np.any((values == 0) | (values == 1)):
+            hints.append("0 and 1 themselves are excluded")
+        percent = np.any((values > 1) & (values <= 100))
+        hints.append(f"for {meaning} pass {level:g}" + (f", not {level * 100:g}" if percent
+                                                          else ""))
+        raise ValueError(f"{what}{name} must lie strictly between 0 and 1, got {got} "
+                         f"({'; '.join(hints)})")
+    return arr
+
+
+def checked_times(t, name: str = "t") -> np.ndarray:
+    """Times in seconds as an array (any real number, infinities included, not NaN), or a
+    ValueError naming ``name``: the one check of every argument a result evaluates at a time.
+
+    Examples
+    --------
+    >>> checked_times([0.001, -1.0]).tolist()
+    [0.001, -1.0]
+    >>> checked_times("5ms")
+    Traceback (most recent call last):
+    ...
+    ValueError: t must be a time in seconds (a number or an array of numbers), e.g. 0.005 for 5 ms; got '5ms'
+    """
+    arr = real_array(t, name, "a time in seconds (a number or an array of numbers), e.g. 0.005 "
+                     "for 5 ms")
+    if np.isnan(arr).any():
+        raise ValueError(f"{name} must be a time in seconds, got {shown(t)}: NaN is no time "
+                         f"(is it the result of a failed computation?)")
     return arr
 
 
 def evaluate(fn, t, below_zero: float):
     """Apply a distribution function defined for t >= 0 to any real t (scalar or array).
 
-    Checks for NaN (a latency in the wrong type or unit), returns ``below_zero`` for t < 0 and a
-    float for a scalar argument. Shared by every cdf/sf-like method, so they behave alike.
+    Checks ``t`` (:func:`checked_times`), returns ``below_zero`` for t < 0, its complement for
+    t = +inf (where a closed form may give inf * 0) and a float for a scalar argument. Shared by
+    every cdf/sf-like method, so they behave alike.
     """
-    arr = np.asarray(t, dtype=float)
-    if np.isnan(arr).any():
-        raise ValueError("t contains NaN; pass latencies in seconds")
-    out = fn(np.maximum(arr.ravel(), 0.0)).reshape(arr.shape)
-    out = np.where(arr < 0, below_zero, out)
+    arr = checked_times(t)
+    inside = np.where(np.isinf(arr), 0.0, np.maximum(arr, 0.0))
+    out = fn(inside.ravel()).reshape(arr.shape)
+    out = np.where(arr < 0, below_zero, np.where(arr == np.inf, 1.0 - below_zero, out))
     return float(out) if out.ndim == 0 else out
+
+
+def _one_level(p, name: str, what: str = "quantile level ", **how) -> float:
+    """One probability in (0, 1) as a float (:func:`checked_levels`), not an array."""
+    arr = checked_levels(p, name, what, **how)
+    if arr.ndim:
+        raise ValueError(f"{what}{name} must be one number here, got {shown(p)}; ask for one "
+                         f"level at a time")
+    return float(arr)
 
 
 def _rank(p: np.ndarray, n: int) -> np.ndarray:

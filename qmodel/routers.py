@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .checks import positive_int
+from .checks import MOST_NODES, positive_int, real_array, shown
 
 __all__ = ["RouterPolicy", "ROUTERS", "ROUTER_NAMES", "COMPARED_ROUTERS", "router_policy"]
 
@@ -64,14 +64,21 @@ class RouterPolicy:
     model: str = ""
 
     # ---- the description -------------------------------------------------------------------
-    def checked_parameters(self, weights, choices, nodes: int, explicit: bool):
+    def checked_parameters(self, weights, choices, nodes: int, explicit: bool,
+                           written: str | None = None, size: str | None = None):
         """(weights, choices) validated for ``nodes`` nodes, or a ValueError naming the field.
-        ``explicit``: given through a Router object (whose ``choices`` defaults to 2)."""
+
+        ``explicit``: given through a Router object (whose ``choices`` defaults to 2).
+        ``written``: the router's name as the user wrote it (``power_of_two`` for power_of_d);
+        ``size``: how the nodes were given ("node, count=1", or "[3 nodes]" for a list); both
+        only word the messages.
+        """
         if weights is not None:
-            raise ValueError(f"Cluster.weights only apply to router='random', not {self.name!r}")
+            raise ValueError(f"Cluster.weights only apply to router='random', not "
+                             f"{(written or self.name)!r}")
         if choices is not None and not explicit:
-            raise ValueError(f"Cluster.choices only applies to power_of_d routers, not "
-                             f"{self.name!r}")
+            raise ValueError(f"Cluster.choices only applies to router='power_of_d', not "
+                             f"{(written or self.name)!r}")
         return None, 2
 
     def display_name(self, router) -> str:
@@ -113,6 +120,12 @@ class RouterPolicy:
         return f"<router policy {self.name}>"
 
 
+def _more(size: str, n: int) -> str:
+    """The fix "more nodes" in the words the nodes were given in (``size``: "node, count=1"
+    for one node copied, "[3 nodes]" for a list)."""
+    return f"count >= {n}" if size.startswith("node") else f"a list of at least {n} nodes"
+
+
 def _mixed_nodes(cluster) -> str | None:
     if any(node != cluster.nodes[0] for node in cluster.nodes):
         return (f"predict() models router {cluster.router.name!r} over identical nodes only; "
@@ -127,21 +140,19 @@ class RandomRouter(RouterPolicy):
     static, model = True, "split"
     summary = "each node sees Poisson arrivals (interarrival scv 1)"
 
-    def checked_parameters(self, weights, choices, nodes, explicit):
+    def checked_parameters(self, weights, choices, nodes, explicit, written=None, size=None):
         if choices is not None and not explicit:
-            raise ValueError("Cluster.choices only applies to power_of_d routers, not 'random'")
+            raise ValueError("Cluster.choices only applies to router='power_of_d', not 'random'")
         if weights is None:
             return None, 2
-        try:
-            w = np.asarray(weights, dtype=float).ravel()
-        except (TypeError, ValueError):
-            raise ValueError(f"Cluster.weights must be numbers, got {weights!r}") from None
+        w = real_array(weights, "Cluster.weights", "one number per node, e.g. [9, 1] for a "
+                       "90/10 split").ravel()
         if w.size != nodes:
             raise ValueError(f"Cluster.weights has {w.size} entries for {nodes} nodes; "
                              "give one weight per node")
         if not np.all(np.isfinite(w)) or np.any(w < 0) or w.sum() <= 0:
             raise ValueError("Cluster.weights must be finite, >= 0 and sum to a positive "
-                             f"number, got {w.tolist()}")
+                             f"number, got {shown(w.tolist())}")
         return tuple((w / w.sum()).tolist()), 2
 
     def shares(self, router, nodes):
@@ -269,15 +280,37 @@ class PowerOfD(RouterPolicy):
     static, model, samples_nodes = False, "power_of_d", True
     summary = "joins the shortest of d sampled queues (power_of_two: d = 2)"
 
-    def checked_parameters(self, weights, choices, nodes, explicit):
+    def checked_parameters(self, weights, choices, nodes, explicit, written=None, size=None):
+        written = written or self.name
+        size = size or f"node, count={nodes}"
         if weights is not None:
-            raise ValueError("Cluster.weights only apply to router='random', not 'power_of_d'")
+            raise ValueError(f"Cluster.weights only apply to router='random', not {written!r}")
+        if written in ALIASES:
+            # the name fixes d: power_of_two samples 2 nodes, whatever Router.choices defaults to
+            d = ALIASES[written][1]
+            if choices not in (None, d):
+                raise ValueError(f"router {written!r} samples {d} nodes; for another number use "
+                                 f"router='power_of_d' with choices=d")
+            if nodes < d:
+                default = " (count defaults to 1)" if size == "node" else ""
+                few = "a single node" if nodes == 1 else f"{nodes} nodes"
+                raise ValueError(
+                    f"Cluster({size}, router={written!r}): {written} sends each request to the "
+                    f"less loaded of {d} distinct nodes sampled at random, so it needs at least "
+                    f"{d} nodes, and this cluster has {nodes}{default}; give {_more(size, d)}, "
+                    f"or for {few} router='random', 'round_robin' or 'least_outstanding'")
+            return None, d
         if choices is None:
-            raise ValueError("router 'power_of_d' needs choices=d (how many nodes to sample)")
-        choices = positive_int(choices, "Cluster.choices")
+            raise ValueError("router 'power_of_d' needs choices=d, how many nodes to sample per "
+                             "request, e.g. Cluster(node, count=8, router='power_of_d', "
+                             "choices=3); router='power_of_two' is choices=2")
+        choices = positive_int(choices, "Cluster.choices", maximum=MOST_NODES)
         if choices > nodes:
-            raise ValueError(f"Cluster.choices={choices} exceeds the {nodes} nodes; sample at "
-                             "most as many nodes as there are (d = N is least_outstanding)")
+            raise ValueError(
+                f"Cluster({size}, router='power_of_d', choices={choices}): choices={choices} "
+                f"exceeds the {nodes} node{'s' if nodes > 1 else ''}; sample at most as many "
+                f"nodes as there are (choices={nodes} samples every node, which is "
+                f"least_outstanding), or give {_more(size, choices)}")
         return None, choices
 
     def display_name(self, router):

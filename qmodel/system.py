@@ -17,8 +17,10 @@ from typing import ClassVar, Mapping, Sequence
 
 import numpy as np
 
-from .checks import (LONGEST_PLAUSIBLE_SECONDS, UnstableError, check_below_capacity,
-                     parse_duration, positive_duration, positive_int, positive_rate)
+from .checks import (LONGEST_PLAUSIBLE_SECONDS, MOST_INSTANCES, MOST_NODES, MOST_QUEUED,
+                     MOST_REQUESTS_PER_BATCH, UnstableError, check_below_capacity,
+                     parse_duration, positive_duration, positive_int, positive_rate, real_array,
+                     shown)
 from .jitter import jitter_law, parse_jitter
 from .routers import ROUTER_NAMES, router_policy
 
@@ -95,7 +97,9 @@ class ServiceTime:
         """Measured mean batch times per batch size, linearly interpolated in between.
 
         Sizes beyond the measured range are extrapolated linearly from the two nearest
-        measured points, with a warning: measure the sizes you deploy.
+        measured points, with a warning: measure the sizes you deploy. Where that line reaches
+        zero, or size 1 alone was measured and a larger size is asked for, a ValueError names
+        the sizes to add (see :class:`MeasuredService`).
         """
         points = _checked_size_map(means, "ServiceTime.table")
         if len(points) < 2 and points[0][0] != 1:
@@ -113,14 +117,19 @@ class ServiceTime:
         size draws from the nearest measured size, scaled by the ratio of the interpolated
         means, so its spread keeps the measured relative shape.
         """
-        items = _checked_size_map(samples, "ServiceTime.empirical")
+        items = _checked_size_map(samples, "ServiceTime.empirical",
+                                  "measured seconds, e.g. {1: [3.1e-3, 3.4e-3], 8: [6.7e-3]}")
         out = []
         for k, values in items:
-            arr = np.asarray(values, dtype=float).ravel()
+            arr = real_array(values, f"ServiceTime.empirical[{k}]",
+                             "a sequence of measured times in seconds").ravel()
             if arr.size == 0:
                 raise ValueError(f"ServiceTime.empirical[{k}] has no samples; give at least one")
-            if not np.all(np.isfinite(arr)) or np.any(arr <= 0):
-                raise ValueError(f"ServiceTime.empirical[{k}] must hold positive finite seconds")
+            bad = ~(np.isfinite(arr) & (arr > 0))
+            if bad.any():
+                raise ValueError(f"ServiceTime.empirical[{k}] must hold positive finite seconds; "
+                                 f"{bad.sum()} of its {arr.size} samples are not, e.g. "
+                                 f"{float(arr[bad][0])!r}")
             if arr.max() > LONGEST_PLAUSIBLE_SECONDS:
                 raise ValueError(f"ServiceTime.empirical[{k}] has samples above "
                                  f"{LONGEST_PLAUSIBLE_SECONDS:g} s; convert to seconds")
@@ -180,7 +189,12 @@ class AffineService(ServiceTime):
 @dataclass(frozen=True)
 class MeasuredService(ServiceTime):
     """A service time whose means are measured at some batch sizes and interpolated linearly
-    in between (extrapolated beyond, with a warning)."""
+    in between. Beyond the measured sizes the line through the two nearest is extended, with a
+    warning that names the missing sizes; where that line reaches zero, or a single measured
+    size leaves no line to extend, a ValueError says which sizes to measure."""
+
+    # what a user adds to measure batch size k, e.g. "the mean time of batch size 8"
+    measurement: ClassVar[str] = ""
 
     def measured_means(self) -> tuple[np.ndarray, np.ndarray]:
         """(sizes, mean seconds) at the measured sizes, sizes increasing."""
@@ -189,20 +203,92 @@ class MeasuredService(ServiceTime):
     def mean(self, k):
         k = np.asarray(k, dtype=float)
         sizes, means = self.measured_means()
+        below, above = k < sizes[0], k > sizes[-1]
         if sizes.size == 1:
+            if below.any() or above.any():
+                raise ValueError(self._one_size_message(k[below | above], sizes[0]))
             return np.full_like(k, means[0])
-        if np.any(k > sizes[-1]) or np.any(k < sizes[0]):
-            warnings.warn(f"service time extrapolated outside the measured batch sizes "
-                          f"{sizes[0]:g}..{sizes[-1]:g}; measure the sizes you deploy",
-                          stacklevel=2)
         lo = np.interp(k, sizes, means)
         left = means[0] + (k - sizes[0]) * (means[1] - means[0]) / (sizes[1] - sizes[0])
         right = means[-1] + (k - sizes[-1]) * (means[-1] - means[-2]) / (sizes[-1] - sizes[-2])
-        out = np.where(k < sizes[0], left, np.where(k > sizes[-1], right, lo))
+        out = np.where(below, left, np.where(above, right, lo))
         if np.any(out <= 0):
-            raise ValueError("extrapolated service time is <= 0 for some batch size; "
-                             "measure smaller batch sizes")
+            raise ValueError(self._nonpositive_message(k, out, sizes, means))
+        if below.any() or above.any():
+            warnings.warn(self._extrapolated_message(k[below], k[above], sizes), stacklevel=2)
         return out
+
+    # ---- the messages: which sizes were measured, which are missing, what to add -------------
+    @property
+    def field_name(self) -> str:
+        """How messages name this service time: "ServiceTime.table" or "ServiceTime.empirical"."""
+        return f"ServiceTime.{self.kind}"
+
+    def _measured(self, sizes) -> str:
+        listed = ", ".join(f"{s:g}" for s in sizes)
+        return f"{self.field_name} measures batch size{'s' if sizes.size > 1 else ''} {listed}"
+
+    def _one_size_message(self, missing, size) -> str:
+        smaller, larger = missing[missing < size], missing[missing > size]
+        sides = [(side, k) for side, k in (("smaller", smaller), ("larger", larger)) if k.size]
+        unknown = " and ".join(f"{side} k = {_sizes(k)}" for side, k in sides)
+        adds = " and ".join(f"{self.measurement} {k.min() if side == 'smaller' else k.max():g}"
+                            for side, k in sides)
+        return (f"{self._measured(np.array([size]))} only, so S(k) for the {unknown} is unknown "
+                f"(one size gives no line to extend); measure the "
+                f"{' and '.join(side for side, _ in sides)} sizes: add {adds}"
+                + (f", or use max_batch_size={size:g}" if not smaller.size else ""))
+
+    def _nonpositive_message(self, k, out, sizes, means) -> str:
+        parts = []
+        for side, where, pair in (("smaller", k < sizes[0], slice(0, 2)),
+                                  ("larger", k > sizes[-1], slice(-2, None))):
+            bad = where & (out <= 0)
+            if not bad.any():
+                continue
+            (s0, s1), (m0, m1) = sizes[pair], means[pair]
+            if side == "smaller":
+                worst, edge = k[bad].min(), sizes[0]
+                between = f" (and any sizes between it and {edge:g})" if worst < edge - 1 else ""
+                fix = f"add {self.measurement} {worst:g}{between}"
+            else:
+                worst, edge = k[bad].max(), sizes[-1]
+                fix = (f"add {self.measurement} {worst:g} (the largest asked for), or keep "
+                       f"max_batch_size <= {edge:g}")
+            at_worst = float(out[bad & (k == worst)][0])
+            parts.append(
+                f"the line through sizes {s0:g} and {s1:g} ({m0 * 1e3:.4g} ms, {m1 * 1e3:.4g} "
+                f"ms) reaches S(k) <= 0 at the {side} k = {_sizes(k[bad])} "
+                f"(S({worst:g}) = {at_worst * 1e3:.4g} ms); measure the {side} sizes: {fix}")
+        return f"{self._measured(sizes)}: " + "; and ".join(parts)
+
+    def _extrapolated_message(self, smaller, larger, sizes) -> str:
+        parts = []
+        if smaller.size:
+            parts.append(f"S(k) for the smaller k = {_sizes(smaller)} is extrapolated from sizes "
+                         f"{sizes[0]:g} and {sizes[1]:g}; add {self.measurement} "
+                         f"{smaller.min():g}")
+        if larger.size:
+            parts.append(f"S(k) for the larger k = {_sizes(larger)} is extrapolated from sizes "
+                         f"{sizes[-2]:g} and {sizes[-1]:g}; add {self.measurement} "
+                         f"{larger.max():g} or keep max_batch_size <= {sizes[-1]:g}")
+        return (f"service time extrapolated outside the measured batch sizes: "
+                f"{self._measured(sizes)}; " + "; ".join(parts))
+
+
+def _sizes(k) -> str:
+    """Batch sizes for a message: "5..8" for a run of whole numbers, else a short list.
+
+    Examples
+    --------
+    >>> _sizes(np.array([5.0, 6.0, 7.0, 8.0])), _sizes(np.array([1.0])), _sizes([1, 3])
+    ('5..8', '1', '1, 3')
+    """
+    k = np.unique(np.asarray(k, dtype=float))
+    if k.size > 2 and np.all(k == np.round(k)) and np.all(np.diff(k) == 1):
+        return f"{k[0]:g}..{k[-1]:g}"
+    listed = ", ".join(f"{x:g}" for x in k[:6])
+    return listed + (", ..." if k.size > 6 else "")
 
 
 @dataclass(frozen=True)
@@ -210,6 +296,7 @@ class TableService(MeasuredService):
     """Measured means times a jitter J: built by :meth:`ServiceTime.table`."""
 
     kind: ClassVar[str] = "table"
+    measurement: ClassVar[str] = "the mean time of batch size"
 
     def measured_means(self):
         sizes, means = map(np.array, zip(*self.points))
@@ -225,6 +312,7 @@ class EmpiricalService(MeasuredService):
     "empirical" and its ``cv`` NaN: the samples carry their own spread."""
 
     kind: ClassVar[str] = "empirical"
+    measurement: ClassVar[str] = "samples of batch size"
 
     def measured_means(self):
         sizes = np.array([s for s, _ in self.samples], dtype=float)
@@ -277,13 +365,13 @@ class EmpiricalService(MeasuredService):
         return "empirical " + ", ".join(f"{k}:{len(v)} samples" for k, v in self.samples)
 
 
-def _checked_size_map(mapping, name):
+def _checked_size_map(mapping, name, example="seconds, e.g. {1: 3.1e-3, 8: 6.7e-3}"):
     if not isinstance(mapping, Mapping) or not mapping:
-        raise ValueError(f"{name} takes a non-empty mapping of batch size to seconds, "
-                         f"e.g. {{1: 3.1e-3, 8: 6.7e-3}}")
+        raise ValueError(f"{name} takes a non-empty mapping of batch size to {example}; got "
+                         f"{shown(mapping)}")
     items = []
     for k, v in mapping.items():
-        size = positive_int(k, f"{name} batch size")
+        size = positive_int(k, f"{name} batch size", maximum=MOST_REQUESTS_PER_BATCH)
         items.append((size, v))
     return sorted(items)
 
@@ -331,22 +419,28 @@ class Node:
         if isinstance(self.max_batch_size, numbers.Integral) and self.max_batch_size == 0:
             raise ValueError("Node.max_batch_size=0 is Triton's 'no batching'; qmodel writes that "
                              "as max_batch_size=1 (every batch holds one request)")
-        B = positive_int(self.max_batch_size, "Node.max_batch_size")
+        B = positive_int(self.max_batch_size, "Node.max_batch_size",
+                         maximum=MOST_REQUESTS_PER_BATCH)
         object.__setattr__(self, "max_batch_size", B)
         object.__setattr__(self, "max_queue_delay",
                            positive_duration(self.max_queue_delay, "Node.max_queue_delay",
                                               allow_zero=True))
-        object.__setattr__(self, "instances", positive_int(self.instances, "Node.instances"))
+        object.__setattr__(self, "instances", positive_int(self.instances, "Node.instances",
+                                                           maximum=MOST_INSTANCES))
         object.__setattr__(self, "max_queue_size",
-                           positive_int(self.max_queue_size, "Node.max_queue_size", minimum=0))
+                           positive_int(self.max_queue_size, "Node.max_queue_size", minimum=0,
+                                        maximum=MOST_QUEUED))
         prefs = self.preferred_batch_sizes
         if isinstance(prefs, numbers.Integral):
             prefs = (prefs,)
+        if isinstance(prefs, (str, bytes, Mapping)):
+            raise ValueError("Node.preferred_batch_sizes must be a sequence of whole numbers such "
+                             f"as (4, 8), got {shown(prefs)}")
         try:
             prefs = tuple(positive_int(p, "Node.preferred_batch_sizes") for p in prefs)
         except TypeError:
-            raise ValueError("Node.preferred_batch_sizes must be a sequence of whole numbers, "
-                             f"got {self.preferred_batch_sizes!r}") from None
+            raise ValueError("Node.preferred_batch_sizes must be a sequence of whole numbers such "
+                             f"as (4, 8), got {shown(self.preferred_batch_sizes)}") from None
         if any(p > B for p in prefs):
             raise ValueError(f"Node.preferred_batch_sizes {prefs} must not exceed "
                              f"max_batch_size={B}; drop the larger sizes or raise max_batch_size")
@@ -354,7 +448,11 @@ class Node:
             raise ValueError(f"Node.preferred_batch_sizes {prefs} repeats a size")
         object.__setattr__(self, "preferred_batch_sizes", tuple(sorted(prefs)))
         if isinstance(self.service, MeasuredService):
-            self.service.mean(np.arange(1, B + 1))  # warns once if B needs extrapolation
+            try:
+                self.service.mean(np.arange(1, B + 1))  # warns once if B needs extrapolation
+            except ValueError as err:
+                raise ValueError(f"Node(max_batch_size={B}) needs S(k) for k = 1..{B}, but "
+                                 f"{err}") from None
 
     @property
     def effective_preferred(self) -> tuple:
@@ -492,28 +590,39 @@ class Cluster:
     def __post_init__(self):
         nodes = self.nodes
         if isinstance(nodes, Node):
-            count = 1 if self.count is None else positive_int(self.count, "Cluster.count")
+            count = 1 if self.count is None else positive_int(self.count, "Cluster.count",
+                                                               maximum=MOST_NODES)
             nodes = (nodes,) * count
+            size = "node" if self.count is None else f"node, count={count}"
         else:
+            if isinstance(nodes, (str, bytes)):
+                raise ValueError(f"Cluster.nodes must be a Node or a list of Nodes, got "
+                                 f"{shown(nodes)}")
             try:
                 nodes = tuple(nodes)
             except TypeError:
-                raise ValueError("Cluster.nodes must be a Node or a list of Nodes") from None
+                raise ValueError(f"Cluster.nodes must be a Node or a list of Nodes, got "
+                                 f"{shown(nodes)}") from None
             if not nodes:
                 raise ValueError("Cluster.nodes is empty; a cluster needs at least one Node")
             if not all(isinstance(n, Node) for n in nodes):
-                raise ValueError("every entry of Cluster.nodes must be a qmodel.Node")
+                raise ValueError("every entry of Cluster.nodes must be a qmodel.Node, got "
+                                 f"{shown(next(n for n in nodes if not isinstance(n, Node)))}")
+            if len(nodes) > MOST_NODES:
+                raise ValueError(f"Cluster.nodes lists {len(nodes):,} nodes, more than "
+                                 f"{MOST_NODES:,}, beyond anything qmodel is built to model")
             if self.count is not None and self.count != len(nodes):
-                raise ValueError(f"Cluster.count={self.count} disagrees with the {len(nodes)} "
-                                 "nodes listed; drop count when you list the nodes")
+                raise ValueError(f"Cluster.count={shown(self.count)} disagrees with the "
+                                 f"{len(nodes)} nodes listed; drop count when you list the nodes")
+            size = f"[{len(nodes)} node{'s' if len(nodes) > 1 else ''}]"
         object.__setattr__(self, "nodes", nodes)
         object.__setattr__(self, "count", len(nodes))
-        object.__setattr__(self, "router", self._make_router(len(nodes)))
+        object.__setattr__(self, "router", self._make_router(len(nodes), size))
         object.__setattr__(self, "weights", self.router.weights)
         object.__setattr__(self, "choices", self.router.choices
                            if self.router.kind.samples_nodes else None)
 
-    def _make_router(self, n: int) -> Router:
+    def _make_router(self, n: int, size: str) -> Router:
         r = self.router
         if isinstance(r, Router):
             name, weights, choices, explicit = r.policy, r.weights, r.choices, True
@@ -522,18 +631,14 @@ class Cluster:
                                  "not both")
         elif isinstance(r, str):
             name, weights, choices, explicit = r, self.weights, self.choices, False
-            if name == "power_of_two":
-                if choices not in (None, 2):
-                    raise ValueError("router 'power_of_two' samples 2 nodes; for another number "
-                                     "use router='power_of_d' with choices=d")
-                choices = 2
         else:
-            raise ValueError(f"Cluster.router must be a string or a Router, got {r!r}")
-        if name not in ROUTER_NAMES:
-            raise ValueError(f"Cluster.router {name!r} is unknown; use one of "
+            raise ValueError(f"Cluster.router must be a string or a Router, got {shown(r)}")
+        if not isinstance(name, str) or name not in ROUTER_NAMES:
+            raise ValueError(f"Cluster.router {shown(name)} is unknown; use one of "
                              f"{', '.join(repr(x) for x in ROUTER_NAMES)}")
         policy = router_policy(name)
-        weights, choices = policy.checked_parameters(weights, choices, n, explicit)
+        weights, choices = policy.checked_parameters(weights, choices, n, explicit,
+                                                     written=name, size=size)
         return Router(policy=policy.name, weights=weights, choices=choices)
 
     @property
@@ -592,14 +697,15 @@ class Renewal:
     def __post_init__(self):
         object.__setattr__(self, "rate", positive_rate(self.rate))
         scv = self.scv
-        if isinstance(scv, bool) or not isinstance(scv, numbers.Real) or not math.isfinite(scv):
-            raise ValueError(f"Renewal.scv must be a finite number >= 0, got {scv!r}")
+        if isinstance(scv, (bool, np.bool_)) or not isinstance(scv, numbers.Real) \
+                or not math.isfinite(scv):
+            raise ValueError(f"Renewal.scv must be a finite number >= 0, got {shown(scv)}")
         if scv < 0:
             raise ValueError(f"Renewal.scv={scv} must be >= 0 (0 deterministic, 1 Poisson)")
         if scv > 100:
             raise ValueError(f"Renewal.scv={scv} > 100 is outside what the gamma family models "
                              "well; use a Trace of the measured arrivals")
-        object.__setattr__(self, "scv", float(scv))
+        object.__setattr__(self, "scv", float(scv) + 0.0)    # -0.0 becomes 0.0
 
 
 @dataclass(frozen=True, eq=False)
@@ -613,14 +719,13 @@ class Trace:
     times: np.ndarray = field(repr=False)
 
     def __post_init__(self):
-        try:
-            t = np.array(self.times, dtype=float).ravel()
-        except (TypeError, ValueError):
-            raise ValueError("Trace.times must be a sequence of arrival times in seconds") from None
+        t = np.array(real_array(self.times, "Trace.times",
+                                "a sequence of arrival times in seconds"), dtype=float).ravel()
         if t.size < 2:
             raise ValueError("Trace.times needs at least 2 arrival times")
         if not np.all(np.isfinite(t)):
-            raise ValueError("Trace.times contains NaN or infinite values")
+            raise ValueError(f"Trace.times contains NaN or infinite values, the first at index "
+                             f"{int(np.argmax(~np.isfinite(t)))}; give arrival times in seconds")
         if np.any(np.diff(t) < 0):
             raise ValueError("Trace.times must be sorted in non-decreasing order")
         if t[-1] == t[0]:
@@ -667,6 +772,7 @@ def check_stable(system, rate: float) -> None:
     system unstable.
     """
     cluster = as_cluster(system)
+    rate = positive_rate(rate)
     if all(n.max_queue_size > 0 for n in cluster.nodes):
         return
     cap = cluster.capacity

@@ -199,9 +199,10 @@ def _run_console(arguments: str) -> list[str]:
         sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))
 
     # stdout and stderr in one stream, in the order written, as a terminal shows them;
-    # warnings printed the way the command line prints them, also under pytest
+    # warnings printed the way the command line prints them, also under pytest; the parser's
+    # errors end in SystemExit, as on the command line
     with contextlib.redirect_stdout(buffer), contextlib.redirect_stderr(buffer), \
-            warnings.catch_warnings():
+            warnings.catch_warnings(), contextlib.suppress(SystemExit):
         warnings.simplefilter("always")
         warnings.showwarning = show
         qmodel_main(shlex.split(arguments))
