@@ -163,7 +163,11 @@ def _checked_model(system, process, resolution: int, extrapolate: bool) -> Laten
     floating-point warnings are kept inside."""
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        result = _model(system, process, resolution)
+        try:
+            result = _model(system, process, resolution)
+        except (ArithmeticError, np.linalg.LinAlgError) as err:
+            # a solver that cannot solve this system is a model that does not cover it
+            raise NotImplementedError(f"the model's solver failed here: {err}") from err
         reason = defects(result)
         if reason is not None:
             raise NotImplementedError(reason)

@@ -85,3 +85,11 @@ def test_extrapolate_must_be_a_bool():
     node = qm.Node(AFF(2e-3, 0.2e-3), max_batch_size=8)
     with pytest.raises(ValueError, match="extrapolate must be True or False"):
         qm.predict(node, rate=100.0, extrapolate="yes")
+
+
+def test_a_solver_that_fails_is_a_model_that_does_not_answer():
+    # the batch chain's balance equations have no solution here (arrival scv 5.5): the
+    # library's NotImplementedError, not an ArithmeticError from inside the solver
+    node = qm.Node(AFF(2.4e-3), max_batch_size=4)
+    with pytest.raises(NotImplementedError, match="solver failed"):
+        qm.predict(node, arrivals=qm.Renewal(100.0, scv=5.5), fallback="raise")
