@@ -32,8 +32,8 @@ from .events import run_events
 from .lookahead import run_lookahead
 from .nodetypes import NodeTypes
 from .routing import split_by_node, static_assignment
-from .window import (WINDOW_CYCLES, ShortRunWarning, busy_time, longest_cycle, measured_batches,
-                     window_arrivals)
+from .window import (WINDOW_CYCLES, ShortRunWarning, busy_time, cool_down_arrivals, longest_cycle,
+                     measured_batches, window_arrivals)
 
 __all__ = ["simulate", "replay", "Replay"]
 
@@ -190,6 +190,7 @@ def simulate(system, rate=None, *, arrivals=None, requests: int | None = None, s
         raise ValueError(f"seed must be a whole number >= 0 or None, got {seed!r}")
 
     nodes = len(cluster.nodes)
+    stream = source      # a Trace's arrivals after the replayed ones serve as cool-down
     if isinstance(source, Trace) and requests < source.times.size:
         source = Trace(source.times[:requests])
     elif isinstance(source, Trace) and requests > source.times.size:
@@ -207,13 +208,16 @@ def simulate(system, rate=None, *, arrivals=None, requests: int | None = None, s
 
     bk = get_backend(backend, seed)
     types = NodeTypes(bk, cluster.nodes)
-    times, counts = replica_arrivals(bk, source, replicas, per_replica, pad=2 * types.bmax + 2)
+    times, counts, totals = replica_arrivals(bk, stream, replicas, per_replica,
+                                             pad=2 * types.bmax + 2,
+                                             cool=cool_down_arrivals(cluster, source.rate),
+                                             requests=requests)
     report = _progress_callback(progress, requests)
     try:
         if engine == "lookahead":
-            out = _run_static(bk, types, cluster, times, counts, replicas, nodes, report)
+            out = _run_static(bk, types, cluster, times, totals, replicas, nodes, report)
         else:
-            width = int(counts.max())
+            width = int(totals.max())
             assign = (static_assignment(bk, cluster.router, nodes, (replicas, width))
                       if static else None)
             out = _from_events(bk, run_events(bk, types, cluster.router, times[:, :width],
@@ -282,13 +286,13 @@ def _plan_replicas(cluster, source, requests: int, replicas, warmup: float):
 # ("rejected_arrival"; "rejected", per-replica counts), and one entry per executed batch
 # ("batch_*").
 # ------------------------------------------------------------------------------------------
-def _run_static(bk, types, cluster, times, counts, replicas, nodes, report):
+def _run_static(bk, types, cluster, times, totals, replicas, nodes, report):
     """Lookahead engine over (replica, node) lanes, lane = replica * nodes + node."""
     xp = bk.xp
     if nodes == 1:
-        lane_times, lane_counts = times, counts
+        lane_times, lane_counts = times, totals
     else:
-        width = int(counts.max())
+        width = int(totals.max())
         assign = static_assignment(bk, cluster.router, nodes, (replicas, width))
         lane_times, lane_counts = split_by_node(bk, times[:, :width], assign, nodes,
                                                 pad=2 * types.bmax + 2)
@@ -311,6 +315,14 @@ def _run_static(bk, types, cluster, times, counts, replicas, nodes, report):
         arrival = lt[np.arange(lt.shape[1])[None, :] < lane_counts[:, None]]
         np.subtract(completion, arrival, out=sojourn)
         segments = np.split(arrival, np.cumsum(lane_counts)[:-1])
+
+    def first_arrival():
+        # Lane l's batches take its requests in order: a batch's first request is the one
+        # after all that its lane's earlier batches took (a finished lane's entries: +inf).
+        first = np.cumsum(size, axis=0) - size
+        got = lt[np.arange(lt.shape[0])[None, :], np.minimum(first, lt.shape[1] - 1)]
+        return np.where(size > 0, got, np.inf)
+
     return {
         "arrival": segments, "segment_replica": np.arange(replicas * nodes) // nodes,
         "sojourn": sojourn,
@@ -319,6 +331,7 @@ def _run_static(bk, types, cluster, times, counts, replicas, nodes, report):
         # Finished lanes' entries have start +inf and size 0 and fall outside every window.
         "batch_start": start, "batch_service": service, "batch_size": size,
         "batch_replica": (np.arange(replicas * nodes) // nodes)[None, :],
+        "batch_first_arrival": first_arrival,
     }
 
 
@@ -344,21 +357,31 @@ def _from_events(bk, rec, times):
     arrival = times[accepted]
     rejected = np.isfinite(times) & ~accepted
     served = accepted.sum(axis=1)
+
+    def first_arrival():
+        # Each node's batches take its requests in order, as lined up above.
+        size = rec["size"][batch_order]
+        got = np.empty(size.size)
+        got[batch_order] = arrival[req_order][np.cumsum(size) - size]
+        return got
+
     return {
         "arrival": np.split(arrival, np.cumsum(served)[:-1]),
         "segment_replica": np.arange(replicas), "sojourn": completion - arrival,
         "rejected_arrival": times[rejected], "rejected": rejected.sum(axis=1),
         "batch_start": rec["start"], "batch_service": rec["service"],
         "batch_size": rec["size"], "batch_replica": rec["pair"] // nodes,
+        "batch_first_arrival": first_arrival,
     }
 
 
 def _assemble(out, times, counts, types, warmup, engine: str, backend: str, requests: int,
               ask: str):
-    """Apply the warm-up cut, compute the metrics and build the SampledLatency.
+    """Cut the warm-up and the cool-down, compute the metrics and build the SampledLatency.
 
-    The measured window of each replica and what counts inside it: :mod:`qmodel.sim.window`.
-    ``requests`` and ``ask`` (the fix, from :func:`_plan_replicas`) go into its warning."""
+    The measured window of each replica and what counts inside it: :mod:`qmodel.sim.window`;
+    ``counts`` are the arrivals of each replica before its cool-down. ``requests`` and
+    ``ask`` (the fix, from :func:`_plan_replicas`) go into its warning."""
     replicas = counts.size
     method = f"simulation ({engine} engine, {backend}, {replicas} replicas)"
     rows = np.arange(replicas)
@@ -367,27 +390,30 @@ def _assemble(out, times, counts, types, warmup, engine: str, backend: str, requ
     span = float(np.sum(t_end - t_warm))
     if span <= 0:
         raise ValueError("the measured window is empty; raise requests or lower warmup")
-    # Within a segment, served requests are in arrival order, so the warm-up cut keeps a suffix
-    # of each segment: one search per segment instead of a mask over all requests.
+    # Within a segment, served requests are in arrival order, so the window keeps a slice of
+    # each segment: two searches per segment instead of a mask over all requests.
     seg_replica = out["segment_replica"]
     lengths = np.array([a.size for a in out["arrival"]], dtype=np.int64)
-    ends = np.cumsum(lengths)
-    cut = ends - lengths + np.array([np.searchsorted(a, t_warm[r]) for a, r in
-                                     zip(out["arrival"], seg_replica)], dtype=np.int64)
+    bounds = np.array([(np.searchsorted(a, t_warm[r]), np.searchsorted(a, t_end[r], "right"))
+                       for a, r in zip(out["arrival"], seg_replica)], dtype=np.int64)
+    offsets = np.cumsum(lengths) - lengths
+    cut, ends = offsets + bounds[:, 0], offsets + bounds[:, 1]
     sojourn = np.concatenate([out["sojourn"][c:e] for c, e in zip(cut, ends)],
                              dtype=np.float32, casting="same_kind")
     kept = np.bincount(seg_replica, weights=ends - cut, minlength=replicas)
-    rejected = int(np.sum(out["rejected_arrival"] >= np.repeat(t_warm, out["rejected"])))
+    refused = out["rejected_arrival"]
+    rejected = int(np.sum((refused >= np.repeat(t_warm, out["rejected"]))
+                          & (refused <= np.repeat(t_end, out["rejected"]))))
     served = sojourn.size
 
     b_rep = out["batch_replica"]
     b_warm, b_end = t_warm[b_rep], t_end[b_rep]
     counted, after_window = measured_batches(np, out["batch_start"], out["batch_size"],
-                                             b_warm, b_end)
+                                             b_warm, b_end, out["batch_first_arrival"])
     if after_window and served:
         warnings.warn(f"requests={requests} is too short: no batch was dispatched "
                       f"inside the measured windows ({span / replicas:.3g} s each); the batch "
-                      "statistics count the batches dispatched after the last arrival, which "
+                      "statistics count the batches dispatched after the windows that "
                       f"carried the measured requests: {ask}.", ShortRunWarning, stacklevel=3)
     hist = np.bincount(out["batch_size"][counted], minlength=types.bmax + 1)
     instance_count = sum(types.kinds[t].instances for t in types.type_of_node)
