@@ -32,8 +32,8 @@ from .events import run_events
 from .lookahead import run_lookahead
 from .nodetypes import NodeTypes
 from .routing import split_by_node, static_assignment
-from .window import (WINDOW_CYCLES, ShortRunWarning, busy_time, cool_down_arrivals, longest_cycle,
-                     measured_batches, window_arrivals)
+from .window import (WINDOW_CYCLES, ShortRunWarning, batch_places, busy_time, cool_down_arrivals,
+                     longest_cycle, measured_batches, window_arrivals)
 
 __all__ = ["simulate", "replay", "Replay"]
 
@@ -208,10 +208,10 @@ def simulate(system, rate=None, *, arrivals=None, requests: int | None = None, s
 
     bk = get_backend(backend, seed)
     types = NodeTypes(bk, cluster.nodes)
-    times, counts, totals = replica_arrivals(bk, stream, replicas, per_replica,
-                                             pad=2 * types.bmax + 2,
-                                             cool=cool_down_arrivals(cluster, source.rate),
-                                             requests=requests)
+    times, start, counts, totals = replica_arrivals(
+        bk, stream, replicas, per_replica, pad=2 * types.bmax + 2,
+        cool=cool_down_arrivals(cluster, source.rate), phase=batch_places(cluster),
+        requests=requests)
     report = _progress_callback(progress, requests)
     try:
         if engine == "lookahead":
@@ -225,8 +225,8 @@ def simulate(system, rate=None, *, arrivals=None, requests: int | None = None, s
     finally:
         if hasattr(report, "close"):
             report.close()
-    return _assemble(out, bk.asnumpy(times), bk.asnumpy(counts), types, warmup, engine, bk.name,
-                     requests, ask)
+    return _assemble(out, bk.asnumpy(times), bk.asnumpy(start), bk.asnumpy(counts), types,
+                     warmup, engine, bk.name, requests, ask)
 
 
 def _plan_replicas(cluster, source, requests: int, replicas, warmup: float):
@@ -375,18 +375,19 @@ def _from_events(bk, rec, times):
     }
 
 
-def _assemble(out, times, counts, types, warmup, engine: str, backend: str, requests: int,
-              ask: str):
+def _assemble(out, times, start, counts, types, warmup, engine: str, backend: str,
+              requests: int, ask: str):
     """Cut the warm-up and the cool-down, compute the metrics and build the SampledLatency.
 
     The measured window of each replica and what counts inside it: :mod:`qmodel.sim.window`;
-    ``counts`` are the arrivals of each replica before its cool-down. ``requests`` and
-    ``ask`` (the fix, from :func:`_plan_replicas`) go into its warning."""
+    the window of replica r is its ``counts[r]`` arrivals from index ``start[r]``, less
+    their ``warmup`` fraction. ``requests`` and ``ask`` (the fix, from
+    :func:`_plan_replicas`) go into its warning."""
     replicas = counts.size
     method = f"simulation ({engine} engine, {backend}, {replicas} replicas)"
     rows = np.arange(replicas)
-    t_warm = times[rows, np.minimum((warmup * counts).astype(np.int64), counts - 1)]
-    t_end = times[rows, counts - 1]
+    t_warm = times[rows, start + np.minimum((warmup * counts).astype(np.int64), counts - 1)]
+    t_end = times[rows, start + counts - 1]
     span = float(np.sum(t_end - t_warm))
     if span <= 0:
         raise ValueError("the measured window is empty; raise requests or lower warmup")

@@ -1,12 +1,21 @@
 """The measured window of a replica: how long it must be, and what is counted inside it.
 
-Each replica starts empty. The arrivals of its first ``warmup`` fraction are discarded; the
-measured window runs from the first kept arrival, ``t_warm``, to the last arrival before the
-cool-down, ``t_end``. The cool-down (:func:`cool_down_arrivals`) is more arrivals after
-``t_end``, served but never measured: they give the last measured requests the successors
-they have in steady state, so that their batches fill (or wait) as they would in an endless
-stream. Every figure of a simulation comes from the window, by rules written once here and
-used by both engines and both backends:
+Each replica starts empty. Its measured window is ``per_replica`` consecutive arrivals less
+the first ``warmup`` fraction of them: it runs from the first kept arrival, ``t_warm``, to
+the last one, ``t_end``. Two things keep its edges from biasing what it measures:
+
+- the cool-down (:func:`cool_down_arrivals`): more arrivals after ``t_end``, served but never
+  measured. They give the last measured requests the successors they have in steady state,
+  so that their batches fill (or wait) as they would in an endless stream;
+- a random phase (:func:`batch_places`): the window starts after a uniformly random number
+  of arrivals, 0 to the cluster's batch places less one. Where every batch fills, batches
+  keep the boundaries the empty start gave them (every B-th arrival of a node), and a window
+  at fixed arrival numbers would start and end at the same place within a batch in every
+  replica, measuring too many (or too few) of the requests that wait longest for their
+  batch to fill.
+
+Every figure of a simulation comes from the window, by rules written once here and used by
+both engines and both backends:
 
 - latency: the requests that arrive inside the window (``run._assemble`` cuts them);
 - utilization: the busy time that lies inside the window (:func:`busy_time`), each batch's
@@ -23,7 +32,8 @@ allow (fewer, longer replicas) and warns with :class:`ShortRunWarning` where the
 
 A replayed trace has no successors beyond its end: its last replica has no cool-down, and its
 last requests are measured as the trace has them (with a delay, the last batch waits it out).
-Its other replicas cool down on the arrivals that follow them in the trace.
+Its other replicas cool down on the arrivals that follow them in the trace. Its windows are
+its segments as cut, with no random phase.
 """
 
 from __future__ import annotations
@@ -34,7 +44,8 @@ import warnings
 import numpy as np
 
 __all__ = ["ShortRunWarning", "WINDOW_CYCLES", "COOL_DOWN_CYCLES", "batch_cycle", "longest_cycle",
-           "window_arrivals", "cool_down_arrivals", "busy_time", "measured_batches"]
+           "window_arrivals", "batch_places", "cool_down_arrivals", "busy_time",
+           "measured_batches"]
 
 # Batch cycles each replica's measured window holds. With the default 10% warm-up the warm-up
 # then spans 2.2 cycles, past the first batch of a fresh replica, and the window's edges (a
@@ -118,6 +129,26 @@ def window_arrivals(cluster, rate: float, warmup: float) -> float:
     return WINDOW_CYCLES * longest_cycle(cluster, rate) * rate / (1.0 - warmup)
 
 
+def batch_places(cluster) -> int:
+    """The max_batch_size summed over the nodes of ``cluster`` that receive arrivals.
+
+    Where every batch fills, a node's batches start at every B-th of its arrivals, so the
+    cluster's arrivals repeat their place within the batches every this many (round robin;
+    random routing mixes them sooner). The window's random phase is drawn over them.
+
+    Examples
+    --------
+    >>> import qmodel as qm
+    >>> node = qm.Node(qm.ServiceTime.affine(1e-3), max_batch_size=8)
+    >>> batch_places(qm.Cluster(node, count=4))
+    32
+    """
+    shares = cluster.shares
+    if shares is None:
+        return sum(node.max_batch_size for node in cluster.nodes)
+    return sum(node.max_batch_size for node, share in zip(cluster.nodes, shares) if share > 0)
+
+
 def cool_down_arrivals(cluster, rate: float) -> int:
     """Arrivals each replica simulates after its measured window (over all nodes).
 
@@ -134,11 +165,8 @@ def cool_down_arrivals(cluster, rate: float) -> int:
     >>> cool_down_arrivals(qm.Cluster(node, count=4), 100.0)   # 32 per node
     128
     """
-    shares = cluster.shares
-    if shares is None:
-        shares = np.full(len(cluster.nodes), 1.0 / len(cluster.nodes))
-    beds = sum(node.max_batch_size for node, share in zip(cluster.nodes, shares) if share > 0)
-    return math.ceil(max(COOL_DOWN_CYCLES * longest_cycle(cluster, rate) * rate, beds))
+    return math.ceil(max(COOL_DOWN_CYCLES * longest_cycle(cluster, rate) * rate,
+                         batch_places(cluster)))
 
 
 def busy_time(xp, start, service, t_warm, t_end):
