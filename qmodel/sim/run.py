@@ -10,7 +10,8 @@ NumPy or CuPy. Two engines share one batching rule (:mod:`qmodel.sim.batching`):
   replica per step.
 
 Each replica starts empty; the arrivals of its first ``warmup`` fraction are discarded, and what
-is measured in the rest, and how long that window must be, is :mod:`qmodel.sim.window`.
+is measured in the rest, how long that window must be, where it starts (a random phase) and
+what is simulated after it (a cool-down, served but not measured), is :mod:`qmodel.sim.window`.
 Confidence intervals come from the spread between groups of replicas (sectioning).
 """
 
@@ -136,8 +137,13 @@ def simulate(system, rate=None, *, arrivals=None, requests: int | None = None, s
         Poisson arrival rate (requests/s). Give this or ``arrivals``.
     arrivals : Poisson, Renewal or Trace, optional
     requests : int, optional
-        Total arrivals over all replicas; default 2,000,000, or the whole Trace (a smaller
-        number replays only the start of the trace).
+        Total arrivals over all replicas, warm-up included; default 2,000,000, or the whole
+        Trace (a smaller number replays only the start of the trace). Each replica simulates
+        a few more, served and never measured (:mod:`qmodel.sim.window`): a random phase of
+        up to max_batch_size per node before its window, and a cool-down of two batch cycles
+        (at least max_batch_size per node) after it, so that its last requests' batches
+        fill as in an endless stream. A Trace's segments cool down on the arrivals that
+        follow them; its end has none.
     seed : int, optional
         Seeds the random generator; the same seed, backend and arguments reproduce a run.
     replicas : int, optional
@@ -474,7 +480,8 @@ def replay(system, times, *, seed=None, engine: str = "auto") -> Replay:
     """Run one replica over the given arrival times and report every request and batch.
 
     For inspecting the batcher on a hand-made or recorded trace; ``simulate`` is the tool for
-    latency distributions. No warm-up is removed.
+    latency distributions. No warm-up is removed and there is no cool-down: the trace has no
+    successors past its end, so with a delay its last batch waits the delay out.
 
     Examples
     --------
