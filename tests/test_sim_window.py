@@ -212,12 +212,20 @@ def test_the_end_of_a_whole_trace_is_measured_as_the_trace_has_it():
     assert r.samples[-1] > 0.02 + 2e-3 + 10 * 1e-4 - 1e-9
 
 
-def test_cool_down_covers_two_batch_cycles_and_a_batch_per_node():
-    # 2 x (32 / 3000 + 5.2 ms) x 3000/s = 95.2 arrivals; at 100/s, 32 per node of 4
-    assert cool_down_arrivals(qm.Cluster(FILLS), 3000.0) == 96
-    assert cool_down_arrivals(qm.Cluster(FILLS, count=4), 100.0) == 4 * 32
-    assert batch_places(qm.Cluster(FILLS, count=4)) == 4 * 32
-    # a node that a weighted router sends nothing to neither needs nor gets a cool-down
+def test_cool_down_gives_each_node_two_batches_or_two_cycles_whichever_is_fewer():
+    # 2 x 32 arrivals, before 2 x (32 / 3000 + 5.2 ms) x 3000/s = 95.2
+    assert cool_down_arrivals(qm.Cluster(FILLS), 3000.0) == 64
+    # 2 x (20 ms delay + 5.2 ms) x 300/s = 15.1, before 64
+    assert cool_down_arrivals(qm.Cluster(FILLS), 300.0) == 16
+    assert cool_down_arrivals(qm.Cluster(FILLS, count=4, router="round_robin"), 12_000.0) \
+        == 4 * 64
+    # A node that gets a tenth of the arrivals (400/s) waits out its delay: two of its cycles
+    # (2 x 25.2 ms x 4000/s in all), not the 640 arrivals that would bring it two batches.
+    tenth = qm.Cluster(FILLS, count=2, router=qm.Router("random", weights=[1, 9]))
+    assert cool_down_arrivals(tenth, 4000.0) == 202
+    # a node that a weighted router sends nothing to needs no cool-down and has no phase
     idle = qm.Cluster([FILLS, qm.Node(aff(1e-3), max_batch_size=64)],
                       router=qm.Router("random", weights=[1, 0]))
+    assert cool_down_arrivals(idle, 3000.0) == 64
     assert batch_places(idle) == 32
+    assert batch_places(qm.Cluster(FILLS, count=4)) == 4 * 32

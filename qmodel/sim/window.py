@@ -43,23 +43,25 @@ import warnings
 
 import numpy as np
 
-__all__ = ["ShortRunWarning", "WINDOW_CYCLES", "COOL_DOWN_CYCLES", "batch_cycle", "longest_cycle",
-           "window_arrivals", "batch_places", "cool_down_arrivals", "busy_time",
-           "measured_batches"]
+__all__ = ["ShortRunWarning", "WINDOW_CYCLES", "COOL_DOWN_CYCLES", "COOL_DOWN_BATCHES",
+           "batch_cycle", "longest_cycle", "window_arrivals", "batch_places", "cool_down_arrivals",
+           "busy_time", "measured_batches"]
 
 # Batch cycles each replica's measured window holds. With the default 10% warm-up the warm-up
 # then spans 2.2 cycles, past the first batch of a fresh replica, and the window's edges (a
 # batch cut by t_warm or t_end) weigh about 1/20 of a cycle's batches each.
 WINDOW_CYCLES = 20
-# Batch cycles of arrivals each replica simulates after its window (the cool-down), and at
-# least max_batch_size per node. A measured request's batch is formed from the requests that
-# follow the oldest one in it: at most B - 1 after t_end at its node, and only those that
-# arrive before its delay (at most one cycle's wait) runs out. Measured on eight systems
-# (one node, B = 8 to 64, delays 1 to 20 ms, loads 0.3 to 0.9, both engines, round robin and
-# least outstanding; docs/notes/simulation-window.md): with a cool-down of one cycle every
-# measured sojourn equals that with twenty; with half a cycle up to 0.06% of them differ and
-# p99 reads up to 0.3% high. Two cycles leave a factor of two.
+# The cool-down: each replica simulates, after its window, enough arrivals for each node to
+# see COOL_DOWN_BATCHES x max_batch_size or COOL_DOWN_CYCLES batch cycles of its own, whichever
+# is fewer. A measured request's batch is formed from the requests that follow the oldest one
+# in it: at most B - 1 after t_end at its node, and only those that arrive before its delay
+# (at most one cycle's wait) runs out, so either one suffices. Measured (paired runs,
+# docs/notes/simulation-window.md): with B - 1 arrivals per node, or one cycle, every measured
+# sojourn equals that with a cool-down of twenty cycles; with half a cycle up to 0.06% of
+# them differ and p99 reads up to 0.3% high. Two of each leave a factor of two, also for a
+# random router's uneven split.
 COOL_DOWN_CYCLES = 2
+COOL_DOWN_BATCHES = 2
 
 
 class ShortRunWarning(UserWarning):
@@ -154,21 +156,30 @@ def batch_places(cluster) -> int:
 def cool_down_arrivals(cluster, rate: float) -> int:
     """Arrivals each replica simulates after its measured window (over all nodes).
 
-    :data:`COOL_DOWN_CYCLES` of the cluster's :func:`longest_cycle` at ``rate``, and at least
-    max_batch_size per node that receives arrivals. They are served but never measured.
+    Enough for every node that receives arrivals to see, on average, :data:`COOL_DOWN_BATCHES`
+    of its max_batch_size or :data:`COOL_DOWN_CYCLES` of its :func:`batch_cycle`, whichever
+    is fewer arrivals. They are served but never measured.
 
     Examples
     --------
     >>> import qmodel as qm
     >>> node = qm.Node(qm.ServiceTime.affine(2e-3, 1e-4), max_batch_size=32,
     ...                max_queue_delay=0.02)
-    >>> cool_down_arrivals(qm.Cluster(node), 3000.0)   # 2 x (32 / 3000 + 5.2 ms) x 3000/s
-    96
-    >>> cool_down_arrivals(qm.Cluster(node, count=4), 100.0)   # 32 per node
-    128
+    >>> cool_down_arrivals(qm.Cluster(node), 3000.0)   # 2 x 32 before 2 cycles (95.2)
+    64
+    >>> cool_down_arrivals(qm.Cluster(node), 300.0)    # 2 x (20 ms + 5.2 ms) x 300/s
+    16
+    >>> cool_down_arrivals(qm.Cluster(node, count=4), 12000.0)   # 64 for each of 4 nodes
+    256
     """
-    return math.ceil(max(COOL_DOWN_CYCLES * longest_cycle(cluster, rate) * rate,
-                         batch_places(cluster)))
+    shares = cluster.shares
+    if shares is None:
+        shares = np.full(len(cluster.nodes), 1.0 / len(cluster.nodes))
+    # a node's own rate is rate x share; so many arrivals in all give it its part
+    need = max(min(COOL_DOWN_BATCHES * node.max_batch_size / share,
+                   COOL_DOWN_CYCLES * batch_cycle(node, rate * share) * rate)
+               for node, share in zip(cluster.nodes, shares) if share > 0)
+    return math.ceil(need)
 
 
 def busy_time(xp, start, service, t_warm, t_end):
