@@ -10,7 +10,8 @@ NumPy or CuPy. Two engines share one batching rule (:mod:`qmodel.sim.batching`):
   replica per step.
 
 Each replica starts empty; the arrivals of its first ``warmup`` fraction are discarded, and what
-is measured in the rest, and how long that window must be, is :mod:`qmodel.sim.window`.
+is measured in the rest, how long that window must be, where it starts (a random phase) and
+what is simulated after it (a cool-down, served but not measured), is :mod:`qmodel.sim.window`.
 Confidence intervals come from the spread between groups of replicas (sectioning).
 """
 
@@ -32,8 +33,8 @@ from .events import run_events
 from .lookahead import run_lookahead
 from .nodetypes import NodeTypes
 from .routing import split_by_node, static_assignment
-from .window import (WINDOW_CYCLES, ShortRunWarning, busy_time, longest_cycle, measured_batches,
-                     window_arrivals)
+from .window import (WINDOW_CYCLES, ShortRunWarning, batch_places, busy_time, cool_down_arrivals,
+                     longest_cycle, measured_batches, window_arrivals)
 
 __all__ = ["simulate", "replay", "Replay"]
 
@@ -136,8 +137,13 @@ def simulate(system, rate=None, *, arrivals=None, requests: int | None = None, s
         Poisson arrival rate (requests/s). Give this or ``arrivals``.
     arrivals : Poisson, Renewal or Trace, optional
     requests : int, optional
-        Total arrivals over all replicas; default 2,000,000, or the whole Trace (a smaller
-        number replays only the start of the trace).
+        Total arrivals over all replicas, warm-up included; default 2,000,000, or the whole
+        Trace (a smaller number replays only the start of the trace). Each replica simulates
+        a few more, served and never measured (:mod:`qmodel.sim.window`): a random phase of
+        up to max_batch_size per node before its window, and a cool-down of two batch cycles
+        (at least max_batch_size per node) after it, so that its last requests' batches
+        fill as in an endless stream. A Trace's segments cool down on the arrivals that
+        follow them; its end has none.
     seed : int, optional
         Seeds the random generator; the same seed, backend and arguments reproduce a run.
     replicas : int, optional
@@ -190,6 +196,7 @@ def simulate(system, rate=None, *, arrivals=None, requests: int | None = None, s
         raise ValueError(f"seed must be a whole number >= 0 or None, got {seed!r}")
 
     nodes = len(cluster.nodes)
+    stream = source      # a Trace's arrivals after the replayed ones serve as cool-down
     if isinstance(source, Trace) and requests < source.times.size:
         source = Trace(source.times[:requests])
     elif isinstance(source, Trace) and requests > source.times.size:
@@ -207,13 +214,16 @@ def simulate(system, rate=None, *, arrivals=None, requests: int | None = None, s
 
     bk = get_backend(backend, seed)
     types = NodeTypes(bk, cluster.nodes)
-    times, counts = replica_arrivals(bk, source, replicas, per_replica, pad=2 * types.bmax + 2)
+    times, start, counts, totals = replica_arrivals(
+        bk, stream, replicas, per_replica, pad=2 * types.bmax + 2,
+        cool=cool_down_arrivals(cluster, source.rate), phase=batch_places(cluster),
+        requests=requests)
     report = _progress_callback(progress, requests)
     try:
         if engine == "lookahead":
-            out = _run_static(bk, types, cluster, times, counts, replicas, nodes, report)
+            out = _run_static(bk, types, cluster, times, totals, replicas, nodes, report)
         else:
-            width = int(counts.max())
+            width = int(totals.max())
             assign = (static_assignment(bk, cluster.router, nodes, (replicas, width))
                       if static else None)
             out = _from_events(bk, run_events(bk, types, cluster.router, times[:, :width],
@@ -221,8 +231,8 @@ def simulate(system, rate=None, *, arrivals=None, requests: int | None = None, s
     finally:
         if hasattr(report, "close"):
             report.close()
-    return _assemble(out, bk.asnumpy(times), bk.asnumpy(counts), types, warmup, engine, bk.name,
-                     requests, ask)
+    return _assemble(out, bk.asnumpy(times), bk.asnumpy(start), bk.asnumpy(counts), types,
+                     warmup, engine, bk.name, requests, ask)
 
 
 def _plan_replicas(cluster, source, requests: int, replicas, warmup: float):
@@ -282,13 +292,13 @@ def _plan_replicas(cluster, source, requests: int, replicas, warmup: float):
 # ("rejected_arrival"; "rejected", per-replica counts), and one entry per executed batch
 # ("batch_*").
 # ------------------------------------------------------------------------------------------
-def _run_static(bk, types, cluster, times, counts, replicas, nodes, report):
+def _run_static(bk, types, cluster, times, totals, replicas, nodes, report):
     """Lookahead engine over (replica, node) lanes, lane = replica * nodes + node."""
     xp = bk.xp
     if nodes == 1:
-        lane_times, lane_counts = times, counts
+        lane_times, lane_counts = times, totals
     else:
-        width = int(counts.max())
+        width = int(totals.max())
         assign = static_assignment(bk, cluster.router, nodes, (replicas, width))
         lane_times, lane_counts = split_by_node(bk, times[:, :width], assign, nodes,
                                                 pad=2 * types.bmax + 2)
@@ -311,6 +321,14 @@ def _run_static(bk, types, cluster, times, counts, replicas, nodes, report):
         arrival = lt[np.arange(lt.shape[1])[None, :] < lane_counts[:, None]]
         np.subtract(completion, arrival, out=sojourn)
         segments = np.split(arrival, np.cumsum(lane_counts)[:-1])
+
+    def first_arrival():
+        # Lane l's batches take its requests in order: a batch's first request is the one
+        # after all that its lane's earlier batches took (a finished lane's entries: +inf).
+        first = np.cumsum(size, axis=0) - size
+        got = lt[np.arange(lt.shape[0])[None, :], np.minimum(first, lt.shape[1] - 1)]
+        return np.where(size > 0, got, np.inf)
+
     return {
         "arrival": segments, "segment_replica": np.arange(replicas * nodes) // nodes,
         "sojourn": sojourn,
@@ -319,6 +337,7 @@ def _run_static(bk, types, cluster, times, counts, replicas, nodes, report):
         # Finished lanes' entries have start +inf and size 0 and fall outside every window.
         "batch_start": start, "batch_service": service, "batch_size": size,
         "batch_replica": (np.arange(replicas * nodes) // nodes)[None, :],
+        "batch_first_arrival": first_arrival,
     }
 
 
@@ -344,50 +363,64 @@ def _from_events(bk, rec, times):
     arrival = times[accepted]
     rejected = np.isfinite(times) & ~accepted
     served = accepted.sum(axis=1)
+
+    def first_arrival():
+        # Each node's batches take its requests in order, as lined up above.
+        size = rec["size"][batch_order]
+        got = np.empty(size.size)
+        got[batch_order] = arrival[req_order][np.cumsum(size) - size]
+        return got
+
     return {
         "arrival": np.split(arrival, np.cumsum(served)[:-1]),
         "segment_replica": np.arange(replicas), "sojourn": completion - arrival,
         "rejected_arrival": times[rejected], "rejected": rejected.sum(axis=1),
         "batch_start": rec["start"], "batch_service": rec["service"],
         "batch_size": rec["size"], "batch_replica": rec["pair"] // nodes,
+        "batch_first_arrival": first_arrival,
     }
 
 
-def _assemble(out, times, counts, types, warmup, engine: str, backend: str, requests: int,
-              ask: str):
-    """Apply the warm-up cut, compute the metrics and build the SampledLatency.
+def _assemble(out, times, start, counts, types, warmup, engine: str, backend: str,
+              requests: int, ask: str):
+    """Cut the warm-up and the cool-down, compute the metrics and build the SampledLatency.
 
-    The measured window of each replica and what counts inside it: :mod:`qmodel.sim.window`.
-    ``requests`` and ``ask`` (the fix, from :func:`_plan_replicas`) go into its warning."""
+    The measured window of each replica and what counts inside it: :mod:`qmodel.sim.window`;
+    the window of replica r is its ``counts[r]`` arrivals from index ``start[r]``, less
+    their ``warmup`` fraction. ``requests`` and ``ask`` (the fix, from
+    :func:`_plan_replicas`) go into its warning."""
     replicas = counts.size
     method = f"simulation ({engine} engine, {backend}, {replicas} replicas)"
     rows = np.arange(replicas)
-    t_warm = times[rows, np.minimum((warmup * counts).astype(np.int64), counts - 1)]
-    t_end = times[rows, counts - 1]
+    t_warm = times[rows, start + np.minimum((warmup * counts).astype(np.int64), counts - 1)]
+    t_end = times[rows, start + counts - 1]
     span = float(np.sum(t_end - t_warm))
     if span <= 0:
         raise ValueError("the measured window is empty; raise requests or lower warmup")
-    # Within a segment, served requests are in arrival order, so the warm-up cut keeps a suffix
-    # of each segment: one search per segment instead of a mask over all requests.
+    # Within a segment, served requests are in arrival order, so the window keeps a slice of
+    # each segment: two searches per segment instead of a mask over all requests.
     seg_replica = out["segment_replica"]
     lengths = np.array([a.size for a in out["arrival"]], dtype=np.int64)
-    ends = np.cumsum(lengths)
-    cut = ends - lengths + np.array([np.searchsorted(a, t_warm[r]) for a, r in
-                                     zip(out["arrival"], seg_replica)], dtype=np.int64)
+    bounds = np.array([(np.searchsorted(a, t_warm[r]), np.searchsorted(a, t_end[r], "right"))
+                       for a, r in zip(out["arrival"], seg_replica)], dtype=np.int64)
+    offsets = np.cumsum(lengths) - lengths
+    cut, ends = offsets + bounds[:, 0], offsets + bounds[:, 1]
     sojourn = np.concatenate([out["sojourn"][c:e] for c, e in zip(cut, ends)],
                              dtype=np.float32, casting="same_kind")
     kept = np.bincount(seg_replica, weights=ends - cut, minlength=replicas)
-    rejected = int(np.sum(out["rejected_arrival"] >= np.repeat(t_warm, out["rejected"])))
+    refused = out["rejected_arrival"]
+    rejected = int(np.sum((refused >= np.repeat(t_warm, out["rejected"]))
+                          & (refused <= np.repeat(t_end, out["rejected"]))))
     served = sojourn.size
 
     b_rep = out["batch_replica"]
     b_warm, b_end = t_warm[b_rep], t_end[b_rep]
     counted, after_window = measured_batches(np, out["batch_start"], out["batch_size"],
-                                             b_warm, b_end)
+                                             b_warm, b_end, out["batch_first_arrival"])
     if after_window and served:
         warnings.warn(f"requests={requests} is too short: no batch was dispatched "
                       f"inside the measured windows ({span / replicas:.3g} s each); the batch "
-                      "statistics count the batches dispatched after the last arrival, which "
+                      "statistics count the batches dispatched after the windows that "
                       f"carried the measured requests: {ask}.", ShortRunWarning, stacklevel=3)
     hist = np.bincount(out["batch_size"][counted], minlength=types.bmax + 1)
     instance_count = sum(types.kinds[t].instances for t in types.type_of_node)
@@ -447,7 +480,8 @@ def replay(system, times, *, seed=None, engine: str = "auto") -> Replay:
     """Run one replica over the given arrival times and report every request and batch.
 
     For inspecting the batcher on a hand-made or recorded trace; ``simulate`` is the tool for
-    latency distributions. No warm-up is removed.
+    latency distributions. No warm-up is removed and there is no cool-down: the trace has no
+    successors past its end, so with a delay its last batch waits the delay out.
 
     Examples
     --------
