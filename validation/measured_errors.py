@@ -42,10 +42,10 @@ GRID = "validation/predict_accuracy.py"
 # within this (the grids' largest is 19.7%): what lies beyond is outside the domain, where
 # predict answers by simulation.
 TOLERANCE = 0.2
-# the share of a domain's configurations one peeling step removes, and how many good
-# configurations a step may give up to lose one beyond the tolerance
-PEEL = 0.05
-BAD_WEIGHT = 10
+# the shares of a domain's configurations one peeling step may remove, and how many good
+# configurations a step may give up to lose one beyond the tolerance (each pair one run)
+PEELS = (0.02, 0.05, 0.1)
+BAD_WEIGHTS = (3, 10, 30)
 WIDE = "validation/wide_domain.py"
 
 
@@ -95,7 +95,8 @@ def _batch_rows():
                        "validation/multi_instance_holdout.py")
     for r in stored_results("single_instance_holdout.json"):
         if r["family"] == "approximation":
-            fam = table.family_of(1, r["jitter"] == "deterministic", r["D_over_S1"] > 0)
+            fam = table.family_of(1, r["jitter"] == "deterministic", r["D_over_S1"] > 0,
+                                  preferred=r["preferred"] != "B")
             yield fam, Row(None, r["p95"]["error"], r["p99"]["error"], _features(
                 r["B"], r["load"], r["D_over_S1"], 1, _cv(HOLDOUT_SERVICE, r["jitter"]),
                 preferred=int(r["preferred"] != "B"), service=HOLDOUT_SERVICE),
@@ -189,6 +190,8 @@ def _wide_rows():
         outer = [f for f in r["families"] if f in table.CLUSTER_FAMILIES]
         fam = outer[0] if outer else r["families"][0]
         features = dict(r["features"])
+        if fam == "batch_one_instance" and features["preferred_below_max"]:
+            fam = "batch_one_instance_preferred"   # rows recorded before the family split
         if "service_growth" not in features:       # rows recorded before the feature
             features["service_growth"] = (None if r["B"] == 1 else
                                           r["per_item"] / (r["base"] + r["per_item"]))
@@ -211,18 +214,8 @@ def _inside(box, features) -> bool:
                for f, (lo, hi) in box.items())
 
 
-def peeled_domain(rows, alpha: float = PEEL) -> dict:
-    """The domain of a family: the box of its rows' features, peeled until every row inside
-    has errors within TOLERANCE.
-
-    Peeling as in Friedman and Fisher's patient rule induction method (Friedman, J. H. and
-    Fisher, N. I. (1999), Bump hunting in high-dimensional data, Statistics and Computing 9,
-    123-143): each step moves one bound of one feature inward past a fraction ``alpha`` of
-    the rows inside (at least the rows at its current value), choosing the move that leaves
-    the most rows with errors within the tolerance less BAD_WEIGHT per row beyond it (ties:
-    the most rows left). Patient rule induction maximises the share of good rows instead,
-    which here would give up whole grids to lose two bad rows.
-    """
+def _peel(rows, alpha: float, weight: float) -> dict:
+    """One peeling run (see :func:`peeled_domain`)."""
     box = _box(rows)
     while True:
         inside = [r for r in rows if _inside(box, r.features)]
@@ -234,14 +227,24 @@ def peeled_domain(rows, alpha: float = PEEL) -> dict:
             values = sorted(set(known))
             if len(values) < 2:
                 continue
-            low_cut = next(v for v in values[1:] if v > np.quantile(known, alpha))
-            high_cut = max(v for v in values[:-1] if v < np.quantile(known, 1 - alpha))
-            for new in ([low_cut, hi], [lo, high_cut]):
+            # a fraction alpha off either end, or just past one configuration beyond the
+            # tolerance (whichever side of it keeps more)
+            q_lo, q_hi = np.quantile(known, [alpha, 1 - alpha])
+            moves = [[next((v for v in values[1:] if v > q_lo), values[1]), hi],
+                     [lo, next((v for v in values[-2::-1] if v < q_hi), values[-2])]]
+            for r in inside:
+                x = r.features.get(f)
+                if not r.good and x is not None:
+                    above = [v for v in values if v > x]
+                    below = [v for v in values if v < x]
+                    moves += [[above[0], hi]] if above else []
+                    moves += [[lo, below[-1]]] if below else []
+            for new in moves:
                 kept = [r for r in inside if r.features.get(f) is None
                         or new[0] <= r.features[f] <= new[1]]
                 if kept:
                     good = sum(r.good for r in kept)
-                    score = (good - BAD_WEIGHT * (len(kept) - good), len(kept))
+                    score = (good - weight * (len(kept) - good), len(kept))
                     if best is None or score > best[0]:
                         best = (score, f, new)
         if best is None:           # nothing left to peel: an empty domain
@@ -249,9 +252,27 @@ def peeled_domain(rows, alpha: float = PEEL) -> dict:
         box[best[1]] = best[2]
 
 
+def peeled_domain(rows) -> dict:
+    """The domain of a family: the box of its rows' features, peeled until every row inside
+    has errors within TOLERANCE.
+
+    Peeling as in Friedman and Fisher's patient rule induction method (Friedman, J. H. and
+    Fisher, N. I. (1999), Bump hunting in high-dimensional data, Statistics and Computing 9,
+    123-143): each step moves one bound of one feature inward, past a fraction ``alpha`` of
+    the rows inside or just past one row beyond the tolerance, choosing the move that leaves
+    the most rows within the tolerance less ``weight`` per row beyond it (ties: the most rows
+    left). Patient rule induction maximises the share of good rows instead, which here would
+    give up whole grids to lose two bad rows. Being greedy, a run can corner itself, so
+    several (alpha, weight) runs are made and the domain keeping the most rows is taken.
+    """
+    boxes = [_peel(rows, alpha, weight) for alpha in PEELS for weight in BAD_WEIGHTS]
+    return max(boxes, key=lambda box: sum(_inside(box, r.features) for r in rows))
+
+
 _BATCH_SOURCES = {
     "batch_one_instance": (GRID, "validation/single_instance_holdout.py",
                            "validation/batch_size_accuracy.py"),
+    "batch_one_instance_preferred": ("validation/single_instance_holdout.py",),
     "batch_renewal_one_instance": ("validation/renewal_batch.py",),
     "batch_renewal_several_instances": ("validation/renewal_batch.py",),
 }

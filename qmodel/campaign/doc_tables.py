@@ -111,8 +111,9 @@ def _in_ci(shares) -> str:
 SUMMARY = (
     ("M/M/c, M/D/c, M/G/1; batch node, one instance, no delay", "exact or numerical",
      "exact_and_numerical"),
-    ("batch node, one instance, a delay or preferred sizes", "approximation",
-     "batch_one_instance"),
+    ("batch node, one instance, a delay", "approximation", "batch_one_instance"),
+    ("batch node, one instance, preferred sizes below B", "approximation",
+     "batch_one_instance_preferred"),
     ("batch node, several instances, deterministic, no delay", "approximation",
      "batch_several_deterministic_no_delay"),
     ("batch node, several instances, deterministic, a delay", "approximation",
@@ -176,7 +177,8 @@ def accuracy_summary() -> list[str]:
 
 # accuracy.md's batch families, in its order
 BATCH_FAMILIES = (
-    ("1 instance, approximation", "batch_one_instance"),
+    ("1 instance, a delay", "batch_one_instance"),
+    ("1 instance, preferred sizes below max_batch_size", "batch_one_instance_preferred"),
     ("renewal arrivals (measured at scv 0.5 and 2), 1 instance", "batch_renewal_one_instance"),
     ("renewal arrivals (measured at scv 0.5 and 2), several instances",
      "batch_renewal_several_instances"),
@@ -195,12 +197,15 @@ def accuracy_families() -> list[str]:
     def span(low, high):
         return f"{_signed(low)} / {_signed(high)}"
 
+    def means(pair):               # not every family's campaign recorded the means
+        return "-" if pair is None else span(*pair)
+
     rows = []
     for label, key in BATCH_FAMILIES:
         m = families[key]
         rows.append([label, m.configurations, span(m.p95.low, m.p95.high),
                      span(m.p99.low, m.p99.high), f"{_pct(m.p95.median)}, {_pct(m.p99.median)}",
-                     m.batch_configurations, span(*m.mean_batch_size), span(*m.utilization)])
+                     m.batch_configurations, means(m.mean_batch_size), means(m.utilization)])
     return _table(["family", "nodes", "p95 lowest / highest", "p99 lowest / highest",
                    "median \\|error\\| (p95, p99)", "nodes with means",
                    "mean batch size lowest / highest", "utilization lowest / highest"], rows)

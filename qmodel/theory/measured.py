@@ -34,7 +34,9 @@ TABLE_FILE = Path(__file__).with_name("measured_errors.json")
 # family key -> which configurations it covers (completes "measured on N ..."); where each
 # was measured, feature by feature, is its domain (MeasuredError.domain)
 DESCRIPTIONS = {
-    "batch_one_instance": "one-instance batching nodes with a delay or several preferred sizes",
+    "batch_one_instance": "one-instance batching nodes with a delay",
+    "batch_one_instance_preferred": "one-instance batching nodes with preferred sizes below "
+                                    "max_batch_size",
     "batch_several_deterministic_no_delay":
         "several-instance batching nodes, deterministic service, no delay",
     "batch_several_deterministic_delay":
@@ -108,11 +110,13 @@ def configuration_features(node, load: float, arrival_scv: float = 1.0,
             "queue_limit": 1 if node.max_queue_size else 0}
 
 
-def family_of(instances: int, deterministic: bool, delay: bool, renewal: bool = False) -> str:
+def family_of(instances: int, deterministic: bool, delay: bool, renewal: bool = False,
+              preferred: bool = False) -> str:
     """The measured family of a batch node whose result is an approximation.
 
     Renewal (non-Poisson) arrivals have families of their own, by instance count only (their
-    campaign is smaller than the Poisson ones).
+    campaign is smaller than the Poisson ones). One instance splits by ``preferred`` (a
+    preferred size below max_batch_size), whose passed-over requests are approximated.
 
     Examples
     --------
@@ -122,12 +126,14 @@ def family_of(instances: int, deterministic: bool, delay: bool, renewal: bool = 
     'batch_one_instance'
     >>> family_of(2, deterministic=True, delay=False, renewal=True)
     'batch_renewal_several_instances'
+    >>> family_of(1, deterministic=True, delay=True, preferred=True)
+    'batch_one_instance_preferred'
     """
     if renewal:
         return ("batch_renewal_one_instance" if instances == 1
                 else "batch_renewal_several_instances")
     if instances == 1:
-        return "batch_one_instance"
+        return "batch_one_instance_preferred" if preferred else "batch_one_instance"
     return (f"batch_several_{'deterministic' if deterministic else 'jittery'}_"
             f"{'delay' if delay else 'no_delay'}")
 
@@ -145,8 +151,8 @@ def measured(family: str) -> MeasuredError:
     Examples
     --------
     >>> m = measured("round_robin")
-    >>> m.configurations, m.sources
-    (150, ('validation/router_accuracy.py',))
+    >>> m.sources
+    ('validation/router_accuracy.py', 'validation/wide_domain.py')
     """
     table = measured_table()
     if family not in table:

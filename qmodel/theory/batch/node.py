@@ -192,7 +192,7 @@ def _result(rules, arrivals, grid, run, rejection, pmf, H_total) -> BatchNodeLat
             f"run small), capped at 1"))
         utilization = 1.0
     family = family_of(rules.c, rules.service.jitter == "deterministic", rules.D > 0,
-                       renewal=arrivals.scv != 1.0)
+                       renewal=arrivals.scv != 1.0, preferred=rules.pmin < rules.B)
     accuracy = Accuracy(
         "approximation" if notes else "numerical",
         "embedded chain of dispatch records on a time lattice", lattice_step=h,
