@@ -1,6 +1,6 @@
 """The main job on an example deployment: what p50/p95/p99 does it see, and why.
 
-A Triton model measured at S(k) = 2.4 ms + 0.54 ms per request (lognormal jitter, cv 0.1),
+A Triton model measured at S(k) = 2.4 ms + 0.54 ms per request (lognormal jitter, cv 0.2),
 dynamic batching with max_batch_size 8, max_queue_delay 2 ms, preferred sizes 4 and 8, two
 instances per node, eight nodes, 16,000 requests per second. Run: make demo
 
@@ -29,7 +29,7 @@ def _row(label, r, took, ci=True):
 
 
 def main(out: str) -> None:
-    service = qm.ServiceTime.affine(base=2.4e-3, per_item=0.54e-3, jitter=("lognormal", 0.1))
+    service = qm.ServiceTime.affine(base=2.4e-3, per_item=0.54e-3, jitter=("lognormal", 0.2))
     node = qm.Node(service, max_batch_size=8, max_queue_delay=2e-3,
                    preferred_batch_sizes=(4, 8), instances=2)
     rate = 16_000.0

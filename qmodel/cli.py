@@ -195,6 +195,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--no-fallback", action="store_true",
                    help="where no model covers the system, fail (exit 3) instead of answering "
                         "by simulation")
+    g.add_argument("--extrapolate", action="store_true",
+                   help="answer with the model also outside its family's measured domain "
+                        "(the accuracy line says so)")
     g.add_argument("--json", action="store_true", help="print JSON instead of a table")
     rout = sub.add_parser(
         "routers", help="compare routers for the same nodes and load",
@@ -403,7 +406,8 @@ def _predict_command(args) -> int:
         arrivals = _arrivals_from(args)
         kwargs = {} if args.resolution is None else {"resolution": args.resolution}
         result = predict(system, arrivals=arrivals,
-                         fallback="raise" if args.no_fallback else "simulate", **kwargs)
+                         fallback="raise" if args.no_fallback else "simulate",
+                         extrapolate=args.extrapolate, **kwargs)
         check = None
         if args.check is not None:
             sim = simulate(system, arrivals=arrivals, requests=args.check, seed=args.seed)
