@@ -47,39 +47,35 @@ Run from the repository root (Linux: fork and RLIMIT_AS)::
 
 from __future__ import annotations
 
+import argparse
+import contextlib
+import io
+import json
+import math
+import multiprocessing
 import os
+import platform
+import re
+import resource
+import shlex
+import subprocess
+import sys
+import time
+import traceback
+import warnings
+from collections import Counter, defaultdict
+from multiprocessing.connection import wait
+from pathlib import Path
 
-# One BLAS thread per child: the parallelism is --workers processes.
-for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ.setdefault(_var, "1")
+import numpy as np
 
-import argparse  # noqa: E402
-import contextlib  # noqa: E402
-import io  # noqa: E402
-import json  # noqa: E402
-import math  # noqa: E402
-import multiprocessing  # noqa: E402
-import platform  # noqa: E402
-import resource  # noqa: E402
-import shlex  # noqa: E402
-import subprocess  # noqa: E402
-import sys  # noqa: E402
-import time  # noqa: E402
-import traceback  # noqa: E402
-import warnings  # noqa: E402
-from collections import Counter, defaultdict  # noqa: E402
-from multiprocessing.connection import wait  # noqa: E402
-from pathlib import Path  # noqa: E402
+import qmodel as qm
+from qmodel.campaign.results import add_output_arguments
+from qmodel.latency import Latency, SampledLatency
+from qmodel.routers import ROUTER_NAMES
 
-import numpy as np  # noqa: E402
-
-import qmodel as qm  # noqa: E402
-from qmodel.campaign.results import add_output_arguments  # noqa: E402
-from qmodel.latency import Latency, SampledLatency  # noqa: E402
-from qmodel.routers import ROUTER_NAMES  # noqa: E402
-
-__all__ = ["p99_interval", "valid_case", "hostile_cases", "cli_cases", "run_case", "run_all",
-           "OUTCOMES"]
+__all__ = ["p99_interval", "classify_error", "valid_case", "hostile_cases", "cli_cases",
+           "run_case", "run_all", "OUTCOMES"]
 
 OUTCOMES = ("ok", "fallback", "library_error", "foreign_exception", "crash", "hang",
             "memory_error", "bad_figures")
@@ -89,6 +85,15 @@ KINDS = ("predict", "simulate", "hostile", "cli", "compare")
 PACKAGE = Path(qm.__file__).resolve().parent
 # how far a figure may stray from a bound before it counts as out of range (rounding)
 SLACK = 1e-9
+# Messages of numpy's and Python's own (from C code, so the raise site looks like qmodel's):
+# a library error names the field and the fix instead.
+FOREIGN_MESSAGES = re.compile(
+    r"could not convert|setting an array element|argument must be|invalid literal|"
+    r"truth value of an array|could not be broadcast|unsupported operand|only (length-1|integer "
+    r"scalar) arrays|can't convert|cannot convert|math domain error|out of bounds|"
+    r"not supported between|unhashable type|positional argument|unexpected keyword|"
+    r"object of type|zero-size array|array is too big|negative dimensions|Cannot cast|"
+    r"object has no attribute|is not iterable|not subscriptable")
 QUICK = {"predict": 40, "simulate": 8, "hostile": 40, "cli": 12, "compare": 6}
 FULL = {"predict": 3000, "simulate": 300, "hostile": None, "cli": None, "compare": 200}
 
@@ -480,12 +485,28 @@ def _where(err: BaseException) -> tuple[str, bool]:
     return f"{shown}:{f.lineno}", own
 
 
-def _classify(err: BaseException) -> dict:
+def classify_error(err: BaseException) -> dict:
+    """The outcome of a call that raised ``err`` ("library_error" only for a ValueError or
+    NotImplementedError with a message of qmodel's own, raised by qmodel's code), with the
+    error's type, message, raise site and the end of its traceback.
+
+    Examples
+    --------
+    >>> classify_error(ValueError("bad"))["outcome"]     # raised here, not by qmodel
+    'foreign_exception'
+    >>> import qmodel
+    >>> try:
+    ...     qmodel.Node(qmodel.ServiceTime.affine(1e-3), max_batch_size=-1)
+    ... except ValueError as err:
+    ...     classify_error(err)["outcome"]
+    'library_error'
+    """
     where, own = _where(err)
     message = str(err)
     if isinstance(err, MemoryError):
         outcome = "memory_error"
-    elif isinstance(err, (ValueError, NotImplementedError)) and own and message.strip():
+    elif isinstance(err, (ValueError, NotImplementedError)) and own and message.strip() \
+            and not FOREIGN_MESSAGES.search(message):
         outcome = "library_error"
     else:
         outcome = "foreign_exception"
@@ -604,7 +625,7 @@ def run_case(case: dict) -> dict:
             else:
                 rec.update(_run_api(case))
         except BaseException as err:      # noqa: BLE001 - classifying everything is the point
-            rec.update(_classify(err))
+            rec.update(classify_error(err))
         rec["seconds"] = round(time.perf_counter() - start, 4)
     rec["warnings"] = _warnings(caught)
     return rec
@@ -981,7 +1002,9 @@ def main(argv=None) -> int:
         c["rate"], c["unstable"] = _rate(c)
     cases += _pick(hostile_cases(), sizes["hostile"], args.seed, "hostile")
     cases += _pick(cli_cases(), sizes["cli"], args.seed, "cli")
-    log(f"{len(cases)} calls ({', '.join(f'{k} {sizes[k]}' for k in sizes)})")
+    counts = Counter(c["kind"] for c in cases)
+    log(f"{len(cases)} calls ({', '.join(f'{k} {v}' for k, v in counts.items())}), then "
+        f"{sizes['compare']} comparisons")
     started = time.time()
     records = run_all(cases, args.workers, args.timeout, memory, log)
     compares = compare_cases(cases, records, sizes["compare"], args.seed,
@@ -1022,12 +1045,13 @@ def _rate(case: dict) -> tuple:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             exec(case["setup"], ns)
-        system = ns["system"]
+            system = ns["system"]
+            capacity = system.capacity
     except Exception:                 # noqa: BLE001 - the child will record it
         return None, False
     nodes = system.nodes if isinstance(system, qm.Cluster) else (system,)
     unstable = case["load"] >= 1 and not all(n.max_queue_size > 0 for n in nodes)
-    return case["load"] * system.capacity, unstable
+    return case["load"] * capacity, unstable
 
 
 if __name__ == "__main__":
