@@ -94,6 +94,7 @@ FOREIGN_MESSAGES = re.compile(
     r"not supported between|unhashable type|positional argument|unexpected keyword|"
     r"object of type|zero-size array|array is too big|negative dimensions|Cannot cast|"
     r"object has no attribute|is not iterable|not subscriptable")
+NUMBER = re.compile(r"-?\d+(\.\d+)?(e[-+]?\d+)?")
 QUICK = {"predict": 40, "simulate": 8, "hostile": 40, "cli": 12, "compare": 6}
 FULL = {"predict": 3000, "simulate": 300, "hostile": None, "cli": None, "compare": 200}
 
@@ -370,7 +371,9 @@ SPECIAL = [
     ("quantile", f"qm.predict({NODE}, rate=1000.0).quantile({{v}})", "error",
      ["'0.99'", "99", "0", "1", "float('nan')", "None", "'abc'", "[0.5, 2]", "-0.5", "True"]),
     ("quantile", f"qm.simulate({NODE}, rate=1000.0, requests=20_000, seed=1).ci({{v}})",
-     "error", ["'0.99'", "99", "float('nan')", "0.99, level=1.5", "None"]),
+     "error", ["'0.99'", "99", "float('nan')", "None"]),
+    ("level", f"qm.simulate({NODE}, rate=1000.0, requests=20_000, seed=1).ci(0.99, level={{v}})",
+     "error", ["1.5", "0", "'x'"]),
     ("duration", "qm.parse_duration({v})", "error",
      ["'-2ms'", "'ms'", "'2MS'", "'1,5ms'", "None", "float('nan')", "'2 minutes'", "[2]",
       "'--2ms'"]),
@@ -879,10 +882,11 @@ def report(meta: dict, cases: list, records: dict, rows: list) -> str:
     groups = defaultdict(list)
     for c in cases:
         for cat, detail in verdicts(c, records[c["id"]]):
-            groups[(cat, detail)].append(c)
+            # one group per message, whatever the numbers in it
+            groups[(cat, NUMBER.sub("#", detail))].append((c, detail))
     by_cat = defaultdict(list)
-    for (cat, detail), cs in groups.items():
-        by_cat[cat].append((detail, cs))
+    for (cat, _), found in groups.items():
+        by_cat[cat].append((found[0][1], [c for c, _ in found]))
     if not by_cat:
         lines.append("none")
     for cat in sorted(by_cat, key=lambda k: -sum(len(cs) for _, cs in by_cat[k])):
