@@ -81,7 +81,7 @@ OUTCOMES = ("ok", "fallback", "library_error", "foreign_exception", "crash", "ha
             "memory_error", "bad_figures")
 # the outcomes that are defects whatever the input
 FAILURES = ("foreign_exception", "crash", "hang", "memory_error", "bad_figures")
-KINDS = ("predict", "simulate", "hostile", "cli", "compare")
+KINDS = ("predict", "simulate", "hostile", "cli", "compare", "diagnose")
 PACKAGE = Path(qm.__file__).resolve().parent
 # how far a figure may stray from a bound before it counts as out of range (rounding)
 SLACK = 1e-9
@@ -298,8 +298,9 @@ BAD = ["None", "'abc'", "''", "float('nan')", "float('inf')", "-float('inf')", "
        "np.int64(-3)", "'-2ms'", "'2 furlongs'", "'nan ms'", "2.5", "np.array([1.0, 2.0])",
        "'1e400'"]
 # the generic values that are valid for some kinds of field (the call may then succeed)
-VALID_FOR = {"duration": {"2.5"}, "duration0": {"2.5", "0"}, "int": set(), "int0": {"0"},
-             "rate": {"2.5", "1e9"}, "fraction0": {"0"}, "seed": {"0"}, "float": {"2.5"}}
+VALID_FOR = {"duration": {"2.5"}, "duration0": {"2.5", "0"}, "int": {"1e9"},
+             "int0": {"0", "1e9"}, "rate": {"2.5", "1e9"}, "fraction0": {"0"}, "seed": {"0"},
+             "float0": {"2.5", "0"}}
 # fields whose default is None (None asks for it)
 DEFAULT_NONE = {"count", "requests", "seed", "replicas"}
 # (field the message should name, kind of value, code with {v})
@@ -319,7 +320,7 @@ FIELDS = [
     ("seed", "seed", f"qm.simulate({NODE}, rate=1000.0, requests=20_000, seed={{v}})"),
     ("replicas", "int", f"qm.simulate({NODE}, rate=1000.0, requests=20_000, replicas={{v}})"),
     ("warmup", "fraction0", f"qm.simulate({NODE}, rate=1000.0, requests=20_000, warmup={{v}})"),
-    ("scv", "float", "qm.Renewal(1000.0, scv={v})"),
+    ("scv", "float0", "qm.Renewal(1000.0, scv={v})"),
     ("rate", "rate", "qm.Renewal({v})"),
 ]
 # (field, code, expect): one-off hostile calls; expect "error", or "any" where it is valid
@@ -773,15 +774,19 @@ def repro(case: dict) -> str:
 
 
 def verdicts(case: dict, rec: dict) -> list:
-    """The defects one call shows: (category, detail) pairs."""
+    """The defects one call shows: (category, detail) pairs (a diagnosis rerun shows none of
+    its own: it annotates the call it reruns)."""
     out = []
+    if case["kind"] == "diagnose":
+        return out
     outcome = rec["outcome"]
     if outcome in FAILURES:
         detail = {"foreign_exception": f"{rec.get('error')} at {rec.get('where')}: "
                                        f"{str(rec.get('message', ''))[:90]}",
                   "bad_figures": "; ".join(rec.get("problems", [])),
-                  "hang": rec.get("message", ""), "crash": rec.get("message", ""),
-                  "memory_error": f"at {rec.get('where')}"}[outcome]
+                  "hang": f"{rec.get('message', '')}{rec.get('diagnosis', '')}",
+                  "crash": rec.get("message", ""),
+                  "memory_error": f"at {rec.get('where')}{rec.get('diagnosis', '')}"}[outcome]
         if case["kind"] == "cli" and outcome == "foreign_exception":
             detail = f"exit {rec.get('exit')}: {str(rec.get('stderr', ''))[-120:]}"
         out.append((outcome, detail))
@@ -807,13 +812,33 @@ def verdicts(case: dict, rec: dict) -> list:
         if outcome == "ok":
             out.append(("bad command line accepted", case["field"]))
         elif outcome == "library_error" and rec.get("stderr_lines", 0) != 1:
-            out.append(("CLI error not one line", f"{rec.get('stderr_lines')} lines"))
+            shape = ("usage block, then the error" if str(rec.get("stderr")).startswith("usage:")
+                     else "several lines")
+            out.append(("CLI error not one line", shape))
     fig = rec.get("figures") or {}
     mass = fig.get("truncated_mass")
     if kind == "predict" and outcome == "ok" and mass is not None and _finite(mass) \
             and mass >= 0.01:
         out.append(("model answer with discretised mass >= 0.01", f"mass {mass:.3g}"))
     return out
+
+
+def diagnose_cases(cases: list, records: dict) -> list:
+    """The predict calls that hung, ran out of memory or crashed, again with
+    fallback="raise": was it the model or the fallback simulation?"""
+    return [{**c, "id": f"diagnose-{c['id']}", "kind": "diagnose", "of": c["id"],
+             "call": c["call"][:-1] + ', fallback="raise")'}
+            for c in cases if c["kind"] == "predict"
+            and records[c["id"]]["outcome"] in ("hang", "memory_error", "crash")]
+
+
+def diagnosis(rec: dict) -> str:
+    """Where a predict call's trouble lies, from its rerun with fallback="raise"."""
+    if rec["outcome"] == "library_error" and rec.get("error") == "NotImplementedError":
+        return " (in the fallback simulation: the model declines)"
+    if rec["outcome"] in ("ok", "bad_figures"):
+        return f" (the model alone answers in {rec.get('wall_seconds', 0):.3g} s)"
+    return f" (the model alone: {rec['outcome']})"
 
 
 def compare_cases(cases: list, records: dict, n: int, seed: int, requests: int) -> list:
@@ -827,6 +852,12 @@ def compare_cases(cases: list, records: dict, n: int, seed: int, requests: int) 
         out.append({**c, "id": f"compare-{c['id']}", "kind": "compare", "of": c["id"],
                     "arrivals": arrivals, "requests": requests, "seed": seed})
     return out
+
+
+def _short_run(w: dict) -> bool:
+    """Whether a recorded warning is the simulator's: too few requests for an unbiased tail."""
+    return (w["category"] == "ShortRunWarning" or "replicas leave" in w["message"]
+            or "too short" in w["message"])
 
 
 def comparison_rows(compares: list, records: dict) -> list:
@@ -848,7 +879,7 @@ def comparison_rows(compares: list, records: dict) -> list:
                 "error": {q: p[q] / s[q] - 1 for q in ("p50", "p95", "p99")},
                 "within_stated": bool(s["p99"] - hw <= high and s["p99"] + hw >= low),
                 "within_25": bool(abs(p["p99"] / s["p99"] - 1) <= 0.25),
-                "sim_warned": any(not w["leaked"] for w in sim.get("warnings", []))}
+                "sim_warned": any(_short_run(w) for w in sim.get("warnings", []))}
         rows.append(row)
     return rows
 
@@ -920,8 +951,8 @@ def comparison_text(rows: list, compares: dict, records: dict) -> list:
         groups["all"].append(r)
         groups[f"exactness {r['exactness']}"].append(r)
         groups[f"method {r['method'].split(':')[0].split(' (')[0][:27]}"].append(r)
-        if r["sim_warned"]:
-            groups["simulation warned (short replicas)"].append(r)
+        groups["simulation warned (too short)" if r["sim_warned"]
+               else "simulation long enough"].append(r)
     for name, rs in sorted(groups.items(), key=lambda x: (x[0] != "all", x[0])):
         errs = np.array([r["error"]["p99"] for r in rs])
         worst = errs[np.argmax(np.abs(errs))]
@@ -935,7 +966,9 @@ def comparison_text(rows: list, compares: dict, records: dict) -> list:
         lines.append(f"  {r['error']['p99']:+.1%}  p99 {r['pred']['p99'] * 1e3:.4g} ms vs "
                      f"{r['sim']['p99'] * 1e3:.4g} ms (stated [{lo * 1e3:.4g}, "
                      f"{hi * 1e3:.4g}] ms, {r['exactness']}, "
-                     f"{'in' if r['within_stated'] else 'OUTSIDE'} stated)  [{r['id']}]")
+                     f"{'in' if r['within_stated'] else 'OUTSIDE'} stated"
+                     f"{'; simulation warned: too short' if r['sim_warned'] else ''})"
+                     f"  [{r['id']}]")
         lines.append(f"    {repro({**c, 'kind': 'predict'})}")
     return lines
 
@@ -1011,6 +1044,12 @@ def main(argv=None) -> int:
         f"{sizes['compare']} comparisons")
     started = time.time()
     records = run_all(cases, args.workers, args.timeout, memory, log)
+    diagnoses = diagnose_cases(cases, records)
+    log(f"diagnosis: {len(diagnoses)} predict calls again with fallback='raise'")
+    records.update(run_all(diagnoses, args.workers, args.timeout, memory, log))
+    for d in diagnoses:
+        records[d["of"]]["diagnosis"] = diagnosis(records[d["id"]])
+    cases += diagnoses
     compares = compare_cases(cases, records, sizes["compare"], args.seed,
                              args.compare_requests)
     log(f"comparison: {len(compares)} simulations of {args.compare_requests:,} requests")
