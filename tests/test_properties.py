@@ -21,6 +21,7 @@ comparison with the simulator (clusters, 400,000 requests) is marked slow.
 
 import importlib.util
 import math
+from collections.abc import Hashable
 from pathlib import Path
 
 import numpy as np
@@ -188,8 +189,6 @@ def test_predict_cdf_monotone_within_unit_interval(system, load):
     assert r.cdf(r.p99) >= 0.99 - 1e-9
 
 
-@open_defect("case 1 (NaN mean, overflow RuntimeWarning leaked by the batch model) and case 3 "
-              "(discretised mass 4.6)")
 @settings(max_examples=20, **CI)
 @given(system=systems(), load=LOADS)
 @example(system=NAN_MEAN, load=0.3)
@@ -219,7 +218,6 @@ def test_predict_utilization_and_batch_size_in_range(system, load):
 # batches (a delay) may truly answer faster at a higher rate (the simulator agrees: a table
 # {1: 49.8 ms, 2: 18.3 ms} at B = 2 gives p99 97.4 / 94.1 ms at load 0.25 / 0.5), so the
 # property is drawn on nodes without either (at loads where the models were measured).
-@open_defect("case 5 (p99 falls from load 0.3 to 0.6 on a 7-instance node)")
 @settings(max_examples=15, **CI)
 @given(node=nodes(delay=False, monotone=True),
        loads=st.lists(st.floats(0.3, 0.95), min_size=3, max_size=3, unique=True).map(sorted))
@@ -241,7 +239,6 @@ SHORT_WINDOW = qm.Node(qm.ServiceTime.affine(1e-3, 1e-4), max_batch_size=32,
                        max_queue_delay=0.05)
 
 
-@open_defect("case 8 (utilization counts whole batches that start in the window)")
 @pytest.mark.filterwarnings("ignore:.*replicas leave:UserWarning")
 @settings(max_examples=30, **CI)
 @given(system=systems(), load=LOADS, requests=st.integers(200, 20_000),
@@ -255,7 +252,6 @@ def test_simulate_utilization_in_unit_interval(system, load, requests, seed):
     assert 0 <= r.utilization <= 1, r.utilization
 
 
-@open_defect("case 8 (mean batch size 0 when the window is shorter than the delay)")
 @pytest.mark.filterwarnings("ignore:.*replicas leave:UserWarning")
 @settings(max_examples=30, **CI)
 @given(system=systems(), load=LOADS, requests=st.integers(200, 20_000),
@@ -283,7 +279,9 @@ CALLS = {
     "ServiceTime.affine jitter": lambda v: qm.ServiceTime.affine(2e-3, jitter=v),
     "ServiceTime.affine jitter cv": lambda v: qm.ServiceTime.affine(2e-3, jitter=("gamma", v)),
     "ServiceTime.table": lambda v: qm.ServiceTime.table({1: 1e-3, 4: v}),
-    "ServiceTime.table size": lambda v: qm.ServiceTime.table({1: 1e-3, v: 2e-3}),
+    # an unhashable value cannot be a key: Python refuses that dict before qmodel sees it
+    "ServiceTime.table size": lambda v: qm.ServiceTime.table({1: 1e-3, v: 2e-3})
+    if isinstance(v, Hashable) else None,
     "ServiceTime.empirical": lambda v: qm.ServiceTime.empirical({1: [1e-3, v]}),
     "Node.service": lambda v: qm.Node(v),
     "Node.max_batch_size": lambda v: qm.Node(SVC, max_batch_size=v),
@@ -331,7 +329,7 @@ def _sampled():
     return _cache["simulate"]
 
 
-@open_defect("case 9 (Latency.cdf and quantile answer strings and objects with numpy's errors)")
+
 @settings(max_examples=300, **CI)
 @given(call=st.sampled_from(sorted(CALLS)), value=HOSTILE)
 @example(call="Latency.cdf", value="x")
@@ -367,7 +365,6 @@ STEADY = st.one_of(st.sampled_from(["deterministic", "exponential"]),
                    st.tuples(st.sampled_from(["gamma", "lognormal"]), st.floats(0.05, 0.5)))
 
 
-@open_defect("case 2 (labelled numerical with lattice step 24.7 ms and discretised mass 0.18)")
 @settings(max_examples=8, **CI)
 @given(node=nodes(max_batch=8, max_instances=1, finite=False, jitters=STEADY),
        load=st.floats(0.1, 0.8))
@@ -377,8 +374,6 @@ def test_predict_within_stated_error_small_nodes(node, load):
 
 
 @pytest.mark.slow
-@open_defect("cases 3 (discretised mass 4.6, p99 959 ms against 265 ms) and 4 (round robin "
-             "at load 0.1: p99 2.17 ms against 1.10 ms)")
 @settings(max_examples=60, **CI)
 @given(system=systems(), load=st.floats(0.05, 0.9))
 @example(system=MASS_ABOVE_ONE, load=0.383)
