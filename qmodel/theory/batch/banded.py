@@ -11,6 +11,8 @@ from __future__ import annotations
 import numpy as np
 from scipy.linalg import blas, lapack
 
+from .. import budget
+
 __all__ = ["BandedChain"]
 
 
@@ -36,12 +38,13 @@ class BandedChain:
 
     SMALL_BLOCK = 20_000      # entries up to which a block goes in with one bincount
 
-    def __init__(self, index: np.ndarray):
+    def __init__(self, index: np.ndarray, model: str = "the chain"):
         self.index = np.asarray(index)
         self.size = int(self.index.max()) + 1
         self.triplets = []        # (rows i, columns j, values) of the system, T' entry (i, j)
         self.blocks = []          # (j per m, i per n, values, n_min)
         self.lo, self.hi = 0, 0   # extremes of i - j
+        self.model = model        # its name in the budget's messages
 
     @staticmethod
     def _check(i, j):
@@ -114,11 +117,14 @@ class BandedChain:
                 large.append(block)
             else:
                 parts.append(self._entries(block))
-        band = np.zeros(height * size)
+        # in LAPACK's (column-major) order, so that neither the solve's copy nor the
+        # residual's product needs another
         if parts:
             i, j, v = (np.concatenate(z) for z in zip(*parts))
-            band += np.bincount((kl + ku + i - j) * size + j, v, height * size)
-        band = band.reshape(height, size)
+            band = np.bincount(j * height + kl + ku + i - j, v, height * size)
+        else:
+            band = np.zeros(height * size)
+        band = band.reshape(size, height).T
         for j, i_of_n, vals, n_min in large:
             N, J = len(j), vals.shape[-1]
             for x in range(J):                     # m = m_lo..N: distinct columns j, no clash
@@ -136,19 +142,21 @@ class BandedChain:
             1, the window being every column that row has in the band, and whether it
             balances."""
             window = np.arange(max(row - kl, 0), min(row + ku + 1, size))
-            ab = band.copy()
+            ab = band.copy(order="F")
             ab[kl + ku + row - window, window] = 1.0
             rhs = np.zeros(size)
             rhs[row] = 1.0
             _, _, x, info = lapack.dgbsv(kl, ku, ab, rhs, overwrite_ab=True, overwrite_b=True)
+            del ab                                      # the band's size: free it at once
             x = np.clip(x, 0.0, None)
             if info != 0 or not x.sum() > 0:
                 return None, False                      # singular: the window holds no mass
             x = x / x.sum()
-            # (T - I)' x; the wrapper wants at least kl + ku + 1 rows, and the rows beyond the
-            # system's are zero in the band
-            rows = max(size, kl + ku + 1)
-            residual = np.abs(blas.dgbmv(rows, size, kl, ku, 1.0, band[kl:], x)[:size]).max()
+            # (T - I)' x, the band whole (its first kl rows, the solve's room for the fill,
+            # are zero diagonals above: no copy); the wrapper wants at least as many rows as
+            # the band, and the rows beyond the system's are zero in it
+            rows = max(size, height)
+            residual = np.abs(blas.dgbmv(rows, size, kl, kl + ku, 1.0, band, x)[:size]).max()
             return x, bool(residual <= 1e-9 * x.max())
 
         # the row of the chain's first state; if that fails, the row of the state the failed
@@ -159,6 +167,10 @@ class BandedChain:
         for row in retries:
             if ok:
                 break
+            # the first solve is in the chain's estimate; the retries are not
+            budget.charge(budget.flops(2.0 * size * kl * (kl + ku)), self.model,
+                          "another solve of its balance equations (the last one did not "
+                          "balance)")
             x, ok = solve(row)
         if not ok:
             raise ArithmeticError("the batch chain's balance equations could not be solved "

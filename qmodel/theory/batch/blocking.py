@@ -38,6 +38,9 @@ class BlockingArrivals:
         during a positive blocking: after it, the next dispatch finds all others busy.
     age_phi, age_term, age_scale : ndarray
         The factors of the oldest arrival's age (see :meth:`oldest_ages`).
+    folded : bool
+        True when a finite queue cut the counts at max_queue_size + 2, short of where their
+        tail is negligible.
     """
 
     J: int
@@ -48,6 +51,7 @@ class BlockingArrivals:
     age_phi: np.ndarray
     age_term: np.ndarray
     age_scale: np.ndarray
+    folded: bool = False
 
     def oldest_ages(self, laws: slice, length: int) -> np.ndarray:
         """G[k-1, n, a] for the blocking laws ``laws``, n < pmin, a < length: n arrivals during
@@ -61,13 +65,13 @@ class BlockingArrivals:
 
 
 def arrivals_during_blocking(blocking: Blocking, grid: Lattice, rate: float, pmin: int,
-                             B: int, cut: float) -> BlockingArrivals:
+                             B: int, cut: float, queue: int = 0) -> BlockingArrivals:
     """A[k-1, j] = P(j arrivals during a blocking), and the oldest one's age.
 
     G[k-1, n, a] = P(n arrivals during the blocking, the first of them a*h before its end),
     for n < pmin: the age of the oldest waiting request when the instance frees (kept as
     factors; :meth:`BlockingArrivals.oldest_ages` builds it). ``cut`` is the truncation of the
-    chain that uses these counts.
+    chain that uses these counts; ``queue`` a finite max_queue_size (0: unlimited).
     """
     ps, pois = blocking.ps, grid.pois_lattice
     A = ps @ pois
@@ -79,6 +83,15 @@ def arrivals_during_blocking(blocking: Blocking, grid: Lattice, rate: float, pmi
     beyond = np.cumsum(A[:, ::-1], axis=1)[:, ::-1]
     alive = np.flatnonzero(beyond.max(axis=0) > cut * 1e-3)
     J = min(max(int(alive[-1]) + 2 if alive.size else 2, B + 2), A.shape[1])
+    if queue:
+        # at most Q wait: Q + 1 or more arrivals leave the queue full whatever waited before
+        # (every destination depends on them only through min(n, Q)), and an arrival that
+        # finds Q or more waiting is rejected, so counts beyond Q + 1 lump exactly; a long
+        # service tail otherwise keeps thousands of counts for a queue of a few dozen
+        folded = queue + 2 < J
+        J = min(J, queue + 2)
+    else:
+        folded = False
     pois_s = pois[:, :J].copy()
     pois_s[:, -1] += pois[:, J:].sum(axis=1)
     A[:, J - 1] += A[:, J:].sum(axis=1)          # = ps @ pois_s
@@ -105,4 +118,5 @@ def arrivals_during_blocking(blocking: Blocking, grid: Lattice, rate: float, pmi
     target = A[:, 1:pmin]
     age_scale = np.divide(target, total, out=np.zeros_like(total), where=total > 0)
     return BlockingArrivals(J=J, pois_s=pois_s, A=A, ps_positive=ps_positive, A_pos=A_pos,
-                            age_phi=age_phi, age_term=age_term, age_scale=age_scale)
+                            age_phi=age_phi, age_term=age_term, age_scale=age_scale,
+                            folded=folded)

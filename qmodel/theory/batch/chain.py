@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import budget
 from ..tails import decay_rate
 from .arrivals import Arrivals
 from .banded import BandedChain
@@ -32,7 +33,10 @@ from .lattice import Lattice
 from .rules import Rules
 
 __all__ = ["DispatchPass", "dispatch_pass", "DispatchChain", "dispatch_chain", "queue_states",
-           "Cycle", "dispatch_cycle", "MAX_QUEUE_STATES", "PRUNE_UNREACHED"]
+           "chain_work", "Cycle", "dispatch_cycle", "MAX_QUEUE_STATES", "PRUNE_UNREACHED",
+           "MODEL"]
+
+MODEL = "the batch model"   # how the budget's messages name it
 
 MAX_QUEUE_STATES = 4_000  # beyond this the load is too close to the model's capacity
 # c > 1: leave group 0's never-reached records out of the linear system (see dispatch_chain)
@@ -114,6 +118,40 @@ def queue_states(rules: Rules, blocking: Blocking, counts: BlockingArrivals, rat
     return N
 
 
+def chain_work(B: int, groups: int, leaving: int, behind: int, N: int, J: int, Ls: int,
+               expiry: bool) -> tuple:
+    """The chain's estimated peak memory (bytes) and work (seconds), and what they are for.
+
+    ``leaving`` sizes leave requests behind, in ``behind`` of the ``groups`` record groups;
+    ``N`` queue states, ``J`` arrival counts, ``Ls`` lattice points; ``expiry``: the delay
+    splits the long queue's dispatches. Numbered by queue length (see :func:`dispatch_chain`),
+    a step of the queue moves a record by the records per queue length times the step: down
+    by at most a batch, up by at most a blocking's arrivals; the banded LU costs 2 kl (kl +
+    ku) flops per state, its band and the copy the solve works in 8 (2 kl + ku + 1) bytes
+    per state each.
+
+    Examples
+    --------
+    The node of issue 21's case 6 at 0.974 of capacity (max_batch_size 78, four sizes that
+    leave requests behind, 2960 queue states, 398 arrival counts):
+
+    >>> nbytes, seconds, what = chain_work(78, 1, 4, 1, 2960, 398, 120, True)
+    >>> round(nbytes / 2**30, 2), round(seconds, 1), what
+    (0.51, 3.3, 'its chain of dispatch records (11,918 states, a band 2,451 wide)')
+    """
+    per_m = leaving * behind
+    size = groups * B + per_m * N
+    kl = per_m * B + groups * B
+    ku = per_m * J + groups * B
+    height = 2 * kl + ku + 1
+    split = 2 if expiry else 1
+    nbytes = 8.0 * (2 * height * size + split * per_m * N * J + groups * (B + leaving * N) * B)
+    seconds = (budget.flops(2.0 * size * kl * (kl + ku))
+               + budget.elements(per_m * (3 * split * N * J + (3 * Ls * J if expiry else 0))))
+    return nbytes, seconds, f"its chain of dispatch records ({size:,} states, a band " \
+                            f"{height:,} wide)"
+
+
 def dispatch_chain(rules: Rules, arrivals: Arrivals, grid: Lattice, blocking: Blocking,
                    counts: BlockingArrivals, cut: float) -> DispatchChain:
     """Stationary law of dispatch records (batch size k, requests left behind m, group)."""
@@ -128,16 +166,31 @@ def dispatch_chain(rules: Rules, arrivals: Arrivals, grid: Lattice, blocking: Bl
     # never at all. Left out of the system (with c > 1 they are half its states, and
     # without them the groups need not interleave), they keep their stationary mass 0.
     unreached = (PRUNE_UNREACHED and groups == 2 and not blocking.ps[full * B:, 0].any())
-    # The record groups interleave, so that a queue length's records lie side by side and
-    # the system stays banded; the system numbers them from the end.
+    # the groups whose records that left requests behind are in the system
+    behind = [g for g in range(groups) if g == full or not unreached]
+    # without a delay, or with preferred sizes {B}, the delay-expired dispatch is the
+    # preferred one: no separate transitions
+    expiry = D > 0 and pmin < B
+    nbytes, seconds, what = chain_work(B, groups, len(leaving), len(behind), N, counts.J,
+                                       grid.Ls, expiry)
+    budget.check_memory(nbytes, MODEL, what)
+    budget.charge(seconds, MODEL, what)
+    # The records of one queue length (every group, every size that leaves requests
+    # behind) lie side by side, so that the system stays banded: its band spans a
+    # blocking's arrivals times the records per queue length, not the whole queue (numbered
+    # size by size, several leaving sizes made the band N wide: gigabytes near capacity).
+    # The system numbers them from the end.
     within = np.arange(R)
-    order = (within % R1) * groups + within // R1
+    pos = within % R1
+    size_of, m_of = np.divmod(np.maximum(pos - B, 0), N)
+    slot = np.where(pos < B, pos, B + m_of * len(leaving) + size_of)
+    order = slot * groups + within // R1
     live = np.ones(R, bool)
     if unreached:
         live[B:R1] = False
     index = np.full(R, -1)
     index[live] = live.sum() - 1 - np.argsort(np.argsort(order[live]))
-    system = BandedChain(index)
+    system = BandedChain(index, MODEL)
     # Transitions into group 0's records with m = 0 (formations, idle starts, small
     # queues) fill a dense R x B block; immediate dispatches go straight to the system.
     small = np.zeros((R, B))
@@ -155,10 +208,8 @@ def dispatch_chain(rules: Rules, arrivals: Arrivals, grid: Lattice, blocking: Bl
 
     dest_imm = destination(rules.table[np.minimum(n_all, B)])
     dest_exc = destination(np.minimum(n_all, B))
-    exc0, exc_m = _exceeded_counts(rules, rate, grid, counts, N)
-    # without a delay, or with preferred sizes {B}, the delay-expired dispatch is the
-    # preferred one: no separate transitions
-    expiry = D > 0 and pmin < B
+    exc0, exc_m = _exceeded_counts(rules, rate, grid, counts, N,
+                                   [g * B + k - 1 for g in behind for k in leaving])
     after = np.zeros(R)     # mean idle + formation time after each record's blocking
     x = np.arange(counts.J)
     A, A_pos = counts.A, counts.A_pos
@@ -171,7 +222,7 @@ def dispatch_chain(rules: Rules, arrivals: Arrivals, grid: Lattice, blocking: Bl
         if expiry:
             system.add(g * R1 + np.arange(B)[:, None], full * R1 + dest_exc[x[big]][None, :],
                        exc0[laws][:, big])
-        for k in (leaving if g == full or not unreached else ()):
+        for k in (leaving if g in behind else ()):
             first = g * R1 + B + leaving.index(k) * N
             law = g * B + k - 1
             # record (k, m) with x arrivals during its blocking: n = m + x waiting
@@ -206,14 +257,15 @@ def dispatch_chain(rules: Rules, arrivals: Arrivals, grid: Lattice, blocking: Bl
 
 
 def _exceeded_counts(rules: Rules, rate: float, grid: Lattice, counts: BlockingArrivals,
-                     N: int):
+                     N: int, leaving_laws):
     """Where the delay matters for an immediate dispatch: the mass of x arrivals during a
     positive blocking after which the oldest request waited at least D.
 
     Returns exc0[law, x] (records that left nobody: the oldest of x arrivals over a
-    blocking s is s * Beta(x, 1) old) and exc_m[law] of shape (N, J) (records that left m:
-    the oldest is taken as s + m / rate old). Without a delay, or when the preferred and
-    the delay-expired dispatch agree (preferred sizes {B}), exc0 is zero and exc_m empty.
+    blocking s is s * Beta(x, 1) old) and exc_m[law] of shape (N, J) for the blocking laws
+    ``leaving_laws`` of the records that leave requests behind (the oldest is taken as
+    s + m / rate old). Without a delay, or when the preferred and the delay-expired
+    dispatch agree (preferred sizes {B}), exc0 is zero and exc_m empty.
     """
     D, Ls = rules.D, grid.Ls
     positive, J = counts.ps_positive, counts.J
@@ -227,10 +279,17 @@ def _exceeded_counts(rules: Rules, rate: float, grid: Lattice, counts: BlockingA
     with np.errstate(divide="ignore", invalid="ignore"):
         frac = np.where(s > D, D / np.where(s > 0, s, 1.0), 1.0)
     weight = counts.pois_s * (1.0 - frac[:, None] ** x[None, :])
+    if counts.folded:
+        # counts lumped at a finite queue: the oldest's age depends on how many arrived, so
+        # the lumped column takes each count's own weight (it lumps exactly, see
+        # arrivals_during_blocking, only after that)
+        pois = grid.pois_lattice[:, J - 1:]
+        weight[:, J - 1] = (pois * (1.0 - frac[:, None] ** np.arange(J - 1, J - 1 + pois.shape[1])
+                                    [None, :])).sum(axis=1)
     exc0 = positive @ weight
     m = np.arange(1, N + 1)
     start = np.clip(np.ceil((D - m / rate) / grid.h).astype(int), 0, Ls)
-    for law in range(laws):
+    for law in leaving_laws:
         suffix = np.zeros((Ls + 1, J))
         suffix[:-1] = np.cumsum((positive[law][:, None] * counts.pois_s)[::-1], axis=0)[::-1]
         exc_m[law] = suffix[start]
@@ -366,7 +425,8 @@ def dispatch_pass(rules: Rules, arrivals: Arrivals, grid: Lattice, gaps: Gaps | 
     """Blocking laws (from ``gaps`` with several instances), arrival counts, the chain of
     dispatch records truncated at ``cut``, and its cycle."""
     blocking = blocking_laws(rules, grid, gaps)
-    counts = arrivals_during_blocking(blocking, grid, arrivals.rate, rules.pmin, rules.B, cut)
+    counts = arrivals_during_blocking(blocking, grid, arrivals.rate, rules.pmin, rules.B, cut,
+                                      rules.Q)
     chain = dispatch_chain(rules, arrivals, grid, blocking, counts, cut)
     cycle = dispatch_cycle(rules, arrivals.rate, blocking, counts, chain, grid.times)
     return DispatchPass(cut, blocking, counts, chain, cycle)

@@ -1,0 +1,190 @@
+"""Budgets: the memory and time a numeric model may spend before it declines.
+
+The numeric models size their work from the configuration: the batch node's chain of dispatch
+records (:mod:`qmodel.theory.batch`) grows with the queue it follows near capacity, the number
+of preferred sizes and the arrivals during a long service tail; the cavity model of dynamic
+routers (:mod:`qmodel.theory.routing`) with the outstanding counts it follows, the lattice and
+the iterations its fixed point takes. Each estimates its large arrays and its work before it
+allocates or starts them, and raises :class:`OverBudget` (a NotImplementedError) with the
+numbers when they pass the budget, so that :func:`qmodel.predict` falls back to simulation and
+says why, rather than ending in a MemoryError or a call of minutes.
+
+Times are estimates, not measurements: counts of element operations and floating-point
+operations at the nominal speeds below (one core, one BLAS thread, as the models run), so that
+the same configuration is answered or declined on every machine. The limits apply to one
+:func:`qmodel.predict` call as a whole (its work is summed over the steps and nodes it solves)
+and, for a model called directly, to each step alone. They are set here (:data:`MEMORY`,
+:data:`TIME`), or per call with ``qmodel.predict(..., budget=Budget(...))``.
+
+Examples
+--------
+>>> b = Budget(memory=2**20)
+>>> try:
+...     with limits(b):
+...         check_memory(6.1 * 2**30, "the batch model", "its chain")
+... except OverBudget as err:
+...     print(err)                                        # doctest: +NORMALIZE_WHITESPACE
+the batch model would need about 6.1 GiB for its chain (budget 1 MiB); use qmodel.simulate
+for this configuration, or raise the budget (qmodel.predict(..., budget=qmodel.Budget(...)))
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import math
+from dataclasses import dataclass
+
+__all__ = ["Budget", "OverBudget", "MEMORY", "TIME", "ELEMENT_RATE", "FLOP_RATE", "limits",
+           "check_memory", "charge", "expect", "format_bytes"]
+
+# The defaults keep a laptop responsive: at most this many bytes of arrays at once, and this
+# many seconds of estimated work per prediction.
+MEMORY = 2 ** 30
+TIME = 5.0
+# The nominal speeds behind the time estimates, measured on the shared 2-core development
+# machine under load (one thread): numpy element-wise passes over arrays larger than the
+# cache (2-6e8 multiply-adds per second) and LAPACK's banded LU (dgbsv on the batch chain's
+# bands, 7-12 GFlop/s); near the lower ends, so that a slower machine stays near the budget.
+ELEMENT_RATE = 3e8
+FLOP_RATE = 6e9
+
+
+class OverBudget(NotImplementedError):
+    """A model declined: its estimated memory or time is beyond the budget (the message has
+    the numbers). A NotImplementedError, so :func:`qmodel.predict` falls back to simulation."""
+
+
+@dataclass(frozen=True)
+class Budget:
+    """How much a prediction may spend before its model declines.
+
+    Parameters
+    ----------
+    memory : float, optional
+        Bytes of arrays a model may hold at once; None takes :data:`MEMORY` (1 GiB).
+    time : float, optional
+        Seconds of estimated work (at the nominal speeds :data:`ELEMENT_RATE` and
+        :data:`FLOP_RATE`) one prediction may take; None takes :data:`TIME` (5 s).
+        ``math.inf`` lifts a limit.
+
+    Examples
+    --------
+    >>> Budget(memory=4 * 2**30).limit_bytes / 2**30, Budget().limit_seconds
+    (4.0, 5.0)
+    """
+
+    memory: float | None = None
+    time: float | None = None
+
+    def __post_init__(self):
+        for name in ("memory", "time"):
+            value = getattr(self, name)
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+                unit = "bytes" if name == "memory" else "seconds"
+                raise ValueError(f"Budget.{name} must be a positive number of {unit} (or "
+                                 f"math.inf, or None for the default); got {value!r}")
+
+    @property
+    def limit_bytes(self) -> float:
+        """The memory limit in bytes (the default where none was given)."""
+        return float(MEMORY if self.memory is None else self.memory)
+
+    @property
+    def limit_seconds(self) -> float:
+        """The time limit in seconds of estimated work (the default where none was given)."""
+        return float(TIME if self.time is None else self.time)
+
+
+class _Account:
+    """The budget of one prediction and the estimated seconds spent so far."""
+
+    def __init__(self, budget: Budget):
+        self.budget, self.spent = budget, 0.0
+
+
+_ACCOUNT: contextvars.ContextVar = contextvars.ContextVar("qmodel_budget", default=None)
+
+
+@contextlib.contextmanager
+def limits(budget: Budget | None = None):
+    """Within the block, the models spend from one account under ``budget`` (None: the
+    defaults); :func:`qmodel.predict` opens one per call."""
+    if budget is not None and not isinstance(budget, Budget):
+        raise ValueError(f"budget must be a qmodel.Budget (or None for the defaults); got "
+                         f"{budget!r}")
+    token = _ACCOUNT.set(_Account(budget or Budget()))
+    try:
+        yield
+    finally:
+        _ACCOUNT.reset(token)
+
+
+def _account() -> _Account:
+    """The open account, or a fresh one for a model called outside :func:`limits`."""
+    account = _ACCOUNT.get()
+    return account if account is not None else _Account(Budget())
+
+
+def format_bytes(nbytes: float) -> str:
+    """A byte count in the largest binary unit that keeps it above 1.
+
+    >>> format_bytes(6.1 * 2**30), format_bytes(3 * 2**20), format_bytes(512)
+    ('6.1 GiB', '3 MiB', '512 B')
+    """
+    for unit, size in (("TiB", 2 ** 40), ("GiB", 2 ** 30), ("MiB", 2 ** 20), ("KiB", 2 ** 10)):
+        if nbytes >= size:
+            return f"{nbytes / size:.2g} {unit}" if nbytes < 10 * size else \
+                f"{nbytes / size:.0f} {unit}"
+    return f"{nbytes:.0f} B"
+
+
+def _seconds(seconds: float) -> str:
+    return f"{seconds:.2g} s" if seconds < 100 else f"{seconds:,.0f} s"
+
+
+_ADVICE = ("use qmodel.simulate for this configuration, or raise the budget "
+           "(qmodel.predict(..., budget=qmodel.Budget(...)))")
+
+
+def check_memory(nbytes: float, model: str, what: str) -> None:
+    """Raise :class:`OverBudget` if ``model`` would hold ``nbytes`` of arrays for ``what``
+    beyond the memory budget."""
+    limit = _account().budget.limit_bytes
+    if not nbytes <= limit:
+        raise OverBudget(f"{model} would need about {format_bytes(nbytes)} for {what} "
+                         f"(budget {format_bytes(limit)}); {_ADVICE}")
+
+
+def expect(seconds: float, model: str, what: str) -> None:
+    """Raise :class:`OverBudget` if ``seconds`` more of estimated work for ``what`` would take
+    the prediction beyond its time budget; nothing is spent (see :func:`charge`)."""
+    account = _account()
+    limit = account.budget.limit_seconds
+    if not account.spent + seconds <= limit:
+        before = (f" after {_seconds(account.spent)} already spent" if account.spent > 0
+                  else "")
+        raise OverBudget(f"{model} would take about {_seconds(seconds)} of work for {what}"
+                         f"{before} (budget {_seconds(limit)}); {_ADVICE}")
+
+
+def charge(seconds: float, model: str, what: str) -> None:
+    """Spend ``seconds`` of estimated work on ``what``, or raise :class:`OverBudget` (nothing
+    spent) if that would pass the time budget."""
+    expect(seconds, model, what)
+    _account().spent += seconds
+
+
+def elements(count: float) -> float:
+    """Seconds for ``count`` element operations at :data:`ELEMENT_RATE`."""
+    return float(count) / ELEMENT_RATE
+
+
+def flops(count: float) -> float:
+    """Seconds for ``count`` floating-point operations at :data:`FLOP_RATE`."""
+    return float(count) / FLOP_RATE
+
+
+__all__ += ["elements", "flops"]
