@@ -398,11 +398,13 @@ def _assemble(out, times, start, counts, types, warmup, engine: str, backend: st
     if span <= 0:
         raise ValueError("the measured window is empty; raise requests or lower warmup")
     # Within a segment, served requests are in arrival order, so the window keeps a slice of
-    # each segment: two searches per segment instead of a mask over all requests.
+    # each segment: a search per segment instead of a mask over all requests.
     seg_replica = out["segment_replica"]
     lengths = np.array([a.size for a in out["arrival"]], dtype=np.int64)
-    bounds = np.array([(np.searchsorted(a, t_warm[r]), np.searchsorted(a, t_end[r], "right"))
-                       for a, r in zip(out["arrival"], seg_replica)], dtype=np.int64)
+    # [t_warm, t_end] is [t_warm, next float after t_end): one search for both edges
+    edges = np.stack([t_warm, np.nextafter(t_end, np.inf)], axis=1)
+    bounds = np.array([np.searchsorted(a, edges[r]) for a, r in zip(out["arrival"], seg_replica)],
+                      dtype=np.int64).reshape(-1, 2)
     offsets = np.cumsum(lengths) - lengths
     cut, ends = offsets + bounds[:, 0], offsets + bounds[:, 1]
     sojourn = np.concatenate([out["sojourn"][c:e] for c, e in zip(cut, ends)],
