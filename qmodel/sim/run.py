@@ -140,10 +140,10 @@ def simulate(system, rate=None, *, arrivals=None, requests: int | None = None, s
         Total arrivals over all replicas, warm-up included; default 2,000,000, or the whole
         Trace (a smaller number replays only the start of the trace). Each replica simulates
         a few more, served and never measured (:mod:`qmodel.sim.window`): a random phase of
-        up to max_batch_size per node before its window, and a cool-down of two batch cycles
-        (at least max_batch_size per node) after it, so that its last requests' batches
-        fill as in an endless stream. A Trace's segments cool down on the arrivals that
-        follow them; its end has none.
+        up to max_batch_size per node before its window, and after it a cool-down of two
+        batches or two batch cycles per node, whichever is fewer, so that its last requests'
+        batches fill as in an endless stream. A Trace's segments cool down on the arrivals
+        that follow them; its end has none.
     seed : int, optional
         Seeds the random generator; the same seed, backend and arguments reproduce a run.
     replicas : int, optional
