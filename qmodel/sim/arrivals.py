@@ -49,7 +49,8 @@ def replica_arrivals(bk, arrivals, replicas: int, per_replica: int, pad: int = 0
     counts : int array (replicas,)
         Arrivals in the window (warm-up included): it ends at ``start + counts - 1``.
     totals : int array (replicas,)
-        All real arrivals of the row, random phase and cool-down included.
+        All real arrivals of the row, random phase and cool-down included: at least
+        ``cool`` follow each window.
 
     Examples
     --------
@@ -87,12 +88,9 @@ def replica_arrivals(bk, arrivals, replicas: int, per_replica: int, pad: int = 0
         tail += out[:, per_replica - 1:per_replica]
     start = (bk.rng.integers(0, phase, replicas, dtype=np.int64) if phase > 1
              else xp.zeros(replicas, dtype=np.int64))
-    totals = start + counts + cool
-    if phase > 1:
-        # each replica's cool-down ends `cool` arrivals after its own window
-        column = xp.arange(per_replica, per_replica + extra)
-        tail[...] = xp.where(column[None, :] < totals[:, None], tail, xp.inf)
-    return out, start, counts, totals
+    # Every row is served to its end, so a replica whose window starts early cools down on
+    # up to phase - 1 more arrivals: rows of one length keep the engines' fast paths.
+    return out, start, counts, counts + extra
 
 
 def _cumulative_gaps(bk, arrivals, shape, out, first=True):

@@ -140,10 +140,10 @@ def simulate(system, rate=None, *, arrivals=None, requests: int | None = None, s
         Total arrivals over all replicas, warm-up included; default 2,000,000, or the whole
         Trace (a smaller number replays only the start of the trace). Each replica simulates
         a few more, served and never measured (:mod:`qmodel.sim.window`): a random phase of
-        up to max_batch_size per node before its window, and a cool-down of two batch cycles
-        (at least max_batch_size per node) after it, so that its last requests' batches
-        fill as in an endless stream. A Trace's segments cool down on the arrivals that
-        follow them; its end has none.
+        up to max_batch_size per node before its window, and after it a cool-down of two
+        batches or two batch cycles per node, whichever is fewer, so that its last requests'
+        batches fill as in an endless stream. A Trace's segments cool down on the arrivals
+        that follow them; its end has none.
     seed : int, optional
         Seeds the random generator; the same seed, backend and arguments reproduce a run.
     replicas : int, optional
@@ -398,11 +398,13 @@ def _assemble(out, times, start, counts, types, warmup, engine: str, backend: st
     if span <= 0:
         raise ValueError("the measured window is empty; raise requests or lower warmup")
     # Within a segment, served requests are in arrival order, so the window keeps a slice of
-    # each segment: two searches per segment instead of a mask over all requests.
+    # each segment: a search per segment instead of a mask over all requests.
     seg_replica = out["segment_replica"]
     lengths = np.array([a.size for a in out["arrival"]], dtype=np.int64)
-    bounds = np.array([(np.searchsorted(a, t_warm[r]), np.searchsorted(a, t_end[r], "right"))
-                       for a, r in zip(out["arrival"], seg_replica)], dtype=np.int64)
+    # [t_warm, t_end] is [t_warm, next float after t_end): one search for both edges
+    edges = np.stack([t_warm, np.nextafter(t_end, np.inf)], axis=1)
+    bounds = np.array([np.searchsorted(a, edges[r]) for a, r in zip(out["arrival"], seg_replica)],
+                      dtype=np.int64).reshape(-1, 2)
     offsets = np.cumsum(lengths) - lengths
     cut, ends = offsets + bounds[:, 0], offsets + bounds[:, 1]
     sojourn = np.concatenate([out["sojourn"][c:e] for c, e in zip(cut, ends)],

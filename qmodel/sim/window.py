@@ -55,11 +55,12 @@ WINDOW_CYCLES = 20
 # see COOL_DOWN_BATCHES x max_batch_size or COOL_DOWN_CYCLES batch cycles of its own, whichever
 # is fewer. A measured request's batch is formed from the requests that follow the oldest one
 # in it: at most B - 1 after t_end at its node, and only those that arrive before its delay
-# (at most one cycle's wait) runs out, so either one suffices. Measured (paired runs,
-# docs/notes/simulation-window.md): with B - 1 arrivals per node, or one cycle, every measured
-# sojourn equals that with a cool-down of twenty cycles; with half a cycle up to 0.06% of
-# them differ and p99 reads up to 0.3% high. Two of each leave a factor of two, also for a
-# random router's uneven split.
+# (at most one cycle's wait) runs out, so either one suffices. Measured on eleven systems
+# (paired runs, docs/notes/simulation-window.md): with one cycle every measured sojourn
+# equals that with a cool-down of twenty, and so with B - 1 arrivals per node where each
+# node's share is fixed (a random router's uneven split left up to 0.015% differing); with
+# half a cycle up to 0.06% differ and p99 reads up to 0.3% high. Two of each leave a factor
+# of two.
 COOL_DOWN_CYCLES = 2
 COOL_DOWN_BATCHES = 2
 
