@@ -14,12 +14,13 @@ from .predict import predict
 from .sim import Replay, replay, simulate
 from .system import (Cluster, Node, Poisson, Renewal, Router, ServiceTime, Trace, UnstableError,
                      check_stable, parse_duration)
+from .theory.budget import Budget
 
 __all__ = [
     "ServiceTime", "Node", "Cluster", "Router", "Poisson", "Renewal", "Trace",
     "UnstableError", "check_stable", "parse_duration",
     "Latency", "SampledLatency", "Accuracy",
-    "simulate", "replay", "Replay", "predict", "compare_routers", "router_table",
+    "simulate", "replay", "Replay", "predict", "compare_routers", "router_table", "Budget",
 ]
 
 __version__ = "0.1.0"

@@ -58,6 +58,7 @@ from .latency import Accuracy, Approximation, Latency, least_exact
 from .sim import run as sim_run
 from .system import Cluster, Node, Renewal, Trace, arrivals_from, as_cluster, check_stable
 from .theory.batch import DEFAULT_RESOLUTION, batch_node, check_resolution
+from .theory.budget import limits
 from .theory.classical import mdc, mg1, mmc
 from .theory.lindley import gig1, gigc
 from .theory.measured import measured
@@ -88,7 +89,7 @@ MIN_SCV = 1e-3
 
 
 def predict(system, rate=None, *, arrivals=None, resolution: int = DEFAULT_RESOLUTION,
-            fallback: str = "simulate") -> Latency:
+            fallback: str = "simulate", budget=None) -> Latency:
     """Predicted sojourn-time distribution of a node or cluster under an arrival process.
 
     Parameters
@@ -105,6 +106,10 @@ def predict(system, rate=None, *, arrivals=None, resolution: int = DEFAULT_RESOL
         What to do where no model covers the system: simulate it (seconds; the result says
         "simulation fallback" in ``method`` and why in ``accuracy``), or raise
         NotImplementedError with the reason.
+    budget : qmodel.Budget, optional
+        The memory and estimated work the numeric models may spend (default 1 GiB of arrays
+        and 20 s, :mod:`qmodel.theory.budget`); a model that would pass it declines with the
+        numbers, as where no model covers the system.
 
     Returns
     -------
@@ -138,7 +143,8 @@ def predict(system, rate=None, *, arrivals=None, resolution: int = DEFAULT_RESOL
                          f"simulation where no model covers the system) or 'raise'")
     check_stable(system, float(process.rate))
     try:
-        return _model(system, process, resolution)
+        with limits(budget):
+            return _model(system, process, resolution)
     except NotImplementedError as err:
         if fallback == "raise":
             raise
