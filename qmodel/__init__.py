@@ -14,12 +14,14 @@ from .predict import predict
 from .sim import Replay, ShortRunWarning, replay, simulate
 from .system import (Cluster, Node, Poisson, Renewal, Router, ServiceTime, Trace, UnstableError,
                      check_stable, parse_duration)
+from .theory.budget import Budget
 
 __all__ = [
     "ServiceTime", "Node", "Cluster", "Router", "Poisson", "Renewal", "Trace",
     "UnstableError", "check_stable", "parse_duration",
     "Latency", "SampledLatency", "Accuracy",
-    "simulate", "replay", "Replay", "ShortRunWarning", "predict", "compare_routers", "router_table",
+    "simulate", "replay", "Replay", "ShortRunWarning", "predict", "compare_routers",
+    "router_table", "Budget",
 ]
 
 __version__ = "0.1.0"

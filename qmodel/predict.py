@@ -60,6 +60,7 @@ from .selfcheck import defects
 from .sim import run as sim_run
 from .system import Cluster, Node, Renewal, Trace, arrivals_from, as_cluster, check_stable
 from .theory.batch import DEFAULT_RESOLUTION, batch_node, check_resolution
+from .theory.budget import limits
 from .theory.classical import mdc, mg1, mmc
 from .theory.lindley import gig1, gigc
 from .theory.measured import CLUSTER_FAMILIES, configuration_features, measured
@@ -90,7 +91,8 @@ MIN_SCV = 1e-3
 
 
 def predict(system, rate=None, *, arrivals=None, resolution: int = DEFAULT_RESOLUTION,
-            fallback: str = "simulate", extrapolate: bool = False) -> Latency:
+            fallback: str = "simulate", extrapolate: bool = False,
+            budget=None) -> Latency:
     """Predicted sojourn-time distribution of a node or cluster under an arrival process.
 
     Parameters
@@ -114,6 +116,10 @@ def predict(system, rate=None, *, arrivals=None, resolution: int = DEFAULT_RESOL
         that lies outside, and its measured error is not known to hold. By default (False)
         such a system is answered as where no model covers it. Answers that fail the
         self-checks (:mod:`qmodel.selfcheck`) are never given.
+    budget : qmodel.Budget, optional
+        The memory and estimated work the numeric models may spend (default 1 GiB of arrays
+        and 20 s, :mod:`qmodel.theory.budget`); a model that would pass it declines with the
+        numbers, as where no model covers the system.
 
     Returns
     -------
@@ -149,7 +155,8 @@ def predict(system, rate=None, *, arrivals=None, resolution: int = DEFAULT_RESOL
                          f"simulation where no model covers the system) or 'raise'")
     check_stable(system, float(process.rate))
     try:
-        return _checked_model(system, process, resolution, extrapolate)
+        with limits(budget):
+            return _checked_model(system, process, resolution, extrapolate)
     except NotImplementedError as err:
         if fallback == "raise":
             raise

@@ -45,16 +45,20 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import fft, sparse, special, stats
-from scipy.sparse import linalg as sparse_linalg
+from scipy import fft, special, stats
+from scipy.linalg import lapack
 
 from ..latency import Accuracy, Approximation, LatticeLatency
 from ..system import Node
+from . import budget
+from .blas import one_blas_thread
 from .classical import erlang_c, mdc
 from .measured import measured
 from .service_law import service_lattice
 
 __all__ = ["balanced_least_outstanding", "waiting_probability"]
+
+MODEL = "the least-outstanding model"   # how the budget's messages name it
 
 # lattice steps per mean service time: the residual is spread over ~this many cells
 RESOLUTION = 100
@@ -81,6 +85,7 @@ def _central_count(service, rate: float, nodes: int) -> np.ndarray:
     return p / p.sum()
 
 
+@one_blas_thread
 def waiting_probability(nodes: int, load: float, tail: float = 1e-12) -> float:
     """P(all N nodes busy) under least outstanding with exponential service (step 3 above).
 
@@ -105,20 +110,50 @@ def waiting_probability(nodes: int, load: float, tail: float = 1e-12) -> float:
     lam = load * nodes
     extras = int(math.ceil(math.log(tail) / math.log(load))) + 2
     low = max(nodes - int(math.ceil(4.0 * math.sqrt(nodes))) - 4, 1)
-    # states: (b, 0) for b = 0..N, then (b, e) for e = 1..extras and b = low..N
-    busy = np.concatenate([np.arange(nodes + 1), np.repeat(np.arange(low, nodes + 1), extras)])
+    levels = nodes + 1 - low                  # busy levels that keep extras
+    # states: (b, 0) for b = 0..N, then (b, e) for e = 1..extras and b = low..N, numbered
+    # extras first, so that every transition but one stays within a few levels of busy
+    # nodes of the diagonal (numbered busy first, the solve filled in extras-wide rows:
+    # seconds at N = 8 and load 0.99, and out of memory at 0.999)
+    R = nodes + 1 + levels * extras
+    # pi Q = 0, solved as the transposed system by a banded LU. One balance equation is
+    # redundant: the one of (low - 1, 0), which every (low, e) enters (a dense row), is
+    # dropped, and pi = 1 fixed at a likely state instead, (min(N, lam), 0), normalised
+    # after the solve. The equations between the two shift by one row, so that the fixed
+    # state's sits on the diagonal: the band is then levels + 1 wide either side.
+    dense, fixed = low - 1, min(nodes, int(lam))
+    w = levels + 1
+    height = 3 * w + 1                        # LAPACK's band storage, with w rows for the fill
+    what = f"the busy-nodes/extras chain ({R:,} states, {levels} busy levels)"
+    budget.check_memory(8.0 * (height + 12) * R, MODEL, what)
+    budget.charge(budget.flops(4.0 * R * w ** 2), MODEL, what)
+    busy = np.concatenate([np.arange(nodes + 1), np.tile(np.arange(low, nodes + 1), extras)])
     extra = np.concatenate([np.zeros(nodes + 1, int),
-                            np.tile(np.arange(1, extras + 1), nodes + 1 - low)])
+                            np.repeat(np.arange(1, extras + 1), levels)])
+    states = np.arange(R)
 
     def index(b, e):
-        return np.where(e == 0, b, nodes + 1 + (b - low) * extras + (e - 1))
-    states = np.arange(busy.size)
-    src, dst, rate = [], [], []
+        return np.where(e == 0, b, nodes + 1 + (e - 1) * levels + (b - low))
+
+    def row(state):
+        """Where the balance equation of ``state`` sits in the system."""
+        if fixed < dense:
+            return np.where((state >= fixed) & (state < dense), state + 1, state)
+        return np.where((state > dense) & (state <= fixed), state - 1, state)
+
+    band = np.zeros((height, R), order="F")
+    flat = band.reshape(-1, order="F")        # a view: entry (i, j) at j * height + 2w + i - j
+    leaving = np.zeros(R)
 
     def move(mask, b, e, r):
-        src.append(states[mask])
-        dst.append(index(b, e))
-        rate.append(np.broadcast_to(np.asarray(r, float), (int(mask.sum()),)))
+        """Transitions from the states in ``mask`` to (b, e) at rates ``r``: one per state,
+        so no entry of the band twice within one call."""
+        j = states[mask]
+        to = index(b, e)
+        r = np.broadcast_to(np.asarray(r, float), j.shape)
+        leaving[j] += r
+        kept = to != dense
+        flat[j[kept] * height + 2 * w + row(to[kept]) - j[kept]] += r[kept]
     m = busy < nodes
     move(m, busy[m] + 1, extra[m], lam)                           # an idle node takes it
     m = (busy == nodes) & (extra < extras)
@@ -130,20 +165,15 @@ def waiting_probability(nodes: int, load: float, tail: float = 1e-12) -> float:
     m = single > 0
     below = busy[m] - 1
     move(m, below, np.where(below < low, 0, extra[m]), single[m])  # a lone request finishes
-    src, dst, rate = np.concatenate(src), np.concatenate(dst), np.concatenate(rate)
-    R = busy.size
-    leaving = np.bincount(src, weights=rate, minlength=R)
-    # pi Q = 0 with sum(pi) = 1: the transposed system, last equation replaced by the sum
-    rows = np.concatenate([dst, states])
-    cols = np.concatenate([src, states])
-    vals = np.concatenate([rate, -leaving])
-    keep = rows != R - 1
-    A = sparse.csc_matrix((np.concatenate([vals[keep], np.ones(R)]),
-                           (np.concatenate([rows[keep], np.full(R, R - 1)]),
-                            np.concatenate([cols[keep], states]))), shape=(R, R))
+    kept = states != dense
+    flat[states[kept] * height + 2 * w + row(states[kept]) - states[kept]] -= leaving[kept]
+    flat[fixed * height + 2 * w] = 1.0                             # pi[fixed] = 1
     rhs = np.zeros(R)
-    rhs[-1] = 1.0
-    pi = np.clip(sparse_linalg.spsolve(A, rhs), 0.0, None)
+    rhs[fixed] = 1.0
+    _, _, pi, info = lapack.dgbsv(w, w, band, rhs, overwrite_ab=True, overwrite_b=True)
+    if info != 0:
+        raise ArithmeticError(f"the busy-nodes/extras chain is singular (LAPACK info {info})")
+    pi = np.clip(pi, 0.0, None)
     return float(pi[busy == nodes].sum() / pi.sum())
 
 
@@ -204,6 +234,12 @@ def balanced_least_outstanding(node: Node, rate: float, nodes: int,
     residual = np.clip(residual, 0.0, None)
     residual /= residual.sum()
     size = fft.next_fast_len(2 * length)
+    # near capacity the per-node count reaches thousands, and the lattice spans that many
+    # services: the sum below is count x lattice work
+    what = (f"the waits behind up to {per_node.size - 1:,} requests per node on a lattice of "
+            f"{size:,} points")
+    budget.check_memory(16.0 * 6 * (size // 2 + 1), MODEL, what)
+    budget.charge(budget.elements(4.0 * per_node.size * (size // 2 + 1)), MODEL, what)
     S, R = fft.rfft(law, size), fft.rfft(residual, size)
     behind = np.zeros_like(S)                       # sum_{q >= 1} P(q) S^(q - 1), by Horner
     for prob in per_node[:0:-1]:

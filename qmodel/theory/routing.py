@@ -56,7 +56,9 @@ from scipy import fft, linalg, optimize
 
 from ..latency import Accuracy, Approximation, LatticeLatency
 from ..system import Node
+from . import budget
 from .batch import batch_node
+from .blas import one_blas_thread
 from .service_law import service_lattice, service_upper
 
 __all__ = ["dynamic_router"]
@@ -66,6 +68,7 @@ MAX_COUNT = 600                # outstanding requests per node the model follows
 COARSE_RESOLUTION = 15         # lattice steps per S(1) while the routing rates settle
 FINE_TOLERANCE = 1e-5          # count-law movement that ends the iterations on the fine lattice
 MIN_STREAM_SCV = 0.005         # the smoothest routed stream the delay calibration considers
+MODEL = "the router model"     # how the budget's messages name it
 
 
 def _pick_rate(pmf: np.ndarray, total_per_node: float, d: int) -> np.ndarray:
@@ -108,8 +111,12 @@ class _Cavity:
         self.smeans = self.ps @ (np.arange(self.Ls) * self.h)
 
     # --- the node under state-dependent arrivals -----------------------------------------
-    def _steps(self, lam: np.ndarray):
-        """Yield (t, V_t) with V_t[n0, n] = P(count n after t steps | count n0), births only."""
+    def _steps(self, lam: np.ndarray, extra: float, what: str):
+        """Yield (t, V_t) with V_t[n0, n] = P(count n after t steps | count n0), births only.
+
+        Before the first, charge the budget for the steps: the banded products, and the
+        caller's own ``extra`` element operations per count pair and step, for ``what``.
+        """
         M = lam.size
         G = np.zeros((M, M))
         idx = np.arange(M - 1)
@@ -118,6 +125,9 @@ class _Cavity:
         E = linalg.expm(G * self.h)
         rows, cols = np.nonzero(E > 1e-16)
         width = int(np.max(cols - rows)) if rows.size else 0
+        budget.charge(budget.elements(2.0 * self.Ls * M * M * (width + 1 + extra)), MODEL,
+                      f"{what} ({M} outstanding counts, up to {width} births in each of "
+                      f"{self.Ls} lattice steps)")
         bands = [np.diag(E, w)[None, :] for w in range(width + 1)]   # E is upper triangular
         V = np.eye(M)
         for t in range(self.Ls):
@@ -137,7 +147,10 @@ class _Cavity:
         occ = np.zeros((M, M))                        # time spent at each count, given q
         w_end = self.ps[k_of - 1]                     # (M, Ls)
         w_surv = self.surv[k_of - 1] * self.h
-        for t, V in self._steps(lam):
+        # the matrix exponential and the least-squares solve: a few dozen M^3 flops
+        budget.charge(budget.flops(25.0 * M ** 3), MODEL,
+                      f"the node's law under routed arrivals ({M} outstanding counts)")
+        for t, V in self._steps(lam, 3.0, "the node's law under routed arrivals"):
             rows = V[start]
             after += w_end[:, t][:, None] * rows
             occ += w_surv[:, t][:, None] * rows
@@ -186,7 +199,13 @@ class _Cavity:
         moved = 1.0
         history = []                  # (x, g(x) - x, weights) for Anderson mixing
         for it in range(max_iterations):
-            psi, pi, cycle, k_of, start = self._solve_node(lam)
+            try:
+                psi, pi, cycle, k_of, start = self._solve_node(lam)
+            except budget.OverBudget as err:
+                raise budget.OverBudget(
+                    f"{MODEL}'s fixed point had not settled after {it} iterations (the count "
+                    f"law still moved {moved:.1e}, to settle below {tolerance:.0e}), and "
+                    f"{err}") from None
             # the count must stay well inside the truncation: grow it otherwise
             if pi[-max(self.B, 10):].sum() > self.tail and M < MAX_COUNT:
                 M = min(MAX_COUNT, 2 * M)
@@ -248,12 +267,20 @@ class _Cavity:
         """Lattice pmf of a request's sojourn time."""
         B, M, Ls, h = self.B, self.M, self.Ls, self.h
         lam, psi = self.lam, self.psi
+        # X and Y below, and the arrivals' index arrays (up to one per entry of Y)
+        what = (f"the arrivals' view ({B} batch sizes x {Ls} lattice steps x {M} outstanding "
+                f"counts)")
+        budget.check_memory(8.0 * 7 * B * Ls * M, MODEL, what)
+        # the products with the batch groups each step, the residuals' Hankel products, and
+        # the arrays' passes
+        budget.charge(budget.flops(2.0 * B * Ls * M * (M + Ls)) + budget.elements(8.0 * B * Ls * M),
+                      MODEL, what)
         # X[k, t, n]: completion-chain mass whose batch k started t steps ago, count n now
         group = np.zeros((B, M))
         group[self.k_of - 1, np.arange(M)] = psi
         X = np.zeros((B, Ls, M))
         behind = np.zeros((Ls, M))                    # mean arrivals behind, capped at B
-        for t, V in self._steps(lam):
+        for t, V in self._steps(lam, 8.0, "the arrivals' view"):
             X[:, t, :] = group @ V[self.start]
             # a request that arrives at count n starts the births behind it at n + 1
             shifted = np.zeros((M, M))
@@ -305,6 +332,7 @@ class _Cavity:
         return pmf
 
 
+@one_blas_thread
 def dynamic_router(node: Node, rate: float, nodes: int, choices: int,
                    resolution: int = 100, tail: float = 1e-9) -> LatticeLatency:
     """Sojourn-time distribution behind a least-outstanding or power-of-d router.
