@@ -6,7 +6,8 @@ defect is not returned: predict falls back to the simulator and says why
 ``fallback="raise"``. The checks look only at the answer, so they hold for every solver:
 
 - every figure is finite: the distribution (a lattice's probabilities), its quantiles, mean,
-  throughput and utilization; quantiles ordered, utilization in [0, 1], mean batch size >= 1;
+  throughput and utilization; quantiles ordered, the cdf monotone in [0, 1] (up to ten times
+  p99.9) and at least p at the p-quantile, utilization in [0, 1], mean batch size >= 1;
 - the probability mass a numeric model left out or lost on its lattice
   (``accuracy.truncated_mass``) is below a bound: tight for a numerical answer (its only
   error is numeric), looser for an approximation, whose chains are not exactly stochastic;
@@ -90,6 +91,16 @@ def defects(result: Latency) -> str | None:
         return f"{method}: its quantiles {quantiles.tolist()} are not finite and positive"
     if np.any(np.diff(quantiles) < 0.0):
         return f"{method}: its quantiles {quantiles.tolist()} are not ordered"
+    # the body evenly, the tail out to ten times p99.9 (where numeric inversions go astray)
+    grid = np.unique(np.concatenate([np.linspace(0.0, quantiles[-1], 65), np.geomspace(
+        quantiles[0] / 100, 10 * quantiles[-1], 24)]))
+    cdf = np.asarray(result.cdf(grid), float)
+    if (not np.all(np.isfinite(cdf)) or cdf.min() < -1e-9 or cdf.max() > 1.0 + 1e-9
+            or np.any(np.diff(cdf) < -1e-9)):
+        return f"{method}: its cdf is not a distribution function (not monotone in [0, 1])"
+    back = np.asarray(result.cdf(quantiles[:3]), float)
+    if np.any(back < np.array(CHECKED_LEVELS[:3]) - 1e-6):
+        return f"{method}: its cdf at its own quantiles falls short of their levels"
     if not math.isfinite(result.mean) or result.mean <= 0.0:
         return f"{method}: its mean {result.mean!r} is not finite and positive"
     step = accuracy.lattice_step

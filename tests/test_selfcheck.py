@@ -93,3 +93,17 @@ def test_a_solver_that_fails_is_a_model_that_does_not_answer():
     node = qm.Node(AFF(2.4e-3), max_batch_size=4)
     with pytest.raises(NotImplementedError, match="solver failed"):
         qm.predict(node, arrivals=qm.Renewal(100.0, scv=5.5), fallback="raise")
+
+
+def test_an_inversion_whose_cdf_is_not_monotone_is_refused():
+    # fuzz predict-209: three service samples, M/G/1 by Euler inversion, whose cdf fell
+    # between ten and p99.9's tenfold
+    samples = 1.06e-05 * np.random.default_rng(334).gamma(1.76, 1 / 1.76, 3)
+    node = qm.Node(qm.ServiceTime.empirical({1: samples.tolist()}))
+    with pytest.raises(NotImplementedError, match="cdf is not a distribution function"):
+        qm.predict(node, rate=136.22488136756556, fallback="raise")
+
+
+def test_predict_names_its_system_argument():
+    with pytest.raises(ValueError, match="system must be a qmodel.Node or qmodel.Cluster"):
+        qm.predict(None, rate=1000.0)
