@@ -16,7 +16,7 @@ import numpy as np
 
 __all__ = ["parse_duration", "positive_duration", "positive_int", "positive_rate", "real_array",
            "shown", "LONGEST_PLAUSIBLE_SECONDS", "MOST_REQUESTS_PER_BATCH", "MOST_INSTANCES",
-           "MOST_NODES", "MOST_QUEUED", "UnstableError", "check_below_capacity"]
+           "MOST_NODES", "MOST_QUEUED", "LEAST_RATE", "UnstableError", "check_below_capacity"]
 
 # A Triton max_queue_delay is configured in microseconds; a value this large in seconds almost
 # certainly came over without conversion.
@@ -28,6 +28,9 @@ MOST_REQUESTS_PER_BATCH = 65_536     # max_batch_size, preferred and measured ba
 MOST_INSTANCES = 4_096               # model instances of one node
 MOST_NODES = 65_536                  # nodes of a cluster (and nodes sampled by power of d)
 MOST_QUEUED = 1_000_000_000          # max_queue_size (the simulator counts it in int64)
+# below this an arrival rate is a unit mistake, and the simulator's clock (float64 seconds)
+# would lose the service times against arrival times of 1e9 s and more
+LEAST_RATE = 1e-3                    # requests per second: one every 17 minutes
 
 # "µs" is the micro sign (U+00B5), "μs" the Greek mu (U+03BC): keyboards give either
 _UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "\u00b5s": 1e-6, "\u03bcs": 1e-6, "ns": 1e-9}
@@ -151,6 +154,10 @@ def positive_rate(value, name: str = "rate") -> float:
                          f"{shown(value)}")
     if value <= 0:
         raise ValueError(f"{name}={shown(value)} must be > 0 requests per second")
+    if value < LEAST_RATE:
+        raise ValueError(f"{name}={shown(value)} requests per second is below {LEAST_RATE:g} "
+                         f"(one request every 17 minutes): give the rate in requests per "
+                         f"second")
     return float(value)
 
 

@@ -107,3 +107,12 @@ def test_an_inversion_whose_cdf_is_not_monotone_is_refused():
 def test_predict_names_its_system_argument():
     with pytest.raises(ValueError, match="system must be a qmodel.Node or qmodel.Cluster"):
         qm.predict(None, rate=1000.0)
+
+
+def test_a_vanishing_rate_is_a_unit_mistake_not_a_simulation():
+    # Hypothesis drew rate=1e-300: arrival times beyond float64's reach of the service times,
+    # and the simulator ran out of memory; 1e-30 raised ZeroDivisionError
+    node = qm.Node(AFF(2e-3, 2.5e-4), max_batch_size=8)
+    for rate in (1e-300, 1e-30):
+        with pytest.raises(ValueError, match="below 0.001"):
+            qm.simulate(node, rate=rate, requests=2_000, seed=1)
