@@ -134,12 +134,12 @@ def _account() -> _Account:
 def format_bytes(nbytes: float) -> str:
     """A byte count in the largest binary unit that keeps it above 1.
 
-    >>> format_bytes(6.1 * 2**30), format_bytes(3 * 2**20), format_bytes(512)
-    ('6.1 GiB', '3 MiB', '512 B')
+    >>> format_bytes(6.1 * 2**30), format_bytes(1.02 * 2**30), format_bytes(512)
+    ('6.1 GiB', '1.02 GiB', '512 B')
     """
     for unit, size in (("TiB", 2 ** 40), ("GiB", 2 ** 30), ("MiB", 2 ** 20), ("KiB", 2 ** 10)):
         if nbytes >= size:
-            return f"{nbytes / size:.2g} {unit}" if nbytes < 10 * size else \
+            return f"{nbytes / size:.3g} {unit}" if nbytes < 100 * size else \
                 f"{nbytes / size:.0f} {unit}"
     return f"{nbytes:.0f} B"
 
