@@ -23,6 +23,7 @@ def test_budget_fields_are_checked():
     assert qm.Budget().limit_bytes == budget.MEMORY
     assert qm.Budget().limit_seconds == budget.TIME
     assert qm.Budget(memory=math.inf).limit_bytes == math.inf
+    assert qm.Budget(memory=np.int64(2 ** 30), time=np.float32(2.5)).limit_seconds == 2.5
     for bad in (0, -1.0, "1GiB", True, math.nan):
         with pytest.raises(ValueError, match="Budget.memory"):
             qm.Budget(memory=bad)
