@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import numbers
 from dataclasses import dataclass
 
 __all__ = ["Budget", "OverBudget", "MEMORY", "TIME", "ELEMENT_RATE", "FLOP_RATE", "limits",
@@ -40,9 +41,9 @@ __all__ = ["Budget", "OverBudget", "MEMORY", "TIME", "ELEMENT_RATE", "FLOP_RATE"
 # The defaults: at most this many bytes of arrays at once, and this many seconds of estimated
 # work per prediction. The time is set by the costliest configurations of the validation
 # grids, which must be answered: the cavity model of power of two at max_batch_size 32 and
-# load 0.9 (validation/answers_unchanged.py's router grid) estimates at 11 s, every node of
-# its other grids below 0.1 s. It is also less than the simulation fallback of a hard case
-# takes (3 s for a single node, up to a minute for 64 nodes near capacity).
+# load 0.9 (validation/answers_unchanged.py's router grid) estimates at 12 s, every node of
+# its other grids below 0.2 s. It is also less than what the simulation fallback of a hard
+# case takes (3 s for a single node, up to a minute for 64 nodes near capacity).
 MEMORY = 2 ** 30
 TIME = 20.0
 # The nominal speeds behind the time estimates, measured on the shared 2-core development
@@ -85,7 +86,7 @@ class Budget:
             value = getattr(self, name)
             if value is None:
                 continue
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+            if isinstance(value, bool) or not isinstance(value, numbers.Real) or not value > 0:
                 unit = "bytes" if name == "memory" else "seconds"
                 raise ValueError(f"Budget.{name} must be a positive number of {unit} (or "
                                  f"math.inf, or None for the default); got {value!r}")
@@ -134,12 +135,12 @@ def _account() -> _Account:
 def format_bytes(nbytes: float) -> str:
     """A byte count in the largest binary unit that keeps it above 1.
 
-    >>> format_bytes(6.1 * 2**30), format_bytes(3 * 2**20), format_bytes(512)
-    ('6.1 GiB', '3 MiB', '512 B')
+    >>> format_bytes(6.1 * 2**30), format_bytes(1.02 * 2**30), format_bytes(512)
+    ('6.1 GiB', '1.02 GiB', '512 B')
     """
     for unit, size in (("TiB", 2 ** 40), ("GiB", 2 ** 30), ("MiB", 2 ** 20), ("KiB", 2 ** 10)):
         if nbytes >= size:
-            return f"{nbytes / size:.2g} {unit}" if nbytes < 10 * size else \
+            return f"{nbytes / size:.3g} {unit}" if nbytes < 100 * size else \
                 f"{nbytes / size:.0f} {unit}"
     return f"{nbytes:.0f} B"
 
@@ -161,10 +162,7 @@ def check_memory(nbytes: float, model: str, what: str) -> None:
                          f"(budget {format_bytes(limit)}); {_ADVICE}")
 
 
-def expect(seconds: float, model: str, what: str) -> None:
-    """Raise :class:`OverBudget` if ``seconds`` more of estimated work for ``what`` would take
-    the prediction beyond its time budget; nothing is spent (see :func:`charge`)."""
-    account = _account()
+def _within(account: _Account, seconds: float, model: str, what: str) -> None:
     limit = account.budget.limit_seconds
     if not account.spent + seconds <= limit:
         before = (f" after {_seconds(account.spent)} already spent"
@@ -173,11 +171,18 @@ def expect(seconds: float, model: str, what: str) -> None:
                          f"{before} (budget {_seconds(limit)}); {_ADVICE}")
 
 
+def expect(seconds: float, model: str, what: str) -> None:
+    """Raise :class:`OverBudget` if ``seconds`` more of estimated work for ``what`` would take
+    the prediction beyond its time budget; nothing is spent (see :func:`charge`)."""
+    _within(_account(), seconds, model, what)
+
+
 def charge(seconds: float, model: str, what: str) -> None:
     """Spend ``seconds`` of estimated work on ``what``, or raise :class:`OverBudget` (nothing
     spent) if that would pass the time budget."""
-    expect(seconds, model, what)
-    _account().spent += seconds
+    account = _account()
+    _within(account, seconds, model, what)
+    account.spent += seconds
 
 
 def elements(count: float) -> float:

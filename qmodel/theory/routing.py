@@ -43,6 +43,10 @@ N >= 4 and N (1 - load) >= 0.8 (max_batch_size 8 and more), which is where ``qmo
 uses it; optimistic by up to 83% with few nodes near saturation. Least outstanding (d = N)
 never decouples, even for large N: the model ran 25-60% optimistic at N = 32 and 128, and
 ``predict`` does not use it for that router.
+
+Work: each solve of the node charges its estimated work to :mod:`qmodel.theory.budget` before
+it runs; a fixed point that has not settled when the budget runs out declines (with its
+iteration count and movement), and ``predict`` then simulates.
 """
 
 from __future__ import annotations
@@ -202,6 +206,8 @@ class _Cavity:
             try:
                 psi, pi, cycle, k_of, start = self._solve_node(lam)
             except budget.OverBudget as err:
+                if it == 0:
+                    raise
                 raise budget.OverBudget(
                     f"{MODEL}'s fixed point had not settled after {it} iterations (the count "
                     f"law still moved {moved:.1e}, to settle below {tolerance:.0e}), and "
@@ -273,8 +279,8 @@ class _Cavity:
         budget.check_memory(8.0 * 7 * B * Ls * M, MODEL, what)
         # the products with the batch groups each step, the residuals' Hankel products, and
         # the arrays' passes
-        budget.charge(budget.flops(2.0 * B * Ls * M * (M + Ls)) + budget.elements(8.0 * B * Ls * M),
-                      MODEL, what)
+        budget.charge(budget.flops(2.0 * B * Ls * M * (M + Ls))
+                      + budget.elements(8.0 * B * Ls * M), MODEL, what)
         # X[k, t, n]: completion-chain mass whose batch k started t steps ago, count n now
         group = np.zeros((B, M))
         group[self.k_of - 1, np.arange(M)] = psi

@@ -15,8 +15,9 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import special
 
+from .. import budget
 from .instances import Blocking
-from .lattice import Lattice
+from .lattice import MODEL, Lattice
 
 __all__ = ["BlockingArrivals", "arrivals_during_blocking"]
 
@@ -74,6 +75,12 @@ def arrivals_during_blocking(blocking: Blocking, grid: Lattice, rate: float, pmi
     chain that uses these counts; ``queue`` a finite max_queue_size (0: unlimited).
     """
     ps, pois = blocking.ps, grid.pois_lattice
+    laws, count = ps.shape[0], pois.shape[1]
+    # the lattice's counts, and the counts during each blocking law with their tails
+    what = f"the arrivals during its blockings ({laws} laws x {count:,} counts)"
+    budget.check_memory(8.0 * (grid.Ls + 2 * laws) * count, MODEL, what)
+    budget.charge(budget.flops(2.0 * laws * grid.Ls * count)
+                  + budget.elements((6.0 * laws + 3.0 * grid.Ls) * count), MODEL, what)
     A = ps @ pois
     # keep the counts up to where every blocking law's tail (more arrivals than that) is
     # below 1e-3 of the truncation: the bound above is for the longest service time on

@@ -29,14 +29,11 @@ from .arrivals import Arrivals
 from .banded import BandedChain
 from .blocking import BlockingArrivals, arrivals_during_blocking
 from .instances import Blocking, Gaps, blocking_laws
-from .lattice import Lattice
+from .lattice import MODEL, Lattice
 from .rules import Rules
 
 __all__ = ["DispatchPass", "dispatch_pass", "DispatchChain", "dispatch_chain", "queue_states",
-           "chain_work", "Cycle", "dispatch_cycle", "MAX_QUEUE_STATES", "PRUNE_UNREACHED",
-           "MODEL"]
-
-MODEL = "the batch model"   # how the budget's messages name it
+           "chain_work", "Cycle", "dispatch_cycle", "MAX_QUEUE_STATES", "PRUNE_UNREACHED"]
 
 MAX_QUEUE_STATES = 4_000  # beyond this the load is too close to the model's capacity
 # c > 1: leave group 0's never-reached records out of the linear system (see dispatch_chain)
@@ -137,7 +134,7 @@ def chain_work(B: int, groups: int, leaving: int, behind: int, N: int, J: int, L
 
     >>> nbytes, seconds, what = chain_work(78, 1, 4, 1, 2960, 398, 120, True)
     >>> round(nbytes / 2**30, 2), round(seconds, 1), what
-    (0.51, 3.3, 'its chain of dispatch records (11,918 states, a band 2,451 wide)')
+    (0.51, 3.2, 'its chain of dispatch records (11,918 states, a band 2,451 wide)')
     """
     per_m = leaving * behind
     size = groups * B + per_m * N
@@ -173,7 +170,8 @@ def dispatch_chain(rules: Rules, arrivals: Arrivals, grid: Lattice, blocking: Bl
     expiry = D > 0 and pmin < B
     nbytes, seconds, what = chain_work(B, groups, len(leaving), len(behind), N, counts.J,
                                        grid.Ls, expiry)
-    budget.check_memory(nbytes, MODEL, what)
+    # with the lattice's arrival counts, which stay alive meanwhile
+    budget.check_memory(nbytes + grid.pois_lattice.nbytes, MODEL, what)
     budget.charge(seconds, MODEL, what)
     # The records of one queue length (every group, every size that leaves requests
     # behind) lie side by side, so that the system stays banded: its band spans a
