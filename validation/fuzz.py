@@ -987,6 +987,19 @@ def _json_safe(x):
     return x
 
 
+def _stored(case: dict, rec: dict) -> dict:
+    """One call as the JSON file keeps it: the case, its record and its defects; figures to 6
+    digits, tracebacks only where the error is not the library's (``repro`` rebuilds the
+    one-line repro from the case; ``--report-from`` the report)."""
+    out = {**case, **rec, "defects": [list(v) for v in verdicts(case, rec)]}
+    if out["outcome"] == "library_error":
+        out.pop("traceback", None)
+    if "figures" in out:
+        out["figures"] = {k: float(f"{v:.6g}") if isinstance(v, float) else v
+                          for k, v in out["figures"].items()}
+    return _json_safe(out)
+
+
 def _commit() -> str:
     try:
         return subprocess.run(["git", "-C", str(PACKAGE.parent), "describe", "--always",
@@ -1067,10 +1080,8 @@ def main(argv=None) -> int:
     print(text)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        calls = [_json_safe({**c, **records[c["id"]],
-                             "defects": [list(v) for v in verdicts(c, records[c["id"]])],
-                             "repro": repro(c)}) for c in cases]
-        body = ",\n".join(json.dumps(c, sort_keys=True) for c in calls)
+        body = ",\n".join(json.dumps(_stored(c, records[c["id"]]), sort_keys=True)
+                          for c in cases)
         args.json.write_text(f'{{"meta": {json.dumps(meta, sort_keys=True)},\n'
                              f'"comparison": {json.dumps(_json_safe(rows))},\n'
                              f'"calls": [\n{body}\n]}}\n')
