@@ -49,12 +49,6 @@ p99_interval, classify_error, SLACK = FUZZ.p99_interval, FUZZ.classify_error, FU
 CI = dict(deadline=None, derandomize=True, database=None)
 
 
-def open_defect(case: str):
-    """A property that fails today on a defect reported in issue 21 (strict: it must fail,
-    so that the fix removes the mark)."""
-    return pytest.mark.xfail(reason=f"issue 21: {case}", strict=True)
-
-
 # --------------------------------------------------------------------------------------------
 # strategies
 # --------------------------------------------------------------------------------------------
