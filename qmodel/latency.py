@@ -416,7 +416,15 @@ class Latency(ABC):
     def quantile(self, p):
         """The p-quantile of the sojourn time (seconds); p in (0, 1), scalar or array."""
         arr = checked_levels(p)
-        out = self._quantile(arr.reshape(-1)).reshape(arr.shape)
+        # a result's distribution never changes: each level is computed once (predict's
+        # self-checks ask for p50-p99.9 before the caller does; some solvers invert a
+        # transform for every level)
+        known = self.__dict__.setdefault("_known_quantiles", {})
+        levels = arr.reshape(-1).tolist()
+        missing = [q for q in dict.fromkeys(levels) if q not in known]
+        if missing:
+            known.update(zip(missing, self._quantile(np.array(missing)).tolist()))
+        out = np.array([known[q] for q in levels], float).reshape(arr.shape)
         return float(out) if out.ndim == 0 else out
 
     @property
