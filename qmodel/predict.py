@@ -67,7 +67,7 @@ from .theory.measured import CLUSTER_FAMILIES, configuration_features, measured
 from .theory.jsq import balanced_least_outstanding
 from .theory.routing import dynamic_router
 
-__all__ = ["predict", "MixtureLatency"]
+__all__ = ["predict", "MixtureLatency", "arrival_scv"]
 
 # one request per batch, one instance, Poisson, lognormal jitter (no closed-form transform, so
 # the inversion integrates it: 50-200 ms): with cv up to this the Pollaczek-Khinchine lattice
@@ -88,6 +88,8 @@ FALLBACKS = ("simulate", "raise")
 # Deterministic arrivals (Renewal scv 0) are taken as gamma gaps with this scv (Erlang-1000):
 # the Lindley lattice needs a spread, and the difference is far below the lattice step.
 MIN_SCV = 1e-3
+# A trace's interarrival scv above this (a few huge gaps) is taken as this
+MAX_TRACE_SCV = 100.0
 
 
 def predict(system, rate=None, *, arrivals=None, resolution: int = DEFAULT_RESOLUTION,
@@ -163,6 +165,14 @@ def predict(system, rate=None, *, arrivals=None, resolution: int = DEFAULT_RESOL
         return _simulated(system, process, reason=str(err))
 
 
+def arrival_scv(process) -> float:
+    """The interarrival scv the models take: 1 for Poisson, a renewal stream's own, a trace's
+    up to MAX_TRACE_SCV (a trace is taken as renewal arrivals with its rate and scv)."""
+    if isinstance(process, Trace):
+        return min(float(process.scv), MAX_TRACE_SCV)
+    return float(process.scv) if isinstance(process, Renewal) else 1.0
+
+
 def _checked_model(system, process, resolution: int, extrapolate: bool) -> Latency:
     """The model's answer where its self-checks pass (:func:`qmodel.selfcheck.defects`) and
     the system lies in its family's measured domain (or ``extrapolate``); NotImplementedError
@@ -198,7 +208,7 @@ def _outside_measured_domain(system, process, result: Latency) -> str | None:
     families = result.accuracy.measured
     if not families:
         return None
-    scv = float(process.scv) if isinstance(process, (Renewal, Trace)) else 1.0
+    scv = arrival_scv(process)
     rate = float(process.rate)
     cluster = as_cluster(system)
     outer = [m for m in families if m.family in CLUSTER_FAMILIES]
@@ -230,12 +240,12 @@ def _model(system, process, resolution: int) -> Latency:
     if isinstance(process, Trace):
         # the models take a renewal stream: keep the trace's rate and gap variability, drop
         # the correlation between successive gaps (bursts that last many requests)
-        process = Renewal(process.rate, min(process.scv, 100.0))
+        process = Renewal(process.rate, arrival_scv(process))
         trace_note = (f"trace replaced by renewal arrivals with its rate {process.rate:.6g}/s "
                       f"and interarrival scv {process.scv:.3g} (gamma gaps; correlation between "
                       f"successive gaps ignored: replay the trace with qmodel.simulate to see "
                       f"its effect)")
-    scv = float(process.scv) if isinstance(process, Renewal) else 1.0
+    scv = arrival_scv(process)
     rate = float(process.rate)
     if isinstance(system, Node):
         result = _node(system, rate, resolution, scv)

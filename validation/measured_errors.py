@@ -192,9 +192,6 @@ def _wide_rows():
         features = dict(r["features"])
         if fam == "batch_one_instance" and features["preferred_below_max"]:
             fam = "batch_one_instance_preferred"   # rows recorded before the family split
-        if "service_growth" not in features:       # rows recorded before the feature
-            features["service_growth"] = (None if r["B"] == 1 else
-                                          r["per_item"] / (r["base"] + r["per_item"]))
         yield fam, Row(r["p50"]["error"], r["p95"]["error"], r["p99"]["error"], features, WIDE)
 
 
