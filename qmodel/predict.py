@@ -50,6 +50,7 @@ rate and interarrival scv (approximation, stated).
 
 from __future__ import annotations
 
+import math
 import warnings
 from dataclasses import replace
 
@@ -58,9 +59,11 @@ import numpy as np
 from .latency import Accuracy, Approximation, Latency, least_exact
 from .selfcheck import defects
 from .sim import run as sim_run
+from .sim.cost import run_cost
 from .system import Cluster, Node, Renewal, Trace, arrivals_from, as_cluster, check_stable
 from .theory.batch import DEFAULT_RESOLUTION, batch_node, check_resolution
-from .theory.budget import limits
+from .theory.budget import (ADVICE, OverBudget, charge, format_bytes, format_seconds, limits,
+                            remaining)
 from .theory.classical import mdc, mg1, mmc
 from .theory.lindley import gig1, gigc
 from .theory.measured import CLUSTER_FAMILIES, configuration_features, measured
@@ -79,8 +82,8 @@ DYNAMIC_RESOLUTION = 40
 
 # The simulation fallback: at least this many requests (and enough for MIN_REPLICAS replicas
 # long against the start-up transient), four times more while the p99's 95% confidence
-# interval is wider than FALLBACK_CI of it, up to FALLBACK_MAX_REQUESTS; a fixed seed makes the
-# answer reproducible.
+# interval is wider than FALLBACK_CI of it, up to FALLBACK_MAX_REQUESTS, every run within the
+# prediction's budget; a fixed seed makes the answer reproducible.
 FALLBACK_REQUESTS, FALLBACK_MAX_REQUESTS, FALLBACK_CI, FALLBACK_SEED = 1_000_000, 16_000_000, \
     0.02, 0
 FALLBACKS = ("simulate", "raise")
@@ -156,13 +159,14 @@ def predict(system, rate=None, *, arrivals=None, resolution: int = DEFAULT_RESOL
         raise ValueError(f"fallback={fallback!r} is unknown; use 'simulate' (answer by "
                          f"simulation where no model covers the system) or 'raise'")
     check_stable(system, float(process.rate))
-    try:
-        with limits(budget):
+    with limits(budget):
+        try:
             return _checked_model(system, process, resolution, extrapolate)
-    except NotImplementedError as err:
-        if fallback == "raise":
-            raise
-        return _simulated(system, process, reason=str(err))
+        except NotImplementedError as err:
+            if fallback == "raise":
+                raise
+            reason = str(err)
+        return _simulated(system, process, reason)
 
 
 def arrival_scv(process) -> float:
@@ -263,30 +267,57 @@ def _model(system, process, resolution: int) -> Latency:
 def _simulated(system, process, reason: str) -> Latency:
     """The simulator's answer where no model covers the system, labelled as such.
 
-    Enough requests for every replica to outlast the start-up transient (the simulator's own
-    rule, with its minimum of replicas), at least FALLBACK_REQUESTS, and four times more while
-    the p99's 95% confidence interval is wider than FALLBACK_CI of it (up to
-    FALLBACK_MAX_REQUESTS). A Trace is replayed whole.
+    Enough requests for MIN_REPLICAS replicas to outlast the start-up transient (the
+    simulator's own rule), at least FALLBACK_REQUESTS, and four times more while the p99's 95%
+    confidence interval is wider than FALLBACK_CI of it, up to FALLBACK_MAX_REQUESTS; every run
+    within what is left of the prediction's budget (:func:`qmodel.sim.cost.run_cost`
+    estimates each before it starts). Where even the shortest sound run would pass the budget,
+    OverBudget says so with the run to ask qmodel.simulate for. A Trace is replayed whole.
     """
     cluster = as_cluster(system)
     if isinstance(process, Trace):
-        requests = None
+        requests = least = int(process.times.size)
     else:
         per_node = sim_run.arrivals_per_replica_node(cluster, process.rate, process.scv)
-        requests = int(min(FALLBACK_MAX_REQUESTS, max(
-            FALLBACK_REQUESTS, sim_run.MIN_REPLICAS * len(cluster.nodes) * per_node)))
+        least = math.ceil(sim_run.MIN_REPLICAS * len(cluster.nodes) * per_node)
+        requests = max(least, FALLBACK_REQUESTS)
+    if not _affordable(system, process, least):
+        cost = run_cost(system, process, least)
+        seconds, nbytes = remaining()
+        raise OverBudget(
+            f"{reason.removesuffix('; ' + ADVICE)}; and the shortest simulation that would "
+            f"answer instead, {least:,} requests, needs about {format_seconds(cost.seconds)} "
+            f"and {format_bytes(cost.nbytes)} (budget left {format_seconds(max(seconds, 0))} "
+            f"and {format_bytes(nbytes)}): call qmodel.simulate(system, ..., "
+            f"requests={least}), or raise the budget (qmodel.predict(..., "
+            f"budget=qmodel.Budget(...)))")
+    while requests > least and not _affordable(system, process, requests):
+        requests = max(least, requests // 2)
     while True:
-        result = sim_run.simulate(system, arrivals=process, requests=requests,
+        charge(run_cost(system, process, requests).seconds, "the simulation fallback",
+               f"{requests:,} requests")
+        result = sim_run.simulate(system, arrivals=process,
+                                  requests=None if isinstance(process, Trace) else requests,
                                   seed=FALLBACK_SEED)
-        if requests is None or requests >= FALLBACK_MAX_REQUESTS or result.sections < 2:
+        if isinstance(process, Trace) or requests >= FALLBACK_MAX_REQUESTS \
+                or result.sections < 2:
             break
         lo, hi = result.ci(0.99)
-        if (hi - lo) / 2 <= FALLBACK_CI * result.p99:
+        longer = min(4 * requests, FALLBACK_MAX_REQUESTS)
+        if (hi - lo) / 2 <= FALLBACK_CI * result.p99 \
+                or not _affordable(system, process, longer):
             break
-        requests = min(4 * requests, FALLBACK_MAX_REQUESTS)
+        requests = longer
     result.method = f"simulation fallback ({result.method}, seed {FALLBACK_SEED})"
     result.accuracy = result.accuracy.extended(fallback_reason=reason)
     return result
+
+
+def _affordable(system, process, requests: int) -> bool:
+    """Whether a simulation of ``requests`` fits in what is left of the budget."""
+    cost = run_cost(system, process, requests)
+    seconds, nbytes = remaining()
+    return cost.seconds <= seconds and cost.nbytes <= nbytes
 
 
 def _node(node: Node, rate: float, resolution: int, scv: float = 1.0) -> Latency:

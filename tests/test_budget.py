@@ -2,11 +2,13 @@
 budget (issue 21, cases 6 and 7), and the cheaper forms of the work answer as before."""
 
 import math
+import sys
 
 import numpy as np
 import pytest
 
 import qmodel as qm
+from qmodel.sim import run as sim_run
 from qmodel.theory import budget, jsq
 from qmodel.theory.batch import banded, batch_node, blocking, chain
 
@@ -92,15 +94,66 @@ def test_case7_fixed_point_declines_within_its_budget():
         qm.predict(CASE7, rate=0.7 * CASE7.capacity, fallback="raise", budget=qm.Budget(time=3))
 
 
-def test_over_budget_falls_back_to_simulation_and_says_why():
+def test_over_budget_model_declines_and_says_why():
     node = qm.Node(qm.ServiceTime.affine(2e-3, 0.25e-3), max_batch_size=8, max_queue_delay=1e-3)
     tiny = qm.Budget(memory=1024)
     with pytest.raises(NotImplementedError, match=r"budget 1 KiB"):
         qm.predict(node, rate=1500.0, fallback="raise", budget=tiny)
-    r = qm.predict(node, rate=1500.0, budget=tiny)
-    assert r.accuracy.is_fallback and "budget 1 KiB" in r.accuracy.fallback_reason
+    # the same budget binds the simulation fallback: it names both and the run to ask for
+    with pytest.raises(budget.OverBudget, match=r"batch model would need .* shortest "
+                       r"simulation .* requests=\d+"):
+        qm.predict(node, rate=1500.0, budget=tiny)
     # the default budget answers it with the model
     assert not qm.predict(node, rate=1500.0).accuracy.is_fallback
+
+
+@pytest.mark.parametrize("spent, answered", [(19.0, True), (19.99, False)])
+def test_fallback_spends_what_the_model_left(monkeypatch, spent, answered):
+    """The model and the simulation fallback draw on one account: a model that spent 19 of
+    the 20 s and declined leaves one second, enough for a 1M-request run of one node (0.55 s
+    estimated), and 0.01 s is not."""
+    node = qm.Node(qm.ServiceTime.affine(2e-3, 0.25e-3), max_batch_size=8)
+
+    def costly_model(*args):
+        budget.charge(spent, "a costly model", "its work")
+        raise budget.OverBudget("a costly model would take more")
+
+    runs = []
+
+    def counted(system, **kwargs):
+        runs.append(kwargs["requests"])
+        return simulate(system, **kwargs)
+
+    simulate = sim_run.simulate
+    monkeypatch.setattr(sys.modules["qmodel.predict"], "_model", costly_model)
+    monkeypatch.setattr(sim_run, "simulate", counted)
+    if answered:
+        r = qm.predict(node, rate=1500.0)
+        assert r.accuracy.is_fallback and "costly model" in r.accuracy.fallback_reason
+        assert runs == [1_000_000]           # growing fourfold would pass what is left
+    else:
+        with pytest.raises(budget.OverBudget, match=r"budget left 0.01 s"):
+            qm.predict(node, rate=1500.0)
+
+
+def test_fallback_runs_fit_the_time_budget(monkeypatch):
+    """Each fallback run is estimated before it starts (qmodel.sim.cost): a 64-node
+    least-outstanding cluster's shortest sound run (8 replicas of the events engine) is
+    estimated at over a second, so a 1 s budget refuses it with those numbers."""
+    from qmodel.sim.cost import run_cost
+
+    def no_model(*args):
+        raise NotImplementedError("no model here")
+
+    monkeypatch.setattr(sys.modules["qmodel.predict"], "_model", no_model)
+    cluster = qm.Cluster(qm.Node(qm.ServiceTime.affine(1e-3, 1e-4), max_batch_size=8),
+                         count=64, router="least_outstanding")
+    rate = 0.9 * cluster.capacity
+    cost = run_cost(cluster, qm.Poisson(rate), 1_000_000)
+    assert cost.engine == "events" and cost.replicas == 8 and cost.seconds > 1
+    with pytest.raises(budget.OverBudget, match=r"no model here; and the shortest simulation "
+                       r".*budget left 1 s"):
+        qm.predict(cluster, rate=rate, budget=qm.Budget(time=1.0))
 
 
 def test_finite_queue_counts_lump_exactly(monkeypatch):

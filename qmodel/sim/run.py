@@ -205,10 +205,9 @@ def simulate(system, rate=None, *, arrivals=None, requests: int | None = None, s
     replicas, per_replica, ask = _plan_replicas(cluster, source, requests, replicas, warmup)
 
     static = cluster.router.is_static
-    finite = any(n.max_queue_size > 0 for n in cluster.nodes)
     if engine == "auto":
-        engine = "lookahead" if static and not finite else "events"
-    if engine == "lookahead" and not (static and not finite):
+        engine = auto_engine(cluster)
+    if engine == "lookahead" and auto_engine(cluster) != "lookahead":
         raise ValueError("engine='lookahead' needs a static router (random, round_robin) and "
                          "unlimited queues (max_queue_size=0); use engine='events'")
 
@@ -235,6 +234,28 @@ def simulate(system, rate=None, *, arrivals=None, requests: int | None = None, s
                      warmup, engine, bk.name, requests, ask)
 
 
+def default_replicas(cluster, source, requests: int, warmup: float = DEFAULT_WARMUP) -> int:
+    """The replicas a run of ``requests`` takes when none are asked for: as many as leave each
+    node :func:`arrivals_per_replica_node` arrivals, between MIN_REPLICAS and MAX_REPLICAS."""
+    nodes = len(cluster.nodes)
+    per_node = arrivals_per_replica_node(cluster, source.rate, source.scv, warmup)
+    replicas = int(np.clip(requests // (nodes * per_node), MIN_REPLICAS, MAX_REPLICAS))
+    window = window_arrivals(cluster, source.rate, warmup)
+    if requests // replicas < window:
+        # A window of a few batch cycles measures the first batches of fresh replicas and
+        # may see requests arrive and no batch leave: fewer, longer replicas instead, two
+        # at least for a confidence interval.
+        replicas = max(2, min(replicas, int(requests // window)))
+    return replicas
+
+
+def auto_engine(cluster) -> str:
+    """The engine ``engine="auto"`` runs: look-ahead for static routing and unlimited queues,
+    events otherwise."""
+    finite = any(n.max_queue_size > 0 for n in cluster.nodes)
+    return "lookahead" if cluster.router.is_static and not finite else "events"
+
+
 def _plan_replicas(cluster, source, requests: int, replicas, warmup: float):
     """(replicas, arrivals per replica, the fix to ask for) for a run of ``requests``;
     warns with ShortRunWarning where the replicas are too short for the load or the delay."""
@@ -247,12 +268,7 @@ def _plan_replicas(cluster, source, requests: int, replicas, warmup: float):
     if chosen:
         replicas = positive_int(replicas, "replicas")
     else:
-        replicas = int(np.clip(requests // (nodes * per_node), MIN_REPLICAS, MAX_REPLICAS))
-        if requests // replicas < window:
-            # A window of a few batch cycles measures the first batches of fresh replicas and
-            # may see requests arrive and no batch leave: fewer, longer replicas instead, two
-            # at least for a confidence interval.
-            replicas = max(2, min(replicas, int(requests // window)))
+        replicas = default_replicas(cluster, source, requests, warmup)
     per_replica = requests // replicas
     if per_replica < 2:
         raise ValueError(f"requests={requests} over replicas={replicas} leaves fewer than 2 "

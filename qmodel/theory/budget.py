@@ -36,7 +36,8 @@ import numbers
 from dataclasses import dataclass
 
 __all__ = ["Budget", "OverBudget", "MEMORY", "TIME", "ELEMENT_RATE", "FLOP_RATE", "limits",
-           "check_memory", "charge", "expect", "elements", "flops", "format_bytes"]
+           "check_memory", "charge", "expect", "remaining", "elements", "flops", "format_bytes",
+           "format_seconds", "ADVICE"]
 
 # The defaults: at most this many bytes of arrays at once, and this many seconds of estimated
 # work per prediction. The time is set by the costliest configurations of the validation
@@ -145,11 +146,16 @@ def format_bytes(nbytes: float) -> str:
     return f"{nbytes:.0f} B"
 
 
-def _seconds(seconds: float) -> str:
+def format_seconds(seconds: float) -> str:
+    """A duration for a message.
+
+    >>> format_seconds(0.0123), format_seconds(14.2), format_seconds(1234.5)
+    ('0.012 s', '14 s', '1,234 s')
+    """
     return f"{seconds:.2g} s" if seconds < 100 else f"{seconds:,.0f} s"
 
 
-_ADVICE = ("use qmodel.simulate for this configuration, or raise the budget "
+ADVICE = ("use qmodel.simulate for this configuration, or raise the budget "
            "(qmodel.predict(..., budget=qmodel.Budget(...)))")
 
 
@@ -159,16 +165,16 @@ def check_memory(nbytes: float, model: str, what: str) -> None:
     limit = _account().budget.limit_bytes
     if not nbytes <= limit:
         raise OverBudget(f"{model} would need about {format_bytes(nbytes)} for {what} "
-                         f"(budget {format_bytes(limit)}); {_ADVICE}")
+                         f"(budget {format_bytes(limit)}); {ADVICE}")
 
 
 def _within(account: _Account, seconds: float, model: str, what: str) -> None:
     limit = account.budget.limit_seconds
     if not account.spent + seconds <= limit:
-        before = (f" after {_seconds(account.spent)} already spent"
+        before = (f" after {format_seconds(account.spent)} already spent"
                   if account.spent >= 0.01 * limit else "")
-        raise OverBudget(f"{model} would take about {_seconds(seconds)} of work for {what}"
-                         f"{before} (budget {_seconds(limit)}); {_ADVICE}")
+        raise OverBudget(f"{model} would take about {format_seconds(seconds)} of work for {what}"
+                         f"{before} (budget {format_seconds(limit)}); {ADVICE}")
 
 
 def expect(seconds: float, model: str, what: str) -> None:
@@ -183,6 +189,12 @@ def charge(seconds: float, model: str, what: str) -> None:
     account = _account()
     _within(account, seconds, model, what)
     account.spent += seconds
+
+
+def remaining() -> tuple[float, float]:
+    """(seconds of estimated work left, bytes of arrays allowed) in the open account."""
+    account = _account()
+    return account.budget.limit_seconds - account.spent, account.budget.limit_bytes
 
 
 def elements(count: float) -> float:
