@@ -228,3 +228,15 @@ def test_cool_down_gives_each_node_two_batches_or_two_cycles_whichever_is_fewer(
     assert cool_down_arrivals(idle, 3000.0) == 64
     assert batch_places(idle) == 32
     assert batch_places(qm.Cluster(FILLS, count=4)) == 4 * 32
+
+
+def test_window_holds_batches_of_a_queue_shorter_than_the_batch():
+    """A max_queue_size below max_batch_size never fills a batch, so every batch waits out
+    its delay: the measured window must span 20 of those cycles (it was sized by B / rate,
+    32 us here against a 5 ms delay, and measured no batch at all)."""
+    node = qm.Node(qm.ServiceTime.affine(1e-4), max_batch_size=32, max_queue_delay=5e-3,
+                   max_queue_size=4, instances=4)
+    r = qm.simulate(node, rate=1e6, requests=400_000, seed=1)
+    assert r.mean_batch_size >= 1 and r.throughput > 0
+    # each batch of at most 4 leaves when its oldest request has waited 5 ms
+    assert 5e-3 <= r.p50 <= r.p99 <= 5e-3 + 2e-4

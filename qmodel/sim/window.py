@@ -76,7 +76,9 @@ def batch_cycle(node, rate: float) -> float:
     """Longest time one batch of ``node`` takes from its first request to its end (seconds).
 
     The batch waits until B requests have arrived at ``rate`` (requests/s at this node) or
-    its max_queue_delay runs out, whichever is first (it never waits with no delay), then
+    its max_queue_delay runs out, whichever is first (it never waits with no delay; a
+    max_queue_size below B, which never holds B, waits out the delay or for a preferred size
+    the queue can hold), then
     runs for the mean service time of the slowest batch size up to B (a measured table need
     not grow with the size).
 
@@ -89,8 +91,18 @@ def batch_cycle(node, rate: float) -> float:
     0.0518
     >>> round(batch_cycle(node, 800.0), 6)      # 8 arrive in 10 ms
     0.0118
+    >>> from dataclasses import replace
+    >>> round(batch_cycle(replace(node, max_queue_size=4), 800.0), 6)   # never 8 waiting
+    0.0518
     """
-    wait = min(node.max_queue_delay, node.max_batch_size / rate) if rate > 0 else 0.0
+    fill = node.max_batch_size
+    queue = node.max_queue_size
+    if queue and queue < fill:
+        # a queue shorter than B never fills a batch: it leaves at a preferred size the queue
+        # can hold, or when its delay runs out
+        reachable = [p for p in node.preferred_batch_sizes if p <= queue]
+        fill = max(reachable) if reachable else math.inf
+    wait = min(node.max_queue_delay, fill / rate) if rate > 0 else 0.0
     with warnings.catch_warnings():
         # a table extrapolated past its sizes warned when the Node was built
         warnings.simplefilter("ignore")
