@@ -231,6 +231,44 @@ class Accuracy:
         """True where predict answered with the simulator because no model covers the system."""
         return self.fallback_reason is not None
 
+    def p99_bounds(self, p99: float) -> tuple[float, float]:
+        """The interval (seconds) in which this record says the true p99 lies, for the
+        ``p99`` the result reports: the rule by which a prediction is judged (and a sizing
+        margin taken).
+
+        - A lattice: ``quantile_error`` (or, without it, ``lattice_step``) either side.
+        - A simulation: its p99's 95% CI, ``simulation.p99_half_width`` relative.
+        - Measured families: each family's p99 errors e = predicted / simulated - 1 lie in
+          [low, high], so the true p99 lies in [p99 / (1 + high), p99 / (1 + low)]; with
+          several families the widest range (the lowest low and the highest high).
+        - Nothing stated ("exact", or an approximation without a measured family): the point.
+
+        Truncated or discretised mass is not counted here: the self-checks
+        (:mod:`qmodel.selfcheck`) refuse an answer whose mass is off.
+
+        Examples
+        --------
+        >>> m = MeasuredError("demo", "demo nodes", 10, ErrorRange(-0.1, 0.1, 0.0),
+        ...                   ErrorRange(-0.2, 0.25, 0.0), ("demo",))
+        >>> Accuracy("approximation", measured=[m]).p99_bounds(1.0)
+        (0.8, 1.25)
+        >>> Accuracy("numerical", quantile_error=0.01).p99_bounds(1.0)
+        (0.99, 1.01)
+        """
+        err = self.quantile_error if self.quantile_error is not None \
+            else (self.lattice_step or 0.0)
+        low, high = p99 - err, p99 + err
+        if self.simulation is not None and self.simulation.p99_half_width is not None:
+            half = self.simulation.p99_half_width
+            low, high = low - half * p99, high + half * p99
+        ranges = [m.p99 for m in self.measured if m.p99 is not None]
+        if ranges:
+            lowest = min(r.low for r in ranges)
+            highest = max(r.high for r in ranges)
+            low = low / (1.0 + highest)
+            high = high / (1.0 + lowest) if lowest > -1.0 else math.inf
+        return max(low, 0.0), high
+
     def clauses(self) -> list:
         """The statement's clauses, each derived from one field."""
         out = [self.basis] if self.basis else []

@@ -10,7 +10,7 @@ Properties:
   simulate runs;
 - hostile input raises only the library's own errors (a ValueError or NotImplementedError with
   a message, from qmodel's code: :func:`classify_error` of the fuzz decides);
-- predict's p99 within its stated error (:func:`p99_interval` of the fuzz) of a simulation's,
+- predict's p99 within its stated error (``Accuracy.p99_bounds``) of a simulation's,
   widened by the simulation's 95% confidence interval, on small systems.
 
 A draw that predict refuses (NotImplementedError with the reason) or a run that simulate
@@ -43,7 +43,7 @@ def _fuzz():
 
 
 FUZZ = _fuzz()
-p99_interval, classify_error, SLACK = FUZZ.p99_interval, FUZZ.classify_error, FUZZ.SLACK
+classify_error, SLACK = FUZZ.classify_error, FUZZ.SLACK
 
 # derandomized: CI sees the same examples on every run; no example database on disk
 CI = dict(deadline=None, derandomize=True, database=None)
@@ -347,7 +347,7 @@ def check_within_stated(system, load, requests=200_000):
     if r is None:
         return
     assert (r.accuracy.truncated_mass or 0.0) < 0.01, r.accuracy.statement
-    low, high = p99_interval(r.p99, r.accuracy)
+    low, high = r.accuracy.p99_bounds(r.p99)
     sim = qm.simulate(system, rate=rate, requests=requests, seed=1)
     s_low, s_high = sim.ci(0.99)
     assert s_low <= high and s_high >= low, (
