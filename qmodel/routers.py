@@ -374,13 +374,10 @@ class PowerOfD(RouterPolicy):
     def choose(self, router, xp, rng, outstanding, ties):
         replicas, nodes = outstanding.shape
         d = router.choices
-        # Floyd's algorithm: a uniformly random d-subset of the nodes per replica in d draws.
-        chosen = xp.empty((replicas, d), dtype=np.int64)
-        for i, j in enumerate(range(nodes - d, nodes)):
-            t = rng.integers(0, j + 1, replicas)
-            if i:
-                t = xp.where((chosen[:, :i] == t[:, None]).any(axis=1), j, t)
-            chosen[:, i] = t
+        # The d smallest of iid uniform keys are a uniformly random d-subset of the nodes:
+        # one draw and one partition per step (a draw per choice cost d numpy calls a step:
+        # power of 64 over 64 nodes ran 10 times slower than power of two).
+        chosen = xp.argpartition(rng.random((replicas, nodes)), d - 1, axis=1)[:, :d]
         seen = xp.take_along_axis(outstanding, chosen, axis=1)
         return chosen[xp.arange(replicas), xp.argmin((seen << TIE_BITS) | ties, axis=1)]
 

@@ -168,6 +168,29 @@ def test_power_of_d_with_d_equal_n_is_least_outstanding(router):
         assert sorted(r.node.tolist()) == [0, 1, 2]
 
 
+def test_power_of_d_samples_d_distinct_nodes_uniformly():
+    """Node 0 alone is idle: it is chosen exactly when it is among the d sampled, with
+    probability d / N for d distinct nodes (1 - (1 - 1/N)^d were they drawn with
+    replacement: 0.4375 against 0.5 for d = 2 of 4)."""
+    from qmodel.routers import ROUTERS
+    from qmodel.sim.backend import get_backend
+
+    bk = get_backend("numpy", 7)
+    replicas, N = 200_000, 4
+    outstanding = np.ones((replicas, N), dtype=np.int64)
+    outstanding[:, 0] = 0
+    for d in (1, 2, 3):
+        router = qm.Router("power_of_d", choices=d)
+        ties = bk.random_bits16((replicas, d)).astype(np.int64)
+        chosen = ROUTERS["power_of_d"].choose(router, np, bk.rng, outstanding, ties)
+        share = np.mean(chosen == 0)
+        sd = np.sqrt(d / N * (1 - d / N) / replicas)
+        assert abs(share - d / N) < 4 * sd, (d, share)
+        # the others, when chosen, equally often
+        others = np.bincount(chosen[chosen != 0], minlength=N)[1:]
+        assert np.ptp(others) < 4 * np.sqrt(others.mean())
+
+
 def test_round_robin_cycles():
     cluster = qm.Cluster(node(max_batch_size=1), count=3, router="round_robin")
     r = run(cluster, np.arange(9) * 10.0)
