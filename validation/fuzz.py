@@ -76,6 +76,7 @@ import qmodel as qm
 from qmodel.campaign.results import add_output_arguments
 from qmodel.latency import Latency, SampledLatency
 from qmodel.sim import run as sim_run
+from qmodel.sim.cost import run_cost
 from qmodel.system import arrivals_from, as_cluster
 from qmodel.theory.budget import OverBudget
 
@@ -106,6 +107,8 @@ FULL = {"predict": 3000, "simulate": 300, "hostile": None, "cli": None, "compare
 # the comparison's simulations: up to this many requests where the load needs more than
 # --compare-requests for replicas long against the start-up transient
 COMPARE_MAX_REQUESTS = 8_000_000
+# and at most this many seconds of estimated work (qmodel.sim.cost), well inside --timeout
+COMPARE_SECONDS = 20.0
 
 
 # ------------------------------------------------------------------------------------------
@@ -281,10 +284,7 @@ def _run_api(case: dict) -> dict:
         ns["rate"] = case["rate"]
     call = case["call"]
     if case["kind"] == "compare":
-        process = eval(f"arrivals_from({case['arrivals']})", ns | {"arrivals_from":
-                                                                    arrivals_from})
-        out["requests"] = _compare_requests(ns["system"], process, case["requests"])
-        call = (f"qm.simulate(system, {case['arrivals']}, requests={out['requests']}, "
+        call = (f"qm.simulate(system, {case['arrivals']}, requests={case['requests']}, "
                 f"seed={case['seed']})")
     start = time.perf_counter()
     value = eval(call, ns)
@@ -305,14 +305,25 @@ def _run_api(case: dict) -> dict:
     return out
 
 
-def _compare_requests(system, process, least: int) -> int:
+def _compare_requests(case: dict, least: int) -> int:
     """At least ``least`` requests, and as many as the simulator's MIN_REPLICAS replicas need
     to outlast the start-up transient (a flat count biases the tail low near capacity), up to
-    COMPARE_MAX_REQUESTS."""
-    cluster = as_cluster(system)
+    COMPARE_MAX_REQUESTS and what :func:`qmodel.sim.cost.run_cost` estimates to fit in
+    COMPARE_SECONDS (a shorter run then warns, and the comparison says so)."""
+    ns = {"qm": qm, "np": np, "rate": case["rate"]}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        exec(case["setup"], ns)
+        process = eval(f"arrivals_from({case['arrivals']})", ns | {"arrivals_from":
+                                                                    arrivals_from})
+    cluster = as_cluster(ns["system"])
     per_node = sim_run.arrivals_per_replica_node(cluster, process.rate, process.scv)
     sound = math.ceil(sim_run.MIN_REPLICAS * len(cluster.nodes) * per_node)
-    return int(min(COMPARE_MAX_REQUESTS, max(least, sound)))
+    requests = int(min(COMPARE_MAX_REQUESTS, max(least, sound)))
+    while requests > least and run_cost(ns["system"], process, requests).seconds \
+            > COMPARE_SECONDS:
+        requests = max(least, requests // 2)
+    return requests
 
 
 def _run_cli(case: dict) -> dict:
@@ -418,10 +429,7 @@ def repro(case: dict) -> str:
         head += f"rate = {rate!r}; "
     call = case["call"]
     if case["kind"] == "compare":
-        process = eval(f"arrivals_from({case['arrivals']})", ns | {"arrivals_from":
-                                                                    arrivals_from})
-        out["requests"] = _compare_requests(ns["system"], process, case["requests"])
-        call = (f"qm.simulate(system, {case['arrivals']}, requests={out['requests']}, "
+        call = (f"qm.simulate(system, {case['arrivals']}, requests={case['requests']}, "
                 f"seed={case['seed']})")
     return head + f"r = {call}"
 
@@ -503,8 +511,9 @@ def compare_cases(cases: list, records: dict, n: int, seed: int, requests: int) 
     out = []
     for c in chosen:
         arrivals = c["call"][len("qm.predict(system, "):-1]
-        out.append({**c, "id": f"compare-{c['id']}", "kind": "compare", "of": c["id"],
-                    "arrivals": arrivals, "requests": requests, "seed": seed})
+        c = {**c, "id": f"compare-{c['id']}", "kind": "compare", "of": c["id"],
+             "arrivals": arrivals, "seed": seed}
+        out.append(c | {"requests": _compare_requests(c, requests)})
     return out
 
 
@@ -719,7 +728,8 @@ def main(argv=None) -> int:
     cases += diagnoses
     compares = compare_cases(cases, records, sizes["compare"], args.seed,
                              args.compare_requests)
-    log(f"comparison: {len(compares)} simulations of {args.compare_requests:,} requests")
+    log(f"comparison: {len(compares)} simulations of at least {args.compare_requests:,} "
+        f"requests")
     records.update(run_all(compares, args.workers, args.timeout, memory, log))
     cases += compares
     rows = comparison_rows(compares, records)
@@ -729,15 +739,15 @@ def main(argv=None) -> int:
             "machine": f"{platform.node()} ({os.cpu_count()} cpus, {platform.machine()}), "
                        f"Python {platform.python_version()}, numpy {np.__version__}",
             "seconds": round(time.time() - started, 1)}
-    text = report(meta, cases, records, rows)
-    print(text)
-    if args.json:
+    if args.json:                     # first: the records outlive a failing report
         args.json.parent.mkdir(parents=True, exist_ok=True)
         body = ",\n".join(json.dumps(_stored(c, records[c["id"]]), sort_keys=True)
                           for c in cases)
         args.json.write_text(f'{{"meta": {json.dumps(meta, sort_keys=True)},\n'
                              f'"comparison": {json.dumps(_json_safe(rows))},\n'
                              f'"calls": [\n{body}\n]}}\n')
+    text = report(meta, cases, records, rows)
+    print(text)
     if args.text:
         args.text.parent.mkdir(parents=True, exist_ok=True)
         args.text.write_text(text + "\n")
