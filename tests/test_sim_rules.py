@@ -246,3 +246,15 @@ def test_too_few_requests_for_the_transient_warn_and_say_how_many():
     with pytest.warns(qm.ShortRunWarning, match="lower replicas to 4 or ask for at least "
                       "7,476,480 requests"):
         qm.simulate(node, rate=0.95 * node.capacity, requests=1_000_000, seed=1, replicas=32)
+
+
+def test_mixed_cluster_samples_each_node_only_up_to_its_own_batch():
+    """A node whose table is measured at size 1 only (max_batch_size 1) beside a node of
+    batches of 8: the sampler's tables span 8, but the first node's law is never evaluated
+    past its own batch size (it raised "S(k) for k = 2..8 is unknown" for the whole run)."""
+    one = qm.Node(qm.ServiceTime.table({1: 2e-3}))
+    batching = qm.Node(qm.ServiceTime.affine(1e-3, 1e-4), max_batch_size=8,
+                       max_queue_delay=1e-3)
+    cluster = qm.Cluster([one, batching], router="least_outstanding")
+    r = qm.simulate(cluster, rate=0.5 * cluster.capacity, requests=50_000, seed=3)
+    assert r.throughput > 0 and 1 <= r.mean_batch_size <= 8

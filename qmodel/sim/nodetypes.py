@@ -49,7 +49,8 @@ class NodeTypes:
         # With preferred sizes {B} (Triton's default) the batch size is always q: see
         # batching.batch_size, which then skips the table lookup.
         self.preferred_is_max = all(n.effective_preferred == (n.max_batch_size,) for n in kinds)
-        self.sampler = ServiceSampler(bk, [n.service for n in kinds], self.bmax)
+        self.sampler = ServiceSampler(bk, [n.service for n in kinds],
+                                      [n.max_batch_size for n in kinds])
 
     def lane_params(self, xp, lane_type):
         """Per-lane (B, D, pmin, preferred-table offset, instances, max_queue)."""

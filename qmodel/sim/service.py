@@ -22,22 +22,25 @@ class ServiceSampler:
         Array namespace and random generator.
     services : list of ServiceTime
         One per node type; types are indices into this list.
-    bmax : int
-        Largest batch size any type can dispatch.
+    largest : list of int
+        The largest batch each type dispatches (its max_batch_size); the tables span the
+        largest over the types, and a type's entries beyond its own are never drawn (its law
+        need not be defined there: a table measured at size 1 only, in a cluster beside
+        nodes of larger batches).
     """
 
-    def __init__(self, bk, services, bmax: int):
+    def __init__(self, bk, services, largest):
         self.bk = bk
         self.xp = bk.xp
-        self.bmax = bmax
-        self.width = bmax + 1
-        sizes = np.arange(1, bmax + 1)
+        self.largest = list(largest)
+        self.bmax = max(self.largest)
+        self.width = self.bmax + 1
         means = np.zeros((len(services), self.width))
         with warnings.catch_warnings():
             # The Node already warned about extrapolated sizes when it was built.
             warnings.simplefilter("ignore")
-            for t, s in enumerate(services):
-                means[t, 1:] = s.mean(sizes)
+            for t, (s, B) in enumerate(zip(services, self.largest)):
+                means[t, 1:B + 1] = s.mean(np.arange(1, B + 1))
         self.families = [s.jitter for s in services]
         self.cvs = [s.cv for s in services]
         self.laws = [s.jitter_law for s in services]       # None: empirical samples
@@ -83,7 +86,7 @@ class ServiceSampler:
                 pools.append(np.asarray(values))
                 base_of[k] = (start, len(values), float(np.mean(values)))
                 start += len(values)
-            for k in range(1, self.bmax + 1):
+            for k in range(1, self.largest[t] + 1):
                 o, n, m = base_of[s.nearest_measured(k)]
                 offset[t, k], count[t, k], scale[t, k] = o, n, means[t, k] / m
         xp = self.xp
