@@ -459,3 +459,29 @@ def test_passes_is_the_shipped_gap_iteration_unless_a_study_asks_for_another():
     for bad in (-1, 1.5, True, "2"):
         with pytest.raises(ValueError, match="passes"):
             batch_node(node, rate, passes=bad)
+
+
+def test_light_load_gap_lattice_stops_at_twice_the_service_lattice(monkeypatch):
+    """At 0.02 req/s a gap spans millions of lattice steps: the staggered-instances law reads
+    gaps only below 2 Ls, so its lattice stops there (the fuzz's predict-913 allocated 969 MiB
+    for 127M cells and ended in MemoryError); the answer matches the simulator."""
+    from qmodel.theory.batch import instances
+
+    lengths = []
+    cells = instances.lattice_cells
+
+    def spy(law, scales, h, length):
+        lengths.append(length)
+        return cells(law, scales, h, length)
+
+    monkeypatch.setattr(instances, "lattice_cells", spy)
+    node = qm.Node(qm.ServiceTime.affine(4e-4, 2e-5, jitter=("lognormal", 0.1)),
+                   max_batch_size=8, max_queue_delay=5e-4, instances=6)
+    r = batch_node(node, 0.02)
+    assert lengths and max(lengths) < 10_000
+    # against the simulator's 95% intervals, widened by the model's lattice error
+    s = qm.simulate(node, rate=0.02, requests=200_000, seed=1)
+    err = r.accuracy.quantile_error or r.accuracy.lattice_step
+    for p in (0.5, 0.99):
+        lo, hi = s.ci(p)
+        assert lo - err <= r.quantile(p) <= hi + err

@@ -135,13 +135,14 @@ def staggered_law(ps_own: np.ndarray, gaps: Gaps, c: int, h: float) -> np.ndarra
     free = np.minimum(np.cumsum(mix), 1.0)          # P(S' <= i h)
     busy = 1.0 - free                               # P(S' > i h)
     # one gap X ~ gamma with mean gap and scv gap_scv, on the lattice (to its 1 - 1e-9
-    # quantile)
+    # quantile). Only gaps below 2 Ls matter below (a later instance is busy only before Ls;
+    # the reused instance's tail P(X >= d) is read up to d = 2 Ls - 1), so the lattice stops
+    # at 2 Ls, its last cell holding the rest: at light load a gap spans millions of steps
+    # (127M cells, a MemoryError, for one node at 0.1 req/s).
     gap_law = jitter_law("gamma", math.sqrt(max(gaps.scv, 1e-6)))
-    length = int(math.ceil(float(gap_law.isf(1e-9)) * gaps.mean / h)) + 2
-    g_pmf = lattice_cells(gap_law, [gaps.mean], h, length)[0][0]
-    # Only gaps shorter than the lattice matter below (a later instance is busy only
-    # before Ls), except through the reused instance's tail P(X >= d), kept in full.
     Ls = ps_own.shape[1]
+    length = min(int(math.ceil(float(gap_law.isf(1e-9)) * gaps.mean / h)) + 2, 2 * Ls + 1)
+    g_pmf = lattice_cells(gap_law, [gaps.mean], h, length)[0][0]
     beyond = np.concatenate([np.cumsum(g_pmf[::-1])[::-1], [0.0]])      # P(X >= i)
     lag = np.arange(Ls)[:, None] - np.arange(Ls)[None, :]
     # E[K(v, t + X)] = (K @ shift)[v, t], shift[u, t] = P(X = u - t): a Toeplitz matrix
