@@ -762,7 +762,8 @@ def as_cluster(system) -> Cluster:
         return Cluster(system)
     if isinstance(system, Cluster):
         return system
-    raise ValueError(f"expected a qmodel.Node or qmodel.Cluster, got {type(system).__name__}")
+    raise ValueError(f"system must be a qmodel.Node or qmodel.Cluster, got "
+                     f"{type(system).__name__}")
 
 
 def check_stable(system, rate: float) -> None:
