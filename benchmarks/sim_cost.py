@@ -18,6 +18,7 @@ import sys
 CASES = [  # (nodes, router, max_batch_size, load, requests)
     (1, "round_robin", 1, 0.9, 4_000_000),
     (1, "round_robin", 8, 0.9, 4_000_000),
+    (1, "round_robin", 1, 0.99, 8_000_000),
     (16, "round_robin", 8, 0.9, 4_000_000),
     (4, "least_outstanding", 8, 0.9, 1_000_000),
     (16, "least_outstanding", 1, 0.5, 4_000_000),

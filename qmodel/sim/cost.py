@@ -7,8 +7,10 @@ fallback never becomes a call of minutes or a MemoryError.
 The two engines cost differently (measured on the shared 2-core development machine, NumPy,
 one thread; ``benchmarks/sim_cost.py`` prints estimate against measurement):
 
-- the look-ahead engine handles one batch per lane per step and runs at 5-17 million requests
-  per second, whatever the number of nodes (fewer with batches of one);
+- the look-ahead engine handles one batch per lane (replica x node) per step: about 25 us a
+  step, and 0.1-0.25 us per request. With many lanes it runs at 5-17 million requests per
+  second; with 8 long replicas of one node near capacity (batches of one, a million steps)
+  at 0.34 million (24 s for 8M requests at load 0.99);
 - the events engine takes one arrival per replica per step, so a run costs its steps (the
   arrivals of one replica) times the cost of a step: 50-110 us of fixed work, 0.3-0.8 us
   more per replica (the step's work and the result's assembly) and 4-12 ns per lane
@@ -37,11 +39,12 @@ from dataclasses import dataclass
 from ..system import as_cluster
 from .run import DEFAULT_WARMUP, auto_engine, default_replicas
 
-__all__ = ["RunCost", "run_cost", "LOOKAHEAD_RATE", "STEP_SECONDS", "REPLICA_SECONDS",
-           "LANE_SECONDS", "BYTES_PER_REQUEST"]
+__all__ = ["RunCost", "run_cost", "LOOKAHEAD_RATE", "LOOKAHEAD_STEP_SECONDS", "STEP_SECONDS",
+           "REPLICA_SECONDS", "LANE_SECONDS", "BYTES_PER_REQUEST"]
 
 # Nominal speeds (see the module docstring for the measurements behind them).
-LOOKAHEAD_RATE = 4e6          # requests per second, look-ahead engine
+LOOKAHEAD_RATE = 4e6          # look-ahead engine: requests per second ...
+LOOKAHEAD_STEP_SECONDS = 25e-6  # ... and per step (a batch of one per lane, at most)
 STEP_SECONDS = 100e-6         # events engine: fixed work of a step
 REPLICA_SECONDS = 0.8e-6      # events engine: per replica per step
 LANE_SECONDS = 8e-9           # events engine: per replica x node per step
@@ -67,7 +70,8 @@ def run_cost(system, arrivals, requests: int, warmup: float = DEFAULT_WARMUP) ->
     engine = auto_engine(cluster)
     replicas = default_replicas(cluster, arrivals, requests, warmup)
     if engine == "lookahead":
-        seconds = requests / LOOKAHEAD_RATE
+        steps = requests / (replicas * len(cluster.nodes))
+        seconds = steps * LOOKAHEAD_STEP_SECONDS + requests / LOOKAHEAD_RATE
     else:
         steps = requests / replicas
         lanes = replicas * len(cluster.nodes)
