@@ -17,7 +17,7 @@ one thread; ``benchmarks/sim_cost.py`` prints estimate against measurement):
   (replica x node). A 64-node cluster at 8 replicas costs about 60 us per step whatever the
   number of requests, and its replicas are long.
 
-Memory at the peak (times, sojourns and batch records on the host) is 27-82 bytes per request
+Memory at the peak (times, sojourns and batch records on the host) is 27-139 bytes per request
 on the look-ahead engine and 72-148 on the events engine (the most with batches of one). The
 nominal figures below sit at the slow and large end of those measurements, so that the same
 configuration gets the same run on every machine.
@@ -49,7 +49,7 @@ STEP_SECONDS = 100e-6         # events engine: fixed work of a step
 REPLICA_SECONDS = 0.8e-6      # events engine: per replica per step
 LANE_SECONDS = 8e-9           # events engine: per replica x node per step
 SETUP_SECONDS = 0.05          # drawing arrivals, assembling the result
-BYTES_PER_REQUEST = {"lookahead": 100.0, "events": 150.0}
+BYTES_PER_REQUEST = 150.0
 
 
 @dataclass(frozen=True)
@@ -76,5 +76,4 @@ def run_cost(system, arrivals, requests: int, warmup: float = DEFAULT_WARMUP) ->
         steps = requests / replicas
         lanes = replicas * len(cluster.nodes)
         seconds = steps * (STEP_SECONDS + REPLICA_SECONDS * replicas + LANE_SECONDS * lanes)
-    return RunCost(SETUP_SECONDS + seconds, BYTES_PER_REQUEST[engine] * requests, engine,
-                   replicas)
+    return RunCost(SETUP_SECONDS + seconds, BYTES_PER_REQUEST * requests, engine, replicas)
