@@ -62,8 +62,8 @@ from .sim import run as sim_run
 from .sim.cost import run_cost
 from .system import Cluster, Node, Renewal, Trace, arrivals_from, as_cluster, check_stable
 from .theory.batch import DEFAULT_RESOLUTION, batch_node, check_resolution
-from .theory.budget import (ADVICE, OverBudget, charge, format_bytes, format_seconds, limits,
-                            remaining)
+from .theory.budget import (ADVICE, OverBudget, charge, fits, format_bytes, format_seconds,
+                            limits, remaining)
 from .theory.classical import mdc, mg1, mmc
 from .theory.lindley import gig1, gigc
 from .theory.measured import CLUSTER_FAMILIES, configuration_features, measured
@@ -281,21 +281,22 @@ def _simulated(system, process, reason: str) -> Latency:
         per_node = sim_run.arrivals_per_replica_node(cluster, process.rate, process.scv)
         least = math.ceil(sim_run.MIN_REPLICAS * len(cluster.nodes) * per_node)
         requests = max(least, FALLBACK_REQUESTS)
-    if not _affordable(system, process, least):
-        cost = run_cost(system, process, least)
+    shortest = run_cost(system, process, least)
+    if not fits(shortest.seconds, shortest.nbytes):
         seconds, nbytes = remaining()
         raise OverBudget(
             f"{reason.removesuffix('; ' + ADVICE)}; and the shortest simulation that would "
-            f"answer instead, {least:,} requests, needs about {format_seconds(cost.seconds)} "
-            f"and {format_bytes(cost.nbytes)} (budget left {format_seconds(max(seconds, 0))} "
-            f"and {format_bytes(nbytes)}): call qmodel.simulate(system, ..., "
-            f"requests={least}), or raise the budget (qmodel.predict(..., "
-            f"budget=qmodel.Budget(...)))")
-    while requests > least and not _affordable(system, process, requests):
+            f"answer instead, {least:,} requests, needs about "
+            f"{format_seconds(shortest.seconds)} and {format_bytes(shortest.nbytes)} (budget "
+            f"left {format_seconds(max(seconds, 0))} and {format_bytes(nbytes)}): call "
+            f"qmodel.simulate(system, ..., requests={least}), or raise the budget "
+            f"(qmodel.predict(..., budget=qmodel.Budget(...)))")
+    cost = run_cost(system, process, requests)
+    while requests > least and not fits(cost.seconds, cost.nbytes):
         requests = max(least, requests // 2)
+        cost = run_cost(system, process, requests)
     while True:
-        charge(run_cost(system, process, requests).seconds, "the simulation fallback",
-               f"{requests:,} requests")
+        charge(cost.seconds, "the simulation fallback", f"{requests:,} requests")
         result = sim_run.simulate(system, arrivals=process,
                                   requests=None if isinstance(process, Trace) else requests,
                                   seed=FALLBACK_SEED)
@@ -303,21 +304,16 @@ def _simulated(system, process, reason: str) -> Latency:
                 or result.sections < 2:
             break
         lo, hi = result.ci(0.99)
+        if (hi - lo) / 2 <= FALLBACK_CI * result.p99:
+            break
         longer = min(4 * requests, FALLBACK_MAX_REQUESTS)
-        if (hi - lo) / 2 <= FALLBACK_CI * result.p99 \
-                or not _affordable(system, process, longer):
+        cost = run_cost(system, process, longer)
+        if not fits(cost.seconds, cost.nbytes):
             break
         requests = longer
     result.method = f"simulation fallback ({result.method}, seed {FALLBACK_SEED})"
     result.accuracy = result.accuracy.extended(fallback_reason=reason)
     return result
-
-
-def _affordable(system, process, requests: int) -> bool:
-    """Whether a simulation of ``requests`` fits in what is left of the budget."""
-    cost = run_cost(system, process, requests)
-    seconds, nbytes = remaining()
-    return cost.seconds <= seconds and cost.nbytes <= nbytes
 
 
 def _node(node: Node, rate: float, resolution: int, scv: float = 1.0) -> Latency:

@@ -1,10 +1,10 @@
 """Is qmodel ever silently wrong? A seeded fuzz campaign of predict, simulate and the CLI.
 
-Draws (validation/fuzz_cases.py) random *valid* systems over wide ranges (service laws: affine with every jitter law,
-lognormal and gamma cv up to 2, monotone and non-monotone tables, empirical samples;
-max_batch_size 1-128, max_queue_delay 0-50 ms, preferred sizes, 1-8 instances, finite queues;
-clusters of 1-64 nodes, mixed or identical, under every router of
-``qmodel.routers.ROUTER_NAMES``; Poisson or renewal arrivals at loads 1e-4 to 0.999 and above
+Draws (validation/fuzz_cases.py) random *valid* systems over wide ranges (service laws:
+affine with every jitter law, lognormal and gamma cv up to 2, monotone and non-monotone
+tables, empirical samples; max_batch_size 1-128, max_queue_delay 0-50 ms, preferred sizes,
+1-8 instances, finite queues; clusters of 1-64 nodes, mixed or identical, under every router
+of ``qmodel.routers.ROUTER_NAMES``; Poisson or renewal arrivals at loads 1e-4 to 0.999 and above
 capacity) and *hostile* inputs (wrong types, NaN, inf, negative, zero, strings, bad units,
 bad command lines). Every call runs in a child process of its own, forked from this one, with
 a time limit (``--timeout``) and an address-space limit (``--memory``), ``--workers`` at a
@@ -599,8 +599,8 @@ def report(meta: dict, cases: list, records: dict, rows: list) -> str:
 
 def comparison_text(rows: list, compares: dict, records: dict) -> list:
     done = [r for r in rows if "within_stated" in r]
-    lines = [f"Predict against simulate (p99; stated error from Accuracy.p99_bounds, widened by the "
-             f"simulation's 95% CI): {len(done)} of {len(rows)} compared"]
+    lines = [f"Predict against simulate (p99; stated error from Accuracy.p99_bounds, widened "
+             f"by the simulation's 95% CI): {len(done)} of {len(rows)} compared"]
     if not rows:
         return lines
     lost = Counter(r["outcome"] for r in rows if "within_stated" not in r)

@@ -205,9 +205,10 @@ def simulate(system, rate=None, *, arrivals=None, requests: int | None = None, s
     replicas, per_replica, ask = _plan_replicas(cluster, source, requests, replicas, warmup)
 
     static = cluster.router.is_static
+    fitting = auto_engine(cluster)
     if engine == "auto":
-        engine = auto_engine(cluster)
-    if engine == "lookahead" and auto_engine(cluster) != "lookahead":
+        engine = fitting
+    if engine == "lookahead" and fitting != "lookahead":
         raise ValueError("engine='lookahead' needs a static router (random, round_robin) and "
                          "unlimited queues (max_queue_size=0); use engine='events'")
 

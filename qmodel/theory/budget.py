@@ -36,7 +36,7 @@ import numbers
 from dataclasses import dataclass
 
 __all__ = ["Budget", "OverBudget", "MEMORY", "TIME", "ELEMENT_RATE", "FLOP_RATE", "limits",
-           "check_memory", "charge", "expect", "remaining", "elements", "flops", "format_bytes",
+           "check_memory", "charge", "expect", "remaining", "fits", "elements", "flops", "format_bytes",
            "format_seconds", "ADVICE"]
 
 # The defaults: at most this many bytes of arrays at once, and this many seconds of estimated
@@ -156,7 +156,7 @@ def format_seconds(seconds: float) -> str:
 
 
 ADVICE = ("use qmodel.simulate for this configuration, or raise the budget "
-           "(qmodel.predict(..., budget=qmodel.Budget(...)))")
+          "(qmodel.predict(..., budget=qmodel.Budget(...)))")
 
 
 def check_memory(nbytes: float, model: str, what: str) -> None:
@@ -195,6 +195,13 @@ def remaining() -> tuple[float, float]:
     """(seconds of estimated work left, bytes of arrays allowed) in the open account."""
     account = _account()
     return account.budget.limit_seconds - account.spent, account.budget.limit_bytes
+
+
+def fits(seconds: float, nbytes: float) -> bool:
+    """Whether ``seconds`` more of estimated work and ``nbytes`` of arrays fit the open
+    account (the test :func:`charge` and :func:`check_memory` apply, without raising)."""
+    left, limit = remaining()
+    return seconds <= left and nbytes <= limit
 
 
 def elements(count: float) -> float:
