@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Mapping
 
 import numpy as np
-from scipy import stats
+from scipy import optimize, stats
 
 from .checks import real_array, shown
 
@@ -413,25 +413,52 @@ class Latency(ABC):
         return 1.0 - self._cdf(t)
 
     def _quantile(self, p: np.ndarray) -> np.ndarray:
-        """Numeric inversion of the cdf: the smallest t with cdf(t) >= p, to 1e-12 relative."""
-        return np.array([self._invert(float(pi)) for pi in p.ravel()]).reshape(p.shape)
+        """Numeric inversion of the cdf: the smallest t with cdf(t) >= p, to 1e-10 relative
+        (below the noise of the transform inversions). Levels are taken in increasing order,
+        each search starting at the quantile below it."""
+        flat = p.ravel()
+        out, start = np.empty(flat.size), None
+        for i in np.argsort(flat, kind="stable"):
+            out[i] = start = self._invert(float(flat[i]), start)
+        return out.reshape(p.shape)
 
-    def _invert(self, p: float) -> float:
-        hi = 1e-6
-        while self._cdf(np.array([hi]))[0] < p:
-            hi *= 2.0
+    def _invert(self, p: float, start: float | None = None) -> float:
+        """The smallest t with cdf(t) >= p, to 1e-10 relative: a bracket [lo, hi] with
+        cdf(lo) < p <= cdf(hi), found four-fold from ``start`` (or 1 us), closed by Brent's
+        method (Brent 1973) on log sf.
+
+        Brent's method keeps the bracket and bisects where its secant and inverse quadratic
+        steps stall, so a jump of the cdf (deterministic service) is closed on like a root:
+        the answer is then the jump point. In log sf an exponential tail is a line, so the
+        tail levels converge in a few steps: about 12 evaluations per level where bisection
+        took 50.
+        """
+        level = math.log1p(-p)
+
+        seen: dict[float, float] = {}     # Brent's method asks for the bracket's ends again
+
+        def gap(t):                       # >= 0 where cdf(t) >= p
+            if t not in seen:
+                seen[t] = level - math.log(max(float(self._sf(np.array([t]))[0]), 1e-300))
+            return seen[t]
+
+        hi = 1e-6 if start is None or not start > 0 else float(start)
+        g_hi = gap(hi)
+        while g_hi < 0:                   # grow the bracket up
+            hi *= 4.0
             if hi > 1e9:
                 raise ArithmeticError(f"cdf of {self.method!r} never reaches {p}")
-        lo = 0.0
-        # Bisection, not a root finder: the cdf may jump (deterministic service), and the
-        # quantile is then the jump point, which bisection finds and secant methods overshoot.
-        while hi - lo > 1e-12 * max(hi, 1e-9):
-            mid = 0.5 * (lo + hi)
-            if self._cdf(np.array([mid]))[0] >= p:
-                hi = mid
-            else:
-                lo = mid
-        return hi
+            g_hi = gap(hi)
+        lo = hi / 4.0
+        g_lo = gap(lo)
+        while g_lo >= 0:                  # or down
+            hi, g_hi, lo = lo, g_lo, lo / 4.0
+            if lo < 1e-15:
+                return hi
+            g_lo = gap(lo)
+        if g_hi == 0.0:
+            return hi
+        return optimize.brentq(gap, lo, hi, xtol=1e-10 * hi, rtol=1e-10, maxiter=200)
 
     @property
     def mean(self) -> float:
