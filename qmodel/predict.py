@@ -63,7 +63,7 @@ from .sim.cost import run_cost
 from .system import Cluster, Node, Renewal, Trace, arrivals_from, as_cluster, check_stable
 from .theory.batch import DEFAULT_RESOLUTION, batch_node, check_resolution
 from .theory.budget import (ADVICE, OverBudget, charge, fits, format_bytes, format_seconds,
-                            limits, remaining)
+                            hold, limits, remaining)
 from .theory.classical import mdc, mg1, mmc
 from .theory.lindley import gig1, gigc
 from .theory.measured import CLUSTER_FAMILIES, configuration_features, measured
@@ -160,13 +160,18 @@ def predict(system, rate=None, *, arrivals=None, resolution: int = DEFAULT_RESOL
                          f"simulation where no model covers the system) or 'raise'")
     check_stable(system, float(process.rate))
     with limits(budget):
+        least, shortest = _shortest_simulation(system, process)
+        if fallback == "simulate" and fits(shortest.seconds, shortest.nbytes):
+            # a model that runs out of budget must leave the fallback its shortest run
+            hold(shortest.seconds)
         try:
             return _checked_model(system, process, resolution, extrapolate)
         except NotImplementedError as err:
             if fallback == "raise":
                 raise
             reason = str(err)
-        return _simulated(system, process, reason)
+        hold(0.0)
+        return _simulated(system, process, reason, least, shortest)
 
 
 def arrival_scv(process) -> float:
@@ -264,7 +269,19 @@ def _model(system, process, resolution: int) -> Latency:
     return result
 
 
-def _simulated(system, process, reason: str) -> Latency:
+def _shortest_simulation(system, process):
+    """(requests, RunCost) of the shortest sound simulation of the system: MIN_REPLICAS
+    replicas past the start-up transient (the simulator's own rule), or a Trace whole."""
+    if isinstance(process, Trace):
+        least = int(process.times.size)
+    else:
+        cluster = as_cluster(system)
+        per_node = sim_run.arrivals_per_replica_node(cluster, process.rate, process.scv)
+        least = math.ceil(sim_run.MIN_REPLICAS * len(cluster.nodes) * per_node)
+    return least, run_cost(system, process, least)
+
+
+def _simulated(system, process, reason: str, least: int, shortest) -> Latency:
     """The simulator's answer where no model covers the system, labelled as such.
 
     Enough requests for MIN_REPLICAS replicas to outlast the start-up transient (the
@@ -273,15 +290,9 @@ def _simulated(system, process, reason: str) -> Latency:
     within what is left of the prediction's budget (:func:`qmodel.sim.cost.run_cost`
     estimates each before it starts). Where even the shortest sound run would pass the budget,
     OverBudget says so with the run to ask qmodel.simulate for. A Trace is replayed whole.
+    ``least`` and ``shortest`` are :func:`_shortest_simulation`'s, held back from the model.
     """
-    cluster = as_cluster(system)
-    if isinstance(process, Trace):
-        requests = least = int(process.times.size)
-    else:
-        per_node = sim_run.arrivals_per_replica_node(cluster, process.rate, process.scv)
-        least = math.ceil(sim_run.MIN_REPLICAS * len(cluster.nodes) * per_node)
-        requests = max(least, FALLBACK_REQUESTS)
-    shortest = run_cost(system, process, least)
+    requests = least if isinstance(process, Trace) else max(least, FALLBACK_REQUESTS)
     if not fits(shortest.seconds, shortest.nbytes):
         seconds, nbytes = remaining()
         raise OverBudget(
@@ -495,6 +506,11 @@ class MixtureLatency(Latency):
         rejected = np.array([p.rejection_fraction for p in parts])
         served = shares * (1.0 - rejected)
         self.parts, self.weights = list(parts), served / served.sum()
+        # nodes solved once (identical node and stream) share one part: evaluate it once
+        distinct: dict[int, list] = {}
+        for part, w in zip(self.parts, self.weights):
+            distinct.setdefault(id(part), [part, 0.0])[1] += w
+        self._distinct = [(part, float(w)) for part, w in distinct.values()]
         batches: dict[int, float] = {}
         for part, w in zip(self.parts, self.weights):
             # per-batch law: weight each node by its batch rate (requests / mean batch size)
@@ -514,11 +530,11 @@ class MixtureLatency(Latency):
             rejection_fraction=float(np.dot(shares, rejected)))
 
     def _cdf(self, t):
-        return sum(w * p.cdf(t) for p, w in zip(self.parts, self.weights))
+        return sum(w * p.cdf(t) for p, w in self._distinct)
 
     def _sf(self, t):
-        return sum(w * p.sf(t) for p, w in zip(self.parts, self.weights))
+        return sum(w * p.sf(t) for p, w in self._distinct)
 
     @property
     def mean(self) -> float:
-        return float(sum(w * p.mean for p, w in zip(self.parts, self.weights)))
+        return float(sum(w * p.mean for p, w in self._distinct))

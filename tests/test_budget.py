@@ -107,16 +107,18 @@ def test_over_budget_model_declines_and_says_why():
     assert not qm.predict(node, rate=1500.0).accuracy.is_fallback
 
 
-@pytest.mark.parametrize("spent, answered", [(19.0, True), (19.99, False)])
-def test_fallback_spends_what_the_model_left(monkeypatch, spent, answered):
-    """The model and the simulation fallback draw on one account: a model that spent 19 of
-    the 20 s and declined leaves one second, enough for a 1M-request run of one node (0.55 s
-    estimated), and 0.01 s is not."""
+@pytest.mark.parametrize("spent", [19.0, 19.99])
+def test_fallback_spends_what_the_model_left(monkeypatch, spent):
+    """The model and the simulation fallback draw on one account, and the fallback's shortest
+    sound run is held back from the model: a model that spent 19 of the 20 s and declined
+    leaves one second, enough for a 1M-request run of one node (0.55 s estimated) but not for
+    growing it fourfold; one that would spend 19.99 s is refused the work, so the fallback
+    keeps the whole budget."""
     node = qm.Node(qm.ServiceTime.affine(2e-3, 0.25e-3), max_batch_size=8)
 
     def costly_model(*args):
         budget.charge(spent, "a costly model", "its work")
-        raise budget.OverBudget("a costly model would take more")
+        raise budget.OverBudget("a costly model declined after its work")
 
     runs = []
 
@@ -127,13 +129,50 @@ def test_fallback_spends_what_the_model_left(monkeypatch, spent, answered):
     simulate = sim_run.simulate
     monkeypatch.setattr(sys.modules["qmodel.predict"], "_model", costly_model)
     monkeypatch.setattr(sim_run, "simulate", counted)
-    if answered:
-        r = qm.predict(node, rate=1500.0)
-        assert r.accuracy.is_fallback and "costly model" in r.accuracy.fallback_reason
+    r = qm.predict(node, rate=1500.0)
+    assert r.accuracy.is_fallback and "costly model" in r.accuracy.fallback_reason
+    if spent == 19.0:
+        assert "declined after its work" in r.accuracy.fallback_reason
         assert runs == [1_000_000]           # growing fourfold would pass what is left
     else:
-        with pytest.raises(budget.OverBudget, match=r"budget left 0.01 s"):
-            qm.predict(node, rate=1500.0)
+        assert "would take about 20 s of work for its work" in r.accuracy.fallback_reason
+        assert runs[0] == 1_000_000
+
+
+def test_lognormal_transform_spends_from_the_budget():
+    """Each evaluation of the lognormal service transform (the M/G/1 Euler inversion's
+    kernel) is charged: a cluster of many differently loaded lognormal nodes took a minute
+    of quantile searches before; under a small budget the model runs out, and the fallback,
+    held its shortest run, answers."""
+    node = qm.Node(qm.ServiceTime.affine(9e-5, jitter=("lognormal", 1.6)))
+    cluster = qm.Cluster(node, count=6, router="random", weights=[1, 2, 3, 4, 5, 6])
+    rate = 0.3 * cluster.capacity
+    with pytest.raises(budget.OverBudget, match=r"the lognormal service transform would take "
+                                                r"about .* grid cells"):
+        qm.predict(cluster, rate=rate, fallback="raise", budget=qm.Budget(time=0.5))
+    r = qm.predict(cluster, rate=rate, budget=qm.Budget(time=0.5))
+    assert r.accuracy.is_fallback
+    assert "lognormal service transform" in r.accuracy.fallback_reason
+    # with the default budget the model answers, and agrees with the fallback's simulation
+    model = qm.predict(cluster, rate=rate, fallback="raise")
+    lo, hi = r.ci(0.99)
+    assert lo <= model.p99 * 1.02 and model.p99 * 0.98 <= hi
+
+
+def test_identical_nodes_of_a_mixture_are_evaluated_once(monkeypatch):
+    """A static router over repeated nodes solves each distinct node once, and the mixture
+    evaluates each once per point (58 nodes of 3 kinds took 25 s of quantile searches)."""
+    from qmodel.theory.classical.mg1 import MG1Latency
+
+    node = qm.Node(qm.ServiceTime.affine(9e-5, jitter=("lognormal", 1.6)))
+    cluster = qm.Cluster(node, count=20, router="random")
+    r = qm.predict(cluster, rate=0.3 * cluster.capacity, fallback="raise")
+    one = qm.predict(node, rate=0.3 * node.capacity, fallback="raise")
+    calls = []
+    sf = MG1Latency._sf
+    monkeypatch.setattr(MG1Latency, "_sf", lambda self, t: calls.append(1) or sf(self, t))
+    assert r.sf(one.p99) == pytest.approx(0.01, rel=1e-6)
+    assert len(calls) == 1
 
 
 def test_fallback_runs_fit_the_time_budget(monkeypatch):

@@ -36,7 +36,7 @@ import numbers
 from dataclasses import dataclass
 
 __all__ = ["Budget", "OverBudget", "MEMORY", "TIME", "ELEMENT_RATE", "FLOP_RATE", "limits",
-           "check_memory", "charge", "expect", "remaining", "fits", "elements", "flops", "format_bytes",
+           "check_memory", "charge", "expect", "remaining", "hold", "fits", "elements", "flops", "format_bytes",
            "format_seconds", "ADVICE"]
 
 # The defaults: at most this many bytes of arrays at once, and this many seconds of estimated
@@ -107,7 +107,7 @@ class _Account:
     """The budget of one prediction and the estimated seconds spent so far."""
 
     def __init__(self, budget: Budget):
-        self.budget, self.spent = budget, 0.0
+        self.budget, self.spent, self.reserved = budget, 0.0, 0.0
 
 
 _ACCOUNT: contextvars.ContextVar = contextvars.ContextVar("qmodel_budget", default=None)
@@ -169,7 +169,7 @@ def check_memory(nbytes: float, model: str, what: str) -> None:
 
 
 def _within(account: _Account, seconds: float, model: str, what: str) -> None:
-    limit = account.budget.limit_seconds
+    limit = account.budget.limit_seconds - account.reserved
     if not account.spent + seconds <= limit:
         before = (f" after {format_seconds(account.spent)} already spent"
                   if account.spent >= 0.01 * limit else "")
@@ -192,9 +192,26 @@ def charge(seconds: float, model: str, what: str) -> None:
 
 
 def remaining() -> tuple[float, float]:
-    """(seconds of estimated work left, bytes of arrays allowed) in the open account."""
+    """(seconds of estimated work left, bytes of arrays allowed) in the open account, less
+    what is held back (:func:`hold`)."""
     account = _account()
-    return account.budget.limit_seconds - account.spent, account.budget.limit_bytes
+    return (account.budget.limit_seconds - account.reserved - account.spent,
+            account.budget.limit_bytes)
+
+
+def hold(seconds: float) -> None:
+    """Hold back ``seconds`` of the open account from the models (for the simulation
+    fallback, so that a model which runs out of budget still leaves it its shortest run);
+    ``hold(0)`` releases it.
+
+    >>> with limits(Budget(time=10.0)):
+    ...     hold(4.0)
+    ...     left = remaining()[0]
+    ...     hold(0.0)
+    ...     left, remaining()[0]
+    (6.0, 10.0)
+    """
+    _account().reserved = float(seconds)
 
 
 def fits(seconds: float, nbytes: float) -> bool:
