@@ -269,3 +269,21 @@ def test_waiting_probability_against_a_dense_solve():
     busy = np.array([b for b, _ in states])
     assert jsq.waiting_probability(nodes, load) == pytest.approx(pi[busy == nodes].sum(),
                                                                  rel=1e-10)
+
+
+def test_lindley_recursion_spends_from_the_budget_and_never_stops_unconverged():
+    """Fuzz call predict-729 (three instances at load 0.9975 under renewal arrivals) ran
+    Lindley's recursion to its 200,000-iteration cap for 34 s, uncharged, and would have
+    answered unconverged at the cap. Each block of iterations is charged now, and the cap is
+    an error."""
+    from qmodel.theory.lindley import gig1
+
+    node = qm.Node(qm.ServiceTime.table({1: 0.000672}), max_queue_delay=0.0061, instances=3)
+    arrivals = qm.Renewal(0.9975 * node.capacity, scv=0.58)
+    with pytest.raises(budget.OverBudget, match=r"Lindley's recursion \(GI/G/1 on a lattice\) "
+                                                r"would take .* for iterations [\d,]+ to"):
+        qm.predict(node, arrivals=arrivals, fallback="raise", budget=qm.Budget(time=0.5))
+    service = qm.ServiceTime.affine(1.0, jitter="exponential")
+    with pytest.raises(ArithmeticError, match=r"had not converged after 50 iterations"):
+        gig1(0.99, service, arrival_scv=0.5, max_iterations=50)
+    assert gig1(0.5, service, arrival_scv=0.5).p99 > 0        # converges well before the cap
