@@ -15,6 +15,7 @@ from .sim import Replay, ShortRunWarning, replay, simulate
 from .system import (Cluster, Node, Poisson, Renewal, Router, ServiceTime, Trace, UnstableError,
                      check_stable, parse_duration)
 from .theory.budget import Budget
+from . import triton  # noqa: F401  (qm.triton.read_config, ...; protobuf loads on use)
 
 __all__ = [
     "ServiceTime", "Node", "Cluster", "Router", "Poisson", "Renewal", "Trace",

@@ -1,0 +1,14 @@
+"""Triton Inference Server in and out: read a model's config.pbtxt into qmodel's knobs and
+write one back (:mod:`.config`), and read what a server measured (:mod:`.stats`: the
+statistics API). :mod:`.server` runs a real server on loopback (docs/triton-server.md).
+
+The readers parse with protobuf's text format and the ``ModelConfig`` message that
+tritonclient ships (``pip install 'qmodel[triton]'``); the core of qmodel does not need them.
+What Triton's dynamic batcher does, and how qmodel models it, is in docs/triton-semantics.md.
+"""
+
+from .config import TritonConfig, TritonConfigWarning, read_config, write_config
+from .stats import TritonStats, read_stats
+
+__all__ = ["TritonConfig", "TritonConfigWarning", "read_config", "write_config", "TritonStats",
+           "read_stats"]

@@ -1,0 +1,192 @@
+"""Triton's statistics API: what a model executed between two snapshots.
+
+``GET /v2/models/<model>/stats`` returns cumulative counters: per request (success, queue,
+compute_input, compute_infer, compute_output: a count and total nanoseconds) and, in
+``batch_stats``, per executed batch size (executions and the total time of each compute
+phase). Two snapshots, before and after a measurement, give the window's executions by batch
+size and their mean times: the measured S(k) of a real deployment.
+
+Examples
+--------
+>>> def snapshot(n1, ns1, n4, ns4):
+...     phase = lambda n, ns: {"count": n, "ns": ns}
+...     sizes = [{"batch_size": k, "compute_input": phase(n, n * 50_000),
+...               "compute_infer": phase(n, ns), "compute_output": phase(n, n * 300_000)}
+...              for k, n, ns in ((1, n1, ns1), (4, n4, ns4))]
+...     return {"model_stats": [{"name": "m", "version": "1", "inference_count": n1 + 4 * n4,
+...             "execution_count": n1 + n4, "inference_stats": {
+...                 "success": phase(n1 + 4 * n4, 0), "queue": phase(n1 + 4 * n4, 0)},
+...             "batch_stats": sizes}]}
+>>> s = read_stats(snapshot(10, 25_000_000, 5, 20_000_000),
+...                snapshot(110, 275_000_000, 105, 420_000_000))
+>>> s.executions, s.compute_infer
+({1: 100, 4: 100}, {1: 0.0025, 4: 0.004})
+>>> s.mean_batch_size, s.batch_time()
+(2.5, {1: 0.00285, 4: 0.00435})
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["TritonStats", "read_stats"]
+
+PHASES = ("compute_input", "compute_infer", "compute_output")
+
+
+@dataclass(frozen=True)
+class TritonStats:
+    """What one model executed between two statistics snapshots.
+
+    Attributes
+    ----------
+    model, version : str
+    executions : dict of int to int
+        Batch executions by batch size.
+    compute_input, compute_infer, compute_output : dict of int to float
+        Mean seconds per execution of each phase, by batch size.
+    requests : int
+        Requests that succeeded.
+    queue : float
+        Mean seconds a request waited in the queue (before its batch started).
+    request_compute_infer : float
+        Mean compute_infer seconds per request (its batch's time: request-weighted).
+    """
+
+    model: str
+    version: str
+    executions: dict
+    compute_input: dict
+    compute_infer: dict
+    compute_output: dict
+    requests: int
+    queue: float
+    request_compute_infer: float
+
+    @property
+    def mean_batch_size(self) -> float:
+        """Requests per execution in the window."""
+        total = sum(self.executions.values())
+        return sum(k * n for k, n in self.executions.items()) / total
+
+    def batch_time(self, phases=PHASES) -> dict:
+        """Mean seconds per execution summed over ``phases``, by batch size: what occupies an
+        instance for a batch (input, infer and output by default)."""
+        return {k: round(sum(getattr(self, p)[k] for p in phases), 15) for k in self.executions}
+
+
+def _snapshot(source, which: str) -> dict:
+    """A stats snapshot from a dict, a JSON file, or an http URL."""
+    if isinstance(source, dict):
+        return source
+    if isinstance(source, str) and source.startswith(("http://", "https://")):
+        try:
+            with urllib.request.urlopen(source, timeout=10) as reply:
+                return json.loads(reply.read())
+        except (OSError, ValueError) as err:
+            raise ValueError(f"read_stats: {which} snapshot {source} could not be read: "
+                             f"{err}") from None
+    if isinstance(source, (str, Path)):
+        path = Path(source)
+        try:
+            return json.loads(path.read_text())
+        except OSError as err:
+            raise ValueError(f"read_stats: {which} snapshot {path}: {err}") from None
+        except json.JSONDecodeError as err:
+            raise ValueError(f"{path}:{err.lineno}: not JSON ({err.msg}); give the body of "
+                             f"GET /v2/models/<model>/stats") from None
+    raise ValueError(f"read_stats: the {which} snapshot must be a dict, a JSON file path or "
+                     f"an http URL of /v2/models/<model>/stats, got {type(source).__name__}")
+
+
+def _model_entry(snapshot: dict, model: str | None, where: str) -> dict:
+    try:
+        entries = snapshot["model_stats"]
+        names = [(e["name"], str(e.get("version", ""))) for e in entries]
+    except (KeyError, TypeError):
+        raise ValueError(f"{where}: no 'model_stats' list of models: give the body of "
+                         f"GET /v2/models/<model>/stats") from None
+    chosen = [e for e in entries if model is None or e["name"] == model]
+    if len(chosen) != 1:
+        listed = ", ".join(f"{n} (version {v})" for n, v in names) or "none"
+        raise ValueError(f"{where}: {'no' if not chosen else 'several'} model statistics "
+                         f"{'for ' + repr(model) if model else 'to choose from'}; the "
+                         f"snapshot has {listed}: pass model=")
+    return chosen[0]
+
+
+def _count_ns(entry: dict, key: str, where: str) -> tuple[int, int]:
+    try:
+        part = entry[key]
+        return int(part.get("count", 0)), int(part.get("ns", 0))
+    except (KeyError, TypeError, ValueError, AttributeError):
+        raise ValueError(f"{where}: {key} has no count and ns") from None
+
+
+def read_stats(before, after, model: str | None = None) -> TritonStats:
+    """The executions and times of one model between two ``/v2/models/<m>/stats`` snapshots.
+
+    Parameters
+    ----------
+    before, after : dict, path or str
+        The snapshots: parsed JSON, JSON files, or http URLs to fetch.
+    model : str, optional
+        Which model, where a snapshot holds several.
+
+    Returns
+    -------
+    TritonStats
+
+    Raises
+    ------
+    ValueError
+        A snapshot that is not Triton's statistics, or counts that fall between the two
+        (snapshots of two server runs).
+    """
+    first = _model_entry(_snapshot(before, "before"), model, "before")
+    last = _model_entry(_snapshot(after, "after"), model, "after")
+    name = last["name"]
+
+    def delta(a: dict, b: dict, key: str, where: str) -> tuple[int, int]:
+        n0, t0 = _count_ns(a, key, f"before: {where}")
+        n1, t1 = _count_ns(b, key, f"after: {where}")
+        if n1 < n0 or t1 < t0:
+            raise ValueError(f"read_stats: {where}.{key} fell from {n0} to {n1} executions "
+                             f"between the snapshots of {name!r}: take both from one server "
+                             f"run, before and after")
+        return n1 - n0, t1 - t0
+
+    sizes_before = {int(s["batch_size"]): s for s in first.get("batch_stats", [])}
+    executions, means = {}, {p: {} for p in PHASES}
+    for size in last.get("batch_stats", []):
+        k = int(size["batch_size"])
+        old = sizes_before.get(k, {p: {"count": 0, "ns": 0} for p in PHASES})
+        count, _ = delta(old, size, "compute_infer", f"batch_stats[{k}]")
+        if count == 0:
+            continue
+        executions[k] = count
+        for p in PHASES:
+            n, ns = delta(old, size, p, f"batch_stats[{k}]")
+            means[p][k] = ns / n * 1e-9 if n else 0.0
+    if not executions:
+        raise ValueError(f"read_stats: {name!r} executed no batch between the snapshots: "
+                         f"take them before and after the load")
+    inference_first = first.get("inference_stats", {})
+    inference_last = last.get("inference_stats", {})
+    requests, _ = delta(inference_first, inference_last, "success", "inference_stats")
+    queued, queue_ns = delta(inference_first, inference_last, "queue", "inference_stats")
+    infer_n, infer_ns = delta(inference_first, inference_last, "compute_infer",
+                              "inference_stats") if "compute_infer" in inference_last \
+        else (0, 0)
+    order = sorted(executions)
+    return TritonStats(
+        model=name, version=str(last.get("version", "")),
+        executions={k: executions[k] for k in order},
+        compute_input={k: means["compute_input"][k] for k in order},
+        compute_infer={k: means["compute_infer"][k] for k in order},
+        compute_output={k: means["compute_output"][k] for k in order},
+        requests=requests, queue=queue_ns / queued * 1e-9 if queued else 0.0,
+        request_compute_infer=infer_ns / infer_n * 1e-9 if infer_n else 0.0)
