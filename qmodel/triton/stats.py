@@ -154,11 +154,19 @@ def read_stats(before, after, model: str | None = None) -> TritonStats:
         n0, t0 = _count_ns(a, key, f"before: {where}")
         n1, t1 = _count_ns(b, key, f"after: {where}")
         if n1 < n0 or t1 < t0:
-            raise ValueError(f"read_stats: {where}.{key} fell from {n0} to {n1} executions "
-                             f"between the snapshots of {name!r}: take both from one server "
-                             f"run, before and after")
+            raise ValueError(f"read_stats: {where}.{key} fell from {n0} to {n1} between the "
+                             f"snapshots of {name!r}: take both from one server run, before "
+                             f"and after")
         return n1 - n0, t1 - t0
 
+    # the request counters first: snapshots in the wrong order show there
+    inference_first = first.get("inference_stats", {})
+    inference_last = last.get("inference_stats", {})
+    requests, _ = delta(inference_first, inference_last, "success", "inference_stats")
+    queued, queue_ns = delta(inference_first, inference_last, "queue", "inference_stats")
+    infer_n, infer_ns = delta(inference_first, inference_last, "compute_infer",
+                              "inference_stats") if "compute_infer" in inference_last \
+        else (0, 0)
     sizes_before = {int(s["batch_size"]): s for s in first.get("batch_stats", [])}
     executions, means = {}, {p: {} for p in PHASES}
     for size in last.get("batch_stats", []):
@@ -174,13 +182,6 @@ def read_stats(before, after, model: str | None = None) -> TritonStats:
     if not executions:
         raise ValueError(f"read_stats: {name!r} executed no batch between the snapshots: "
                          f"take them before and after the load")
-    inference_first = first.get("inference_stats", {})
-    inference_last = last.get("inference_stats", {})
-    requests, _ = delta(inference_first, inference_last, "success", "inference_stats")
-    queued, queue_ns = delta(inference_first, inference_last, "queue", "inference_stats")
-    infer_n, infer_ns = delta(inference_first, inference_last, "compute_infer",
-                              "inference_stats") if "compute_infer" in inference_last \
-        else (0, 0)
     order = sorted(executions)
     return TritonStats(
         model=name, version=str(last.get("version", "")),

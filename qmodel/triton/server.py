@@ -1,0 +1,307 @@
+"""A real Triton Inference Server on loopback, for measurements.
+
+Runs the ``tritonserver`` binary that the nvidia-pytriton wheel carries (with its Python
+backend), bound to 127.0.0.1 on free ports, and perf_analyzer from the tritonclient 2.50 wheel
+(docs/triton-server.md says how to install both). Used to make the real test data of
+tests/data/triton and, later, to compare qmodel with a server.
+
+Nothing here is needed to read what a server wrote: the readers of :mod:`qmodel.triton` take
+files.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["Installation", "find_installation", "TritonServer", "run_perf_analyzer",
+           "free_port", "write_sleeping_model"]
+
+# Where the unpacked wheels lie: nvidia-pytriton's pytriton/tritonserver and
+# nvidia_pytriton.libs, and bin/perf_analyzer with lib/ (libb64.so.0d, libcudart.so.12)
+DIST_VARIABLE = "QMODEL_TRITON_DIST"
+HOW = ("unpack nvidia-pytriton==0.7.0 (pytriton/tritonserver, nvidia_pytriton.libs) and "
+       "tritonclient==2.50.0's perf_analyzer into one folder and set QMODEL_TRITON_DIST to "
+       "it (docs/triton-server.md)")
+
+
+@dataclass(frozen=True)
+class Installation:
+    """The files a server run needs."""
+
+    root: Path
+
+    @property
+    def server(self) -> Path:
+        return self.root / "pytriton" / "tritonserver" / "bin" / "tritonserver"
+
+    @property
+    def libs(self) -> Path:
+        return self.root / "nvidia_pytriton.libs"
+
+    @property
+    def python_backend(self) -> Path:
+        return self.root / "pytriton" / "tritonserver" / "backends" / "python"
+
+    @property
+    def stub(self) -> Path:
+        version = f"{sys.version_info.major}.{sys.version_info.minor}"
+        return (self.root / "pytriton" / "tritonserver" / "python_backend_stubs" / version
+                / "triton_python_backend_stub")
+
+    @property
+    def perf_analyzer(self) -> Path:
+        return self.root / "bin" / "perf_analyzer"
+
+    def missing(self) -> list[str]:
+        """The files that are not there."""
+        return [str(p) for p in (self.server, self.libs, self.python_backend, self.stub,
+                                 self.perf_analyzer) if not p.exists()]
+
+
+def find_installation(root=None) -> Installation:
+    """The installation at ``root``, or at $QMODEL_TRITON_DIST; RuntimeError saying how to
+    make one where files are missing."""
+    root = root or os.environ.get(DIST_VARIABLE)
+    if not root:
+        raise RuntimeError(f"no Triton installation: {HOW}")
+    found = Installation(Path(root))
+    missing = found.missing()
+    if missing:
+        raise RuntimeError(f"the Triton installation at {root} lacks {', '.join(missing)}: "
+                           f"{HOW}")
+    return found
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _library_path(*folders) -> str:
+    # the Python backend's stub must load the libpython of the interpreter whose standard
+    # library it uses: that interpreter's LIBDIR first
+    parts = [sysconfig.get_config_var("LIBDIR"), *map(str, folders),
+             os.environ.get("LD_LIBRARY_PATH", "")]
+    return ":".join(p for p in parts if p)
+
+
+class TritonServer:
+    """``with TritonServer(repository) as server:`` a tritonserver on free loopback ports.
+
+    Parameters
+    ----------
+    repository : path
+        The model repository (a folder of model folders with config.pbtxt).
+    trace_file : path, optional
+        Where Triton writes its request trace (TIMESTAMPS level, switched on and off with
+        :meth:`trace`; written when the server stops).
+    trace_count : int
+        Most requests traced (-1: all); about 1 KB of trace per request.
+    installation : Installation, optional
+        Default :func:`find_installation`.
+    ready_timeout : float
+        Seconds to wait for the models to load.
+    """
+
+    def __init__(self, repository, *, trace_file=None, trace_count: int = -1,
+                 installation: Installation | None = None, ready_timeout: float = 60.0):
+        self.repository = Path(repository)
+        self.trace_file = None if trace_file is None else Path(trace_file)
+        self.trace_count = trace_count
+        self.installation = installation or find_installation()
+        self.ready_timeout = ready_timeout
+        self.http_port, self.grpc_port, self.metrics_port = free_port(), free_port(), free_port()
+        self.process = None
+        self._scratch = None
+
+    @property
+    def http_url(self) -> str:
+        return f"http://127.0.0.1:{self.http_port}"
+
+    @property
+    def grpc_address(self) -> str:
+        return f"127.0.0.1:{self.grpc_port}"
+
+    @property
+    def metrics_url(self) -> str:
+        return f"http://127.0.0.1:{self.metrics_port}/metrics"
+
+    def _backends(self) -> Path:
+        """A backend folder with the Python backend and this interpreter's stub."""
+        folder = Path(self._scratch.name) / "backends" / "python"
+        folder.mkdir(parents=True)
+        for f in self.installation.python_backend.iterdir():
+            (folder / f.name).symlink_to(f)
+        (folder / "triton_python_backend_stub").symlink_to(self.installation.stub)
+        return folder.parent
+
+    def start(self) -> "TritonServer":
+        self._scratch = tempfile.TemporaryDirectory(prefix="qmodel-triton-")
+        self.log_path = Path(self._scratch.name) / "server.log"
+        args = [str(self.installation.server), "--model-repository", str(self.repository),
+                "--backend-directory", str(self._backends()),
+                "--http-address", "127.0.0.1", "--grpc-address", "127.0.0.1",
+                "--metrics-address", "127.0.0.1", "--http-port", str(self.http_port),
+                "--grpc-port", str(self.grpc_port), "--metrics-port", str(self.metrics_port),
+                "--allow-gpu-metrics", "false", "--exit-timeout-secs", "5",
+                "--metrics-config", "summary_latencies=true"]
+        if self.trace_file is not None:
+            args += ["--trace-config", f"triton,file={self.trace_file}",
+                     "--trace-config", "triton,log-frequency=0", "--trace-config", "rate=1",
+                     "--trace-config", "level=OFF",
+                     "--trace-config", f"count={self.trace_count}"]
+        env = dict(os.environ, LD_LIBRARY_PATH=_library_path(self.installation.libs),
+                   PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+        with open(self.log_path, "wb") as log:
+            self.process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env,
+                                            start_new_session=True)
+        deadline = time.monotonic() + self.ready_timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"tritonserver exited with {self.process.returncode} while "
+                                   f"starting:\n{self.log_tail()}")
+            try:
+                with urllib.request.urlopen(f"{self.http_url}/v2/health/ready", timeout=1) as r:
+                    if r.status == 200:
+                        return self
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                pass
+            time.sleep(0.2)
+        self.stop()
+        raise RuntimeError(f"tritonserver not ready after {self.ready_timeout:g} s:\n"
+                           f"{self.log_tail()}")
+
+    def log_tail(self, lines: int = 30) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+    def stop(self) -> None:
+        """SIGTERM, then SIGKILL after 20 s; the trace file is complete after this."""
+        if self.process is not None and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait()
+        if self._scratch is not None:
+            self._scratch.cleanup()
+            self._scratch = None
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    def _get(self, url: str) -> bytes:
+        with urllib.request.urlopen(url, timeout=10) as r:
+            return r.read()
+
+    def stats(self, model: str) -> dict:
+        """``GET /v2/models/<model>/stats`` as a dict."""
+        return json.loads(self._get(f"{self.http_url}/v2/models/{model}/stats"))
+
+    def config(self, model: str) -> dict:
+        """The configuration the server runs (its defaults filled in), as a dict."""
+        return json.loads(self._get(f"{self.http_url}/v2/models/{model}/config"))
+
+    def metrics(self) -> str:
+        """The Prometheus text of the metrics endpoint."""
+        return self._get(self.metrics_url).decode()
+
+    def trace(self, level: str) -> None:
+        """Switch the request trace: "TIMESTAMPS" or "OFF"."""
+        body = json.dumps({"trace_level": [level]}).encode()
+        request = urllib.request.Request(f"{self.http_url}/v2/trace/setting", data=body,
+                                         method="POST",
+                                         headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=10):
+            pass
+
+
+def run_perf_analyzer(server: TritonServer, model: str, rate: float, csv_path, *,
+                      shape: str = "x:4", interval_ms: int = 5000, repeats: int = 3,
+                      timeout: float = 300.0) -> str:
+    """Open-loop Poisson load at ``rate`` requests per second over gRPC; the CSV (-f) goes to
+    ``csv_path``; returns perf_analyzer's printed report."""
+    inst = server.installation
+    args = [str(inst.perf_analyzer), "-m", model, "-u", server.grpc_address, "-i", "grpc",
+            "--async", "--request-rate-range", f"{rate:g}", "--request-distribution", "poisson",
+            "--shape", shape, "--measurement-interval", str(interval_ms), "-r", str(repeats),
+            "-s", "50", "-f", str(csv_path)]
+    env = dict(os.environ, LD_LIBRARY_PATH=_library_path(inst.root / "lib", inst.libs))
+    done = subprocess.run(args, capture_output=True, text=True, env=env, timeout=timeout)
+    if done.returncode != 0:
+        raise RuntimeError(f"perf_analyzer exited with {done.returncode}:\n"
+                           f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+    return done.stdout
+
+
+# The Python-backend model of write_sleeping_model: one execute() call per batch, which sleeps
+# S(k) = base + per_item k (times a lognormal factor of mean 1 where cv > 0)
+SLEEPING_MODEL = """\
+import math
+import time
+
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+BASE, PER_ITEM, CV, SEED = {base!r}, {per_item!r}, {cv!r}, {seed!r}
+SIGMA = math.sqrt(math.log1p(CV * CV))
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        self.rng = np.random.default_rng(SEED)
+
+    def execute(self, requests):
+        k = len(requests)
+        seconds = BASE + PER_ITEM * k
+        if CV > 0:
+            seconds *= math.exp(SIGMA * self.rng.standard_normal() - SIGMA * SIGMA / 2)
+        time.sleep(seconds)
+        responses = []
+        for request in requests:
+            x = pb_utils.get_input_tensor_by_name(request, "x").as_numpy()
+            y = x.sum(axis=1, keepdims=True).astype(np.float32)
+            responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("y", y)]))
+        return responses
+"""
+
+
+def write_sleeping_model(repository, name: str, node, *, cv: float = 0.0, seed: int = 0):
+    """A Python-backend model in ``repository/name`` with ``node``'s batching knobs (CPU
+    instances) that sleeps S(k) = base + per_item k per batch of k requests, taken from
+    ``node.service`` (an affine law); input "x" (4 floats), output "y"."""
+    from .config import write_config
+
+    service = node.service
+    if service.kind != "affine":
+        raise ValueError("write_sleeping_model needs an affine service law "
+                         "(ServiceTime.affine(base, per_item))")
+    folder = Path(repository) / name
+    (folder / "1").mkdir(parents=True, exist_ok=True)
+    (folder / "config.pbtxt").write_text(write_config(
+        node, name, kind="KIND_CPU", inputs=[("x", "TYPE_FP32", [4])],
+        outputs=[("y", "TYPE_FP32", [1])]))
+    (folder / "1" / "model.py").write_text(SLEEPING_MODEL.format(
+        base=float(service.base), per_item=float(service.per_item), cv=float(cv),
+        seed=int(seed)))
+    return folder
