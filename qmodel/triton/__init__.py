@@ -1,6 +1,7 @@
 """Triton Inference Server in and out: read a model's config.pbtxt into qmodel's knobs and
 write one back (:mod:`.config`), and read what a server measured (:mod:`.stats`: the
-statistics API; :mod:`.metrics`: Prometheus metrics; :mod:`.perf_analyzer`: its CSV).
+statistics API; :mod:`.metrics`: Prometheus metrics; :mod:`.trace`: the request trace;
+:mod:`.perf_analyzer`: its CSV).
 :mod:`.server` runs a real server on loopback (docs/triton-server.md).
 
 The readers parse with protobuf's text format and the ``ModelConfig`` message that
@@ -12,7 +13,8 @@ from .config import TritonConfig, TritonConfigWarning, read_config, write_config
 from .metrics import TritonMetrics, read_metrics
 from .perf_analyzer import PerfAnalyzerRow, read_perf_analyzer
 from .stats import TritonStats, read_stats
+from .trace import TritonTrace, read_trace
 
 __all__ = ["TritonConfig", "TritonConfigWarning", "read_config", "write_config", "TritonStats",
            "read_stats", "TritonMetrics", "read_metrics", "PerfAnalyzerRow",
-           "read_perf_analyzer"]
+           "read_perf_analyzer", "TritonTrace", "read_trace"]
