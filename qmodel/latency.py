@@ -22,8 +22,8 @@ from scipy import optimize, stats
 
 from .checks import real_array, shown
 
-__all__ = ["Latency", "SampledLatency", "LatticeLatency", "Accuracy", "Approximation",
-           "ErrorRange", "MeasuredError", "SimulationEstimate"]
+__all__ = ["Latency", "SampledLatency", "LatticeLatency", "ShiftedLatency", "with_overhead",
+           "Accuracy", "Approximation", "ErrorRange", "MeasuredError", "SimulationEstimate"]
 
 # What a result claims about itself; every result carries exactly one of these, from the most
 # to the least trustworthy.
@@ -524,6 +524,52 @@ class Latency(ABC):
     def __repr__(self) -> str:
         return (f"<{type(self).__name__} {self.method}: p50={self.p50 * 1e3:.3f} ms "
                 f"p95={self.p95 * 1e3:.3f} ms p99={self.p99 * 1e3:.3f} ms>")
+
+
+class ShiftedLatency(Latency):
+    """``base`` plus a constant ``shift`` seconds: a node's sojourn in the batcher plus the
+    time its requests spend outside it (:attr:`qmodel.Node.overhead`).
+
+    Examples
+    --------
+    >>> import qmodel as qm
+    >>> base = qm.predict(qm.Node(qm.ServiceTime.affine(1e-3, jitter="exponential")),
+    ...                   rate=500.0)
+    >>> r = with_overhead(base, 0.4e-3)
+    >>> round((r.p99 - base.p99) * 1e3, 6), round((r.mean - base.mean) * 1e3, 6)
+    (0.4, 0.4)
+    """
+
+    def __init__(self, base: Latency, shift: float):
+        self.base, self.shift = base, float(shift)
+        super().__init__(method=f"{base.method} + {self.shift * 1e3:g} ms outside the batcher",
+                         accuracy=base.accuracy, throughput=base.throughput,
+                         utilization=base.utilization,
+                         batch_size_distribution=base.batch_size_distribution,
+                         rejection_fraction=base.rejection_fraction)
+
+    def _cdf(self, t):
+        return np.asarray(self.base.cdf(t - self.shift), float)
+
+    def _sf(self, t):
+        return np.asarray(self.base.sf(t - self.shift), float)
+
+    def _quantile(self, p):
+        return np.asarray(self.base.quantile(p), float) + self.shift
+
+    @property
+    def mean(self) -> float:
+        return self.base.mean + self.shift
+
+    @property
+    def parts(self):
+        """The base's parts (a mixture's nodes), for checks that pair them with nodes."""
+        return getattr(self.base, "parts", [self])
+
+
+def with_overhead(result: Latency, overhead: float) -> Latency:
+    """``result`` with ``overhead`` seconds added to every sojourn (unchanged where 0)."""
+    return ShiftedLatency(result, overhead) if overhead else result
 
 
 class SampledLatency(Latency):

@@ -56,7 +56,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from .latency import Accuracy, Approximation, Latency, least_exact
+from .latency import Accuracy, Approximation, Latency, least_exact, with_overhead
 from .selfcheck import defects
 from .sim import run as sim_run
 from .sim.cost import run_cost
@@ -328,6 +328,11 @@ def _simulated(system, process, reason: str, least: int, shortest) -> Latency:
 
 
 def _node(node: Node, rate: float, resolution: int, scv: float = 1.0) -> Latency:
+    return with_overhead(_batcher(node, rate, resolution, scv), node.overhead)
+
+
+def _batcher(node: Node, rate: float, resolution: int, scv: float = 1.0) -> Latency:
+    """The node's sojourn in the batcher (queue and execution), without its overhead."""
     queue = node.max_queue_size
     if queue and queue < node.max_batch_size and node.max_queue_delay == 0:
         # at most Q wait and, with no delay, whatever waits goes at once: batches never exceed
@@ -423,7 +428,7 @@ def _power_of_d(cluster: Cluster, rate: float, resolution: int, scv: float) -> L
         return result
     result = dynamic_router(nodes[0], rate, N, d, resolution=min(resolution, DYNAMIC_RESOLUTION))
     result.accuracy = result.accuracy.extended(measured=[measured("power_of_two_mean_field")])
-    return result
+    return with_overhead(result, nodes[0].overhead)
 
 
 def _least_outstanding(cluster: Cluster, rate: float, resolution: int,
@@ -447,7 +452,7 @@ def _least_outstanding(cluster: Cluster, rate: float, resolution: int,
     node = cluster.nodes[0]
     N = len(cluster.nodes)
     if node.max_batch_size == 1:
-        return balanced_least_outstanding(node, rate, N)
+        return with_overhead(balanced_least_outstanding(node, rate, N), node.overhead)
     twin = Cluster(list(cluster.nodes), router="round_robin")
     result = _split(twin, rate, resolution, scv)
     result.method = f"least outstanding over {N} nodes as round robin: {result.method}"

@@ -397,6 +397,13 @@ class Node:
         c >= 1 model instances sharing the node's queue.
     max_queue_size : int
         Pending requests beyond which arrivals are rejected; 0 means unlimited.
+    overhead : float or str
+        Seconds every request spends outside the batcher (network, serialisation, the
+        server's request handling): added to each sojourn by ``predict`` and ``simulate``; it
+        holds no instance. :func:`qmodel.triton.calibrate` measures it; default 0.
+    calibration : qmodel.triton.Calibration, optional
+        Where a calibrated node's numbers come from (set by :func:`qmodel.triton.calibrate`;
+        not part of the node's identity).
 
     Examples
     --------
@@ -411,6 +418,8 @@ class Node:
     preferred_batch_sizes: tuple = ()
     instances: int = 1
     max_queue_size: int = 0
+    overhead: float = 0.0
+    calibration: object = field(default=None, compare=False, repr=False)
 
     def __post_init__(self):
         if not isinstance(self.service, ServiceTime):
@@ -430,6 +439,8 @@ class Node:
         object.__setattr__(self, "max_queue_size",
                            positive_int(self.max_queue_size, "Node.max_queue_size", minimum=0,
                                         maximum=MOST_QUEUED))
+        object.__setattr__(self, "overhead",
+                           positive_duration(self.overhead, "Node.overhead", allow_zero=True))
         prefs = self.preferred_batch_sizes
         if isinstance(prefs, numbers.Integral):
             prefs = (prefs,)
@@ -497,6 +508,8 @@ class Node:
             parts.insert(2, f"preferred={list(self.preferred_batch_sizes)}")
         if self.max_queue_size:
             parts.append(f"max_queue_size={self.max_queue_size}")
+        if self.overhead:
+            parts.append(f"overhead={self.overhead * 1e3:g}ms")
         return "Node(" + ", ".join(parts) + ")"
 
 

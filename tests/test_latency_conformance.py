@@ -37,6 +37,10 @@ def _instances():
         "MG1Latency": th.mg1(300.0, gamma),       # a closed-form transform: fast to invert
         "CramerLundbergLatency": th.cramer_lundberg(300.0, gamma),
         "ExponentialWaitLatency": th.baseline_latency(300.0, 2e-3, 0.25),
+        # a node whose requests spend 0.5 ms outside the batcher (Node.overhead)
+        "ShiftedLatency": qm.predict(qm.Node(AFFINE, max_batch_size=8, max_queue_delay=1e-3,
+                                             overhead=0.5e-3),
+                                     rate=0.7 * NODE.capacity, extrapolate=True),
     }
 
 

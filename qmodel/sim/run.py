@@ -227,7 +227,8 @@ def simulate(system, rate=None, *, arrivals=None, requests: int | None = None, s
             assign = (static_assignment(bk, cluster.router, nodes, (replicas, width))
                       if static else None)
             out = _from_events(bk, run_events(bk, types, cluster.router, times[:, :width],
-                                              assign, report), times[:, :width])
+                                              assign, report), times[:, :width],
+                               _overheads(cluster))
     finally:
         if hasattr(report, "close"):
             report.close()
@@ -346,6 +347,10 @@ def _run_static(bk, types, cluster, times, totals, replicas, nodes, report):
         got = lt[np.arange(lt.shape[0])[None, :], np.minimum(first, lt.shape[1] - 1)]
         return np.where(size > 0, got, np.inf)
 
+    overhead = _overheads(cluster)
+    if overhead is not None:
+        # lane l = replica * nodes + node serves lane_counts[l] requests, lane after lane
+        sojourn += np.repeat(np.tile(overhead, replicas), lane_counts).astype(np.float32)
     return {
         "arrival": segments, "segment_replica": np.arange(replicas * nodes) // nodes,
         "sojourn": sojourn,
@@ -358,8 +363,16 @@ def _run_static(bk, types, cluster, times, totals, replicas, nodes, report):
     }
 
 
-def _from_events(bk, rec, times):
-    """Per-request sojourns from the event engine's routes and per-node dispatch records."""
+def _overheads(cluster):
+    """Each node's Node.overhead (seconds outside the batcher, added to its requests'
+    sojourns), or None where all are 0."""
+    overhead = np.array([node.overhead for node in cluster.nodes])
+    return overhead if overhead.any() else None
+
+
+def _from_events(bk, rec, times, overhead=None):
+    """Per-request sojourns from the event engine's routes and per-node dispatch records;
+    ``overhead`` (per node, or None) is added to each request's."""
     nodes = rec["nodes"]
     route = rec["route"]
     times = bk.asnumpy(times)
@@ -388,9 +401,12 @@ def _from_events(bk, rec, times):
         got[batch_order] = arrival[req_order][np.cumsum(size) - size]
         return got
 
+    sojourn = completion - arrival
+    if overhead is not None:
+        sojourn += overhead[route[accepted]]
     return {
         "arrival": np.split(arrival, np.cumsum(served)[:-1]),
-        "segment_replica": np.arange(replicas), "sojourn": completion - arrival,
+        "segment_replica": np.arange(replicas), "sojourn": sojourn,
         "rejected_arrival": times[rejected], "rejected": rejected.sum(axis=1),
         "batch_start": rec["start"], "batch_service": rec["service"],
         "batch_size": rec["size"], "batch_replica": rec["pair"] // nodes,
@@ -527,13 +543,13 @@ def replay(system, times, *, seed=None, engine: str = "auto") -> Replay:
         size = rec["size"][:, 0]
         used = size > 0
         start, service, size = rec["start"][used, 0], rec["service"][used, 0], size[used]
-        sojourn = np.repeat(start + service, size) - source.times
+        sojourn = np.repeat(start + service, size) - source.times + cluster.nodes[0].overhead
         return Replay(source.times, sojourn, np.zeros(n, dtype=np.int64), start, service, size,
                       np.zeros(size.size, dtype=np.int64))
     assign = (static_assignment(bk, cluster.router, nodes, (1, n))
               if cluster.router.is_static else None)
     rec = run_events(bk, types, cluster.router, t[:, :n], assign)
-    out = _from_events(bk, rec, t[:, :n])
+    out = _from_events(bk, rec, t[:, :n], _overheads(cluster))
     route = rec["route"][0]
     sojourn = np.full(n, np.nan)
     sojourn[route >= 0] = out["sojourn"]

@@ -1,0 +1,208 @@
+"""A Node calibrated from what a Triton server reported.
+
+:func:`calibrate` reads the knobs from the model's config.pbtxt, the batch execution time of
+each batch size from the statistics API (input + infer + output, the time an instance is
+held) or, with a trace, every traced execution (jitter kept), and the time a request spends
+outside the batcher (:attr:`qmodel.Node.overhead`) from perf_analyzer's per-component means,
+the trace, or the metrics. perf_analyzer's latency percentiles are never used: they are what
+the calibrated node is compared with. The node's :class:`Calibration` says which source gave
+each quantity.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+import numpy as np
+from scipy import optimize, stats as sps
+
+from ..system import Node, ServiceTime
+from .config import TritonConfig, read_config
+from .metrics import read_metrics
+from .perf_analyzer import read_perf_analyzer
+from .stats import read_stats
+from .trace import TritonTrace, read_trace
+
+__all__ = ["Calibration", "calibrate", "MIN_EXECUTIONS"]
+
+# batch sizes executed fewer times than this are left to the service law's extrapolation
+MIN_EXECUTIONS = 5
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Where a calibrated node's numbers come from: one sentence per quantity."""
+
+    knobs: str
+    service: str
+    jitter: str
+    overhead: str
+
+    def lines(self) -> list[str]:
+        return [f"{name}: {getattr(self, name)}" for name in ("knobs", "service", "jitter",
+                                                              "overhead")]
+
+
+def _line(means: dict, counts: dict) -> tuple[float, float]:
+    """(a, b) of S(k) = a + b k fitted to the measured means by least squares weighted by
+    their execution counts (one size: a flat line)."""
+    k = np.array(sorted(means), float)
+    if k.size == 1:
+        return float(means[int(k[0])]), 0.0
+    w = np.array([counts[int(x)] for x in k], float)
+    b, a = np.polyfit(k, [means[int(x)] for x in k], 1, w=np.sqrt(w))
+    return float(a), float(max(b, 0.0))
+
+
+def _fill(measured: dict, counts: dict, B: int, samples: bool) -> tuple[dict, list]:
+    """``measured`` (means, or samples, by batch size) completed up to B: each missing size
+    gets the weighted line's mean (samples: the nearest measured size's, scaled to it);
+    returns (the table, the sizes filled)."""
+    means = {k: float(np.mean(v)) if samples else v for k, v in measured.items()}
+    a, b = _line(means, counts)
+    filled, out = [], dict(measured)
+    for k in range(1, B + 1):
+        if k in out:
+            continue
+        near = min(measured, key=lambda m: (abs(m - k), -m))
+        target = a + b * k if a + b * k > 0 else means[near]
+        out[k] = ([x * target / means[near] for x in measured[near]] if samples else target)
+        filled.append(k)
+    return dict(sorted(out.items())), filled
+
+
+def _filled_note(filled: list) -> str:
+    if not filled:
+        return ""
+    return (f"; sizes {filled[0]}-{filled[-1] if len(filled) > 1 else ''}".rstrip("-")
+            + " (too rarely executed) from a line fitted to the measured means, weighted by "
+              "their executions")
+
+
+def _summary_jitter(executions: dict, infer: dict, quantiles: dict) -> float:
+    """The lognormal cv c whose request-weighted mixture of compute_infer means I_k times
+    J (mean 1, cv c) best matches the server's compute_infer summary quantiles (least
+    squares in log time); 0 where none helps."""
+    sizes = np.array(sorted(executions))
+    weight = np.array([k * executions[k] for k in sizes], float)
+    weight /= weight.sum()
+    means = np.array([infer[k] for k in sizes])
+    levels = np.array([p for p in quantiles if 0.5 <= p <= 0.99])
+    target = np.log([quantiles[p] for p in levels])
+
+    def mixture_quantiles(cv):
+        sigma = math.sqrt(math.log1p(cv * cv))
+        mu = -sigma * sigma / 2
+
+        def cdf(x):
+            if sigma == 0:
+                return float(weight[means <= x].sum())
+            return float(weight @ sps.norm.cdf((np.log(x / means) - mu) / sigma))
+        lo, hi = means.min() * 1e-3, means.max() * 1e3
+        return np.log([optimize.brentq(lambda x: cdf(x) - p, lo, hi) if sigma else
+                       means[np.searchsorted(np.cumsum(weight), p)] for p in levels])
+
+    grid = np.arange(0.0, 1.501, 0.01)
+    errors = [float(np.sum((mixture_quantiles(c) - target) ** 2)) for c in grid]
+    return float(grid[int(np.argmin(errors))])
+
+
+def calibrate(config, stats, metrics=None, trace=None, perf_analyzer=None, *,
+              gpus: int | None = None) -> Node:
+    """The Node a Triton server's reports describe.
+
+    Parameters
+    ----------
+    config : path, text or TritonConfig
+        The model's config.pbtxt (:func:`qmodel.triton.read_config`).
+    stats : (before, after)
+        Two ``/v2/models/<m>/stats`` snapshots around the measurement
+        (:func:`qmodel.triton.read_stats`): executions and mean times per batch size.
+    metrics : (before, after), optional
+        Two metric scrapes (:func:`qmodel.triton.read_metrics`): with summary latencies, the
+        jitter of compute_infer where no trace is given; the time outside the batcher where
+        neither perf_analyzer nor a trace is.
+    trace : path or TritonTrace, optional
+        Triton's TIMESTAMPS trace (:func:`qmodel.triton.read_trace`): every execution time by
+        batch size becomes the service law (``ServiceTime.empirical``, jitter kept).
+    perf_analyzer : path, optional
+        perf_analyzer's CSV: its client send, network and client receive means (averaged
+        over its rows) are the time outside the batcher.
+    gpus : int, optional
+        GPUs the server sees (for instance groups that list none).
+
+    Returns
+    -------
+    Node
+        With ``calibration`` saying which source gave each quantity.
+    """
+    cfg = config if isinstance(config, TritonConfig) else read_config(config, gpus=gpus)
+    before, after = stats
+    s = read_stats(before, after, model=cfg.name or None)
+    m = read_metrics(*metrics, model=s.model) if metrics is not None else None
+    t = (trace if isinstance(trace, TritonTrace) or trace is None
+         else read_trace(trace, model=s.model))
+    rows = read_perf_analyzer(perf_analyzer) if perf_analyzer is not None else None
+
+    if t is not None:
+        samples = {k: v for k, v in t.samples().items() if len(v) >= MIN_EXECUTIONS}
+        if not samples:
+            raise ValueError(f"the trace has fewer than {MIN_EXECUTIONS} executions of every "
+                             f"batch size: trace more requests")
+        table, filled = _fill(samples, {k: len(v) for k, v in samples.items()},
+                              cfg.max_batch_size, samples=True)
+        service = ServiceTime.empirical(table)
+        service_note = (f"{sum(len(v) for v in samples.values())} traced executions (start "
+                        f"to end of compute) of batch sizes {sorted(samples)}, at least "
+                        f"{MIN_EXECUTIONS} each{_filled_note(filled)}")
+        jitter_note = ("the traced executions, drawn independently (their correlation in "
+                       "time is not modelled)")
+    else:
+        means = {k: v for k, v in s.batch_time().items() if s.executions[k] >= MIN_EXECUTIONS}
+        if not means:
+            raise ValueError(f"no batch size was executed {MIN_EXECUTIONS} times between the "
+                             f"statistics snapshots: measure longer")
+        service_note = (f"the statistics API's mean compute_input + compute_infer + "
+                        f"compute_output of batch sizes {sorted(means)} "
+                        f"({sum(s.executions[k] for k in means)} executions)")
+        infer_q = (m.quantiles.get("compute_infer") if m is not None else None) or {}
+        if len(infer_q) >= 2:
+            cv = _summary_jitter({k: s.executions[k] for k in means}, s.compute_infer, infer_q)
+            jitter = ("lognormal", cv) if cv > 0 else "deterministic"
+            jitter_note = (f"lognormal cv {cv:.2f}, fitted to the server's compute_infer "
+                           f"summary quantiles {sorted(infer_q)} as a mixture over the "
+                           f"executed batch sizes" if cv > 0 else
+                           "none: the compute_infer summary quantiles are explained by the "
+                           "batch sizes alone")
+        else:
+            jitter = "deterministic"
+            jitter_note = "unknown (no trace, no summary quantiles): taken as none"
+        table, filled = _fill(means, s.executions, cfg.max_batch_size, samples=False)
+        service_note += _filled_note(filled)
+        service = ServiceTime.table(table, jitter=jitter)
+
+    if rows:
+        parts = [(r.client_send or 0) + (r.network or 0) + (r.client_recv or 0) for r in rows]
+        overhead = float(np.mean(parts))
+        overhead_note = (f"perf_analyzer's client send + network + client receive means, "
+                         f"{overhead * 1e3:.3f} ms (over {len(rows)} row(s))")
+    elif t is not None:
+        overhead = max(float(np.mean(t.outside)), 0.0)
+        overhead_note = (f"the trace's mean time in the server outside queue and execution, "
+                         f"{overhead * 1e3:.3f} ms (network and client not included)")
+    elif m is not None and m.request is not None and m.queue is not None:
+        inside = m.queue + (m.compute_input or 0) + (m.compute_infer or 0) + \
+            (m.compute_output or 0)
+        overhead = max(m.request - inside, 0.0)
+        overhead_note = (f"the metrics' mean request duration less queue and compute, "
+                         f"{overhead * 1e3:.3f} ms (network and client not included)")
+    else:
+        overhead = 0.0
+        overhead_note = "unknown (no perf_analyzer file, trace or metrics): taken as 0"
+
+    calibration = Calibration(
+        knobs=f"{cfg.source} ({cfg.name or 'unnamed'}): max_batch_size {cfg.max_batch_size}, "
+              f"delay {cfg.max_queue_delay * 1e3:g} ms, {cfg.instances} instance(s)",
+        service=service_note, jitter=jitter_note, overhead=overhead_note)
+    return replace(cfg.node(service), overhead=overhead, calibration=calibration)
