@@ -1,0 +1,60 @@
+"""A real Triton 2.51 server loads what write_config writes, and its normalised configuration
+agrees with read_config (issue 22, item 3). Slow, and skipped without a Triton installation
+(docs/triton-server.md: set QMODEL_TRITON_DIST)."""
+
+from pathlib import Path
+
+import pytest
+
+import qmodel as qm
+from qmodel.triton import read_config
+
+pytestmark = pytest.mark.slow
+pytest.importorskip("tritonclient.grpc", reason="the [triton] extra is not installed")
+server_module = pytest.importorskip("qmodel.triton.server")
+try:
+    server_module.find_installation()
+except RuntimeError as err:
+    pytest.skip(f"no Triton server here: {err}", allow_module_level=True)
+
+SERVICE = qm.ServiceTime.affine(1e-3, 1e-4)
+NODES = {
+    "plain": qm.Node(SERVICE, max_batch_size=4),
+    "delayed": qm.Node(SERVICE, max_batch_size=16, max_queue_delay=2.5e-3,
+                       preferred_batch_sizes=(4, 8), instances=2, max_queue_size=64),
+}
+# instance groups as written, and what the server makes of them without a GPU
+GROUPS = {"cpu_no_count": ("instance_group [{ kind: KIND_CPU }]", 1),
+          "no_group": ("", 1),
+          "auto_three": ("instance_group [{ count: 3, kind: KIND_AUTO }]", 3)}
+
+
+def _replace_group(folder: Path, group: str):
+    text = (folder / "config.pbtxt").read_text()
+    start = text.index("instance_group")
+    end = text.index("}", start) + 1
+    (folder / "config.pbtxt").write_text(text[:start] + group + text[end:])
+
+
+def test_written_configs_load_and_read_back(tmp_path):
+    for name, node in NODES.items():
+        server_module.write_sleeping_model(tmp_path, name, node)
+    for name, (group, _) in GROUPS.items():
+        _replace_group(server_module.write_sleeping_model(tmp_path, name, NODES["plain"]),
+                       group)
+    with server_module.TritonServer(tmp_path) as server:
+        served = {name: server.config(name) for name in [*NODES, *GROUPS]}
+    for name, node in NODES.items():
+        config = served[name]
+        batching = config["dynamic_batching"]
+        assert config["max_batch_size"] == node.max_batch_size
+        assert int(batching["max_queue_delay_microseconds"]) == round(
+            node.max_queue_delay * 1e6)
+        # Triton fills an empty list with max_batch_size, as Node.effective_preferred does
+        assert batching["preferred_batch_size"] == list(node.effective_preferred)
+        assert sum(g["count"] for g in config["instance_group"]) == node.instances
+        mine = read_config(tmp_path / name / "config.pbtxt", gpus=0)
+        assert mine.node(SERVICE) == node
+    for name, (_, instances) in GROUPS.items():
+        assert sum(g["count"] for g in served[name]["instance_group"]) == instances
+        assert read_config(tmp_path / name / "config.pbtxt", gpus=0).instances == instances
