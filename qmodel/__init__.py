@@ -11,6 +11,7 @@ True
 from .compare import compare_routers, router_table
 from .latency import Accuracy, Latency, SampledLatency
 from .predict import predict
+from .profiling import Profile, profile
 from .sim import Replay, ShortRunWarning, replay, simulate
 from .system import (Cluster, Node, Poisson, Renewal, Router, ServiceTime, Trace, UnstableError,
                      check_stable, parse_duration)
@@ -22,7 +23,7 @@ __all__ = [
     "UnstableError", "check_stable", "parse_duration",
     "Latency", "SampledLatency", "Accuracy",
     "simulate", "replay", "Replay", "ShortRunWarning", "predict", "compare_routers",
-    "router_table", "Budget",
+    "router_table", "Budget", "profile", "Profile",
 ]
 
 __version__ = "0.1.0"

@@ -1,0 +1,74 @@
+"""qmodel.profile: measured batch times, every sample kept (issue 22, item 1)."""
+
+import json
+
+import numpy as np
+import pytest
+
+import qmodel as qm
+from qmodel.profiling import Profile, profile
+
+
+def test_every_run_after_the_warm_up_is_a_sample_at_every_concurrency():
+    calls = []
+
+    def workload(k):
+        calls.append(k)
+        return np.ones(k).sum()
+
+    p = profile(workload, batch_sizes=[4, 1, 4], repeats=3, warmup=2, concurrency=(1, 2))
+    assert sorted(p.samples) == [1, 2] and sorted(p.samples[1]) == [1, 4]
+    assert [len(p.samples[m][k]) for m in (1, 2) for k in (1, 4)] == [3, 3, 6, 6]
+    # one run per copy per repeat, warm-up included: (2 + 3) x (1 + 2 copies) per size
+    assert calls.count(1) == calls.count(4) == 5 * 3
+    assert all(x > 0 for m in p.samples for k in p.samples[m] for x in p.samples[m][k])
+
+
+@pytest.mark.parametrize("workload", ["two-tower", "matmul", "conv", "math:sqrt"])
+def test_built_in_and_named_workloads_run(workload):
+    p = profile(workload, batch_sizes=[1, 3], repeats=2, warmup=0)
+    assert p.workload == workload and p.versions["numpy"] == np.__version__
+    assert isinstance(p.service(), qm.ServiceTime)
+
+
+def test_fit_recovers_a_known_affine_law():
+    rng = np.random.default_rng(1)
+    samples = {k: (1e-3 + 2e-4 * k) * rng.lognormal(-0.005, 0.1, 4000) for k in (1, 4, 16)}
+    p = Profile("synthetic", "none", {}, {1: {k: v.tolist() for k, v in samples.items()}})
+    law, error = p.fit()
+    assert law.base == pytest.approx(1e-3, rel=0.02)
+    assert law.per_item == pytest.approx(2e-4, rel=0.02)
+    assert error["cv"] == pytest.approx(0.1, rel=0.05) and error["mean_error"] < 0.01
+    assert law.jitter == "lognormal" and law.cv == pytest.approx(0.1, rel=0.05)
+    # the empirical law keeps the samples as they are
+    assert float(p.service().mean(4)) == pytest.approx(np.mean(samples[4]))
+
+
+def test_save_and_load_round_trip_and_errors(tmp_path):
+    p = profile("matmul", batch_sizes=[1, 2], repeats=2, warmup=0, concurrency=(1, 2))
+    path = tmp_path / "p.json"
+    p.save(path)
+    q = Profile.load(path)
+    assert q.samples == p.samples and q.device == p.device and q.workload == "matmul"
+    path.write_text('{"format": "qmodel-profile-1",\n "samples": ')
+    with pytest.raises(ValueError, match=rf"^{path}:2: not JSON"):
+        Profile.load(path)
+    path.write_text(json.dumps({"samples": {}}))
+    with pytest.raises(ValueError, match="not a qmodel profile"):
+        Profile.load(path)
+    with pytest.raises(ValueError, match=r"has concurrency \[1, 2\], not 3"):
+        p.service(3)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(workload="resnet"), "workload must be one of"),
+    (dict(workload="no_such_module:f"), "cannot import it"),
+    (dict(batch_sizes=[0, 1]), "batch_sizes must be whole numbers >= 1"),
+    (dict(batch_sizes="1-8"), "batch_sizes must be whole numbers"),
+    (dict(repeats=0), "repeats must be a whole number >= 1"),
+    (dict(concurrency=0), "concurrency must be whole numbers >= 1"),
+])
+def test_bad_arguments_name_the_field(kwargs, message):
+    args = dict(workload="matmul", batch_sizes=[1], repeats=1, warmup=0) | kwargs
+    with pytest.raises(ValueError, match=message):
+        profile(**args)
