@@ -11,6 +11,7 @@ import json
 import sys
 import textwrap
 import warnings
+from pathlib import Path
 
 import numpy as np
 
@@ -19,6 +20,8 @@ from .campaign import validate
 from . import system as qs
 from .sim import simulate
 from .jitter import CLI_FORM, parse_jitter
+from .plots import plot_profile
+from .profiling import Profile, profile
 from .routers import COMPARED_ROUTERS, ROUTER_NAMES
 
 __all__ = ["main", "build_parser", "Parser"]
@@ -100,6 +103,23 @@ def _jitter(text: str) -> tuple:
         raise argparse.ArgumentTypeError(str(err)) from None
 
 
+def _size_ranges(text: str) -> tuple:
+    """Batch sizes as ranges and lists: '1-64', '1,2,4,8', '1-8,16,32'."""
+    sizes = set()
+    for item in text.split(","):
+        lo, dash, hi = item.strip().partition("-")
+        try:
+            first, last = int(lo), int(hi) if dash else int(lo)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"batch sizes {text!r}: write ranges and lists "
+                                             f"such as 1-64 or 1,2,4,8") from None
+        if first < 1 or last < first:
+            raise argparse.ArgumentTypeError(f"batch sizes {text!r}: each range K-K must go "
+                                             f"up from 1 or more")
+        sizes.update(range(first, last + 1))
+    return tuple(sorted(sizes))
+
+
 def _is_number(text: str) -> bool:
     try:
         float(text)
@@ -130,6 +150,10 @@ def _add_system_args(parser) -> None:
                    help="measured mean S(k) per batch size instead, e.g. 1:3.1ms,8:6.7ms")
     g.add_argument("--jitter", type=_jitter, default="deterministic", metavar="NAME[:CV]",
                    help="deterministic, exponential, lognormal:CV or gamma:CV")
+    g.add_argument("--profile", default=None, metavar="FILE",
+                   help="a measured profile (qmodel profile --out) as S(k), every sample kept")
+    g.add_argument("--profile-concurrency", type=_count, default=1, metavar="M",
+                   help="which of the profile's concurrencies (copies sharing the device)")
     g = parser.add_argument_group("node (Triton model config)")
     g.add_argument("--max-batch-size", type=_count, default=1, metavar="B")
     g.add_argument("--max-queue-delay", type=_duration, default=0.0, metavar="TIME")
@@ -212,6 +236,22 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--seed", type=_count, default=1, help="seed of the simulations")
     g.add_argument("--plot", default=None, metavar="FILE", help="write a bar chart (PNG/SVG)")
     g.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    prof = sub.add_parser(
+        "profile", help="measure S(k) of a batch workload, every sample kept",
+        description="Time a batch workload at each batch size (after a warm-up) on the CPU "
+                    "with NumPy, at one or more concurrencies, and write the profile (JSON) "
+                    "and a plot of S(k) with its spread.")
+    prof.add_argument("--workload", default="two-tower", metavar="NAME",
+                      help="two-tower, matmul, conv, or module:function taking a batch size")
+    prof.add_argument("--batch-sizes", type=_size_ranges, default=tuple(range(1, 65)),
+                      metavar="K-K,K", help="e.g. 1-64 or 1,2,4,8 (default 1-64)")
+    prof.add_argument("--repeats", type=_count, default=30, metavar="N")
+    prof.add_argument("--warmup", type=_count, default=5, metavar="N")
+    prof.add_argument("--concurrency", type=_int_list, default=(1,), metavar="M,M",
+                      help="copies running at once, e.g. 1,2 (default 1)")
+    prof.add_argument("--out", required=True, metavar="FILE", help="the profile (JSON)")
+    prof.add_argument("--plot", default=None, metavar="FILE",
+                      help="the plot (default: --out with .png)")
     derive.add_arguments(sub.add_parser(
         "derive", help="render the sympy derivations of qmodel's closed forms",
         description="Write the derivations of qmodel/derivations as Markdown (LaTeX math) "
@@ -226,7 +266,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _system_from(args):
-    if args.service_table is not None:
+    if args.profile is not None:
+        if args.service_base is not None or args.service_table is not None:
+            raise ValueError("give --profile, --service-base/--per-item or --service-table, "
+                             "one of them")
+        service = Profile.load(args.profile).service(args.profile_concurrency)
+    elif args.service_table is not None:
         if args.service_base is not None:
             raise ValueError("give --service-base/--per-item or --service-table, not both")
         service = qs.ServiceTime.table(args.service_table, jitter=args.jitter)
@@ -342,6 +387,8 @@ def _run(argv) -> int:
         return _predict_command(args)
     if args.command == "routers":
         return _routers_command(args)
+    if args.command == "profile":
+        return _profile_command(args)
     if args.command == "derive":
         return derive.run(args)
     if args.command == "validate":
@@ -460,6 +507,30 @@ def _routers_command(args) -> int:
     else:
         print(f"{args.nodes} x {node.describe()}, {args.rate:,.1f} req/s\n")
         print(router_table(rows))
+    return 0
+
+
+def _profile_command(args) -> int:
+    try:
+        result = profile(args.workload, args.batch_sizes, repeats=args.repeats,
+                         warmup=args.warmup, concurrency=args.concurrency)
+        result.save(args.out)
+    except (ValueError, OSError) as err:
+        _say("error", err)
+        return 2
+    plot = args.plot or str(Path(args.out).with_suffix(".png"))
+    plot_profile(result, plot)
+    print(f"{result.workload} on {result.device}: {args.repeats} runs per size after "
+          f"{args.warmup} warm-up runs")
+    for m, by_k in sorted(result.samples.items()):
+        law, error = result.fit(m)
+        print(f"concurrency {m}:   k   mean ms    p99 ms    cv")
+        for k, values in sorted(by_k.items()):
+            v = np.asarray(values)
+            print(f"               {k:3d}  {v.mean() * 1e3:8.4f}  {np.percentile(v, 99) * 1e3:8.4f}"
+                  f"  {v.std() / v.mean():5.3f}")
+        print(f"  fitted: {law.describe()} (largest mean error {error['mean_error']:.1%})")
+    print(f"profile: {args.out}\nplot: {plot}")
     return 0
 
 

@@ -11,7 +11,7 @@ from typing import Mapping
 
 import numpy as np
 
-__all__ = ["plot_latency", "plot_router_comparison"]
+__all__ = ["plot_latency", "plot_router_comparison", "plot_profile"]
 
 
 def _pyplot():
@@ -120,4 +120,25 @@ def plot_router_comparison(rows, path, title: str = "") -> Path:
     ax.legend(fontsize=8, ncol=3)
     if title:
         ax.set_title(title, fontsize=9)
+    return _save(fig, path)
+
+
+def plot_profile(profile, path, title: str = "") -> Path:
+    """S(k) of a :class:`qmodel.Profile`: the mean per batch size with its 5-95% spread, one
+    line per concurrency, in ms."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    for m, by_k in sorted(profile.samples.items()):
+        k = np.array(sorted(by_k))
+        values = [np.asarray(by_k[int(x)]) * 1e3 for x in k]
+        mean = np.array([v.mean() for v in values])
+        lo = np.array([np.percentile(v, 5) for v in values])
+        hi = np.array([np.percentile(v, 95) for v in values])
+        line, = ax.plot(k, mean, marker="o", ms=3, label=f"concurrency {m}: mean")
+        ax.fill_between(k, lo, hi, color=line.get_color(), alpha=0.2, label="5-95%")
+    ax.set_xlabel("batch size k")
+    ax.set_ylabel("S(k), ms")
+    ax.set_title(title or f"{profile.workload} on {profile.device}")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
     return _save(fig, path)

@@ -182,3 +182,38 @@ def test_jitter_errors_are_written_in_the_command_line_syntax(jitter, message, c
     assert exit_.value.code == 2
     err = capsys.readouterr().err
     assert message in err and "('" not in err
+
+
+def test_profile_writes_the_profile_and_its_plot_and_predict_uses_it(tmp_path, capsys):
+    out = tmp_path / "p.json"
+    assert main(["profile", "--workload", "matmul", "--batch-sizes", "1-3,8", "--repeats", "3",
+                 "--warmup", "1", "--concurrency", "1,2", "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "concurrency 2:" in text and "fitted:" in text and "largest mean error" in text
+    assert out.exists() and out.with_suffix(".png").stat().st_size > 1000
+    from qmodel.profiling import Profile
+    assert sorted(Profile.load(out).samples[2]) == [1, 2, 3, 8]
+    for command in (["predict"], ["simulate", "--requests", "40000"]):
+        assert main([*command, "--profile", str(out), "--max-batch-size", "8",
+                     "--profile-concurrency", "2", "--rate", "1000"]) == 0
+        assert "empirical" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["predict", "--profile", "/nonexistent.json", "--rate", "10"], "cannot read profile"),
+    (["predict", "--profile", "p.json", "--service-base", "1ms", "--rate", "10"],
+     "give --profile, --service-base/--per-item or --service-table, one of them"),
+    (["profile", "--workload", "resnet", "--out", "x.json"], "workload must be one of"),
+])
+def test_profile_errors_are_one_line(argv, message, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("qmodel: error:") and message in err and "\n" == err[-1]
+    assert err.count("\n") == 1
+
+
+def test_profile_batch_sizes_are_checked_by_the_parser(capsys):
+    with pytest.raises(SystemExit):
+        main(["profile", "--batch-sizes", "8-1", "--out", "x.json"])
+    assert "must go up from 1" in capsys.readouterr().err
