@@ -239,8 +239,8 @@ def build_parser() -> argparse.ArgumentParser:
     prof = sub.add_parser(
         "profile", help="measure S(k) of a batch workload, every sample kept",
         description="Time a batch workload at each batch size (after a warm-up) on the CPU "
-                    "with NumPy, at one or more concurrencies, and write the profile (JSON) "
-                    "and a plot of S(k) with its spread.")
+                    "with NumPy or on the GPU with CuPy, at one or more concurrencies, and "
+                    "write the profile (JSON) and a plot of S(k) with its spread.")
     prof.add_argument("--workload", default="two-tower", metavar="NAME",
                       help="two-tower, matmul, conv, or module:function taking a batch size")
     prof.add_argument("--batch-sizes", type=_size_ranges, default=tuple(range(1, 65)),
@@ -249,6 +249,8 @@ def build_parser() -> argparse.ArgumentParser:
     prof.add_argument("--warmup", type=_count, default=5, metavar="N")
     prof.add_argument("--concurrency", type=_int_list, default=(1,), metavar="M,M",
                       help="copies running at once, e.g. 1,2 (default 1)")
+    prof.add_argument("--backend", default="numpy", choices=["numpy", "cupy"],
+                      help="CPU with NumPy, or the GPU with CuPy (CUDA events, streams)")
     prof.add_argument("--out", required=True, metavar="FILE", help="the profile (JSON)")
     prof.add_argument("--plot", default=None, metavar="FILE",
                       help="the plot (default: --out with .png)")
@@ -513,7 +515,8 @@ def _routers_command(args) -> int:
 def _profile_command(args) -> int:
     try:
         result = profile(args.workload, args.batch_sizes, repeats=args.repeats,
-                         warmup=args.warmup, concurrency=args.concurrency)
+                         warmup=args.warmup, concurrency=args.concurrency,
+                         backend=args.backend)
         result.save(args.out)
     except (ValueError, OSError) as err:
         _say("error", err)

@@ -9,9 +9,10 @@ needs: :meth:`Profile.service` (``ServiceTime.empirical``, the jitter kept) or
 
 Workloads: the built-in ``"two-tower"`` (the recommender of the case study: a user and an
 item MLP tower and a dot-product score), ``"matmul"`` and ``"conv"`` (a small 3x3
-convolution), or any callable ``f(batch_size)`` that runs one batch (``"module:function"``
-names one). On the CPU they run with NumPy; copies at concurrency m run in m threads (NumPy's
-BLAS releases the GIL).
+convolution), all in float32, or any callable ``f(batch_size)`` that runs one batch
+(``"module:function"`` names one). On the CPU they run with NumPy, copies at concurrency m in
+m threads (NumPy's BLAS releases the GIL), timed by the wall clock; on a GPU with CuPy, copies
+on m CUDA streams, each run timed by CUDA events on its stream.
 
 Examples
 --------
@@ -42,31 +43,36 @@ __all__ = ["Profile", "profile", "WORKLOADS"]
 FORMAT = "qmodel-profile-1"
 
 
-def _two_tower(k: int, rng) -> callable:
+def _two_tower(k: int, rng, xp=np) -> callable:
     """User and item towers (64 -> 256 -> 128, ReLU) and the dot product of their outputs."""
-    user, item = rng.standard_normal((k, 64)), rng.standard_normal((k, 64))
-    w = [rng.standard_normal(s) * 0.1 for s in ((64, 256), (256, 128), (64, 256), (256, 128))]
+    user, item = (xp.asarray(rng.standard_normal((k, 64)), dtype=xp.float32) for _ in "ui")
+    w = [xp.asarray(rng.standard_normal(s) * 0.1, dtype=xp.float32)
+         for s in ((64, 256), (256, 128), (64, 256), (256, 128))]
 
     def run():
-        u = np.maximum(np.maximum(user @ w[0], 0) @ w[1], 0)
-        v = np.maximum(np.maximum(item @ w[2], 0) @ w[3], 0)
-        return np.einsum("ij,ij->i", u, v)
+        u = xp.maximum(xp.maximum(user @ w[0], 0) @ w[1], 0)
+        v = xp.maximum(xp.maximum(item @ w[2], 0) @ w[3], 0)
+        return (u * v).sum(axis=1)
     return run
 
 
-def _matmul(k: int, rng) -> callable:
-    """(k x 512) @ (512 x 512)."""
-    a, b = rng.standard_normal((k, 512)), rng.standard_normal((512, 512))
+def _matmul(k: int, rng, xp=np) -> callable:
+    """(k x 512) @ (512 x 512), float32."""
+    a = xp.asarray(rng.standard_normal((k, 512)), dtype=xp.float32)
+    b = xp.asarray(rng.standard_normal((512, 512)), dtype=xp.float32)
     return lambda: a @ b
 
 
-def _conv(k: int, rng) -> callable:
+def _conv(k: int, rng, xp=np) -> callable:
     """k images of 3 x 32 x 32, 16 filters of 3 x 3 (valid), by im2col and one product."""
-    x, w = rng.standard_normal((k, 3, 32, 32)), rng.standard_normal((16, 3 * 3 * 3))
+    x = xp.asarray(rng.standard_normal((k, 3, 32, 32)), dtype=xp.float32)
+    w = xp.asarray(rng.standard_normal((16, 27)), dtype=xp.float32)
+    # im2col as 9 shifted views stacked: the same on NumPy and CuPy
+    shifts = [(i, j) for i in range(3) for j in range(3)]
 
     def run():
-        cols = np.lib.stride_tricks.sliding_window_view(x, (3, 3), axis=(2, 3))
-        cols = cols.transpose(0, 2, 3, 1, 4, 5).reshape(k, 30 * 30, 27)
+        cols = xp.stack([x[:, :, i:i + 30, j:j + 30] for i, j in shifts], axis=2)
+        cols = cols.reshape(k, 27, 900).transpose(0, 2, 1)
         return cols @ w.T
     return run
 
@@ -165,7 +171,7 @@ def _workload(workload):
     """(name, builder(k, rng) -> timed call) for a built-in name, 'module:function' or a
     callable f(batch_size) (which is then timed whole)."""
     if callable(workload):
-        return getattr(workload, "__name__", "callable"), lambda k, rng: lambda: workload(k)
+        return getattr(workload, "__name__", "callable"), lambda k, rng, xp: lambda: workload(k)
     if workload in WORKLOADS:
         return workload, WORKLOADS[workload]
     if isinstance(workload, str) and ":" in workload:
@@ -174,7 +180,7 @@ def _workload(workload):
             fn = getattr(importlib.import_module(module), name)
         except (ImportError, AttributeError) as err:
             raise ValueError(f"workload {workload!r}: cannot import it ({err})") from None
-        return workload, lambda k, rng: lambda: fn(k)
+        return workload, lambda k, rng, xp: lambda: fn(k)
     raise ValueError(f"workload must be one of {sorted(WORKLOADS)}, 'module:function' or a "
                      f"callable taking a batch size; got {workload!r}")
 
@@ -190,10 +196,59 @@ def _checked_sizes(batch_sizes) -> list[int]:
     return sizes
 
 
+def _time_threads(calls, warmup: int, repeats: int) -> list:
+    """CPU: the m calls run in m threads, started together each run; wall time of each."""
+    m = len(calls)
+    times = [[] for _ in range(m)]
+    barrier = threading.Barrier(m)
+
+    def worker(i):
+        for r in range(warmup + repeats):
+            barrier.wait()                       # the m copies start each run together
+            t0 = time.perf_counter()
+            calls[i]()
+            if r >= warmup:
+                times[i].append(time.perf_counter() - t0)
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(m)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return [float(x) for run in zip(*times) for x in run]
+
+
+def _time_streams(cp, calls, warmup: int, repeats: int) -> list:
+    """GPU: the m calls are queued on m CUDA streams together each run; each is timed by a
+    pair of CUDA events on its stream (device time, not host time)."""
+    streams = [cp.cuda.Stream(non_blocking=True) for _ in calls]
+    out = []
+    for r in range(warmup + repeats):
+        events = []
+        for call, stream in zip(calls, streams):
+            start, end = cp.cuda.Event(), cp.cuda.Event()
+            with stream:
+                start.record(stream)
+                call()
+                end.record(stream)
+            events.append((start, end))
+        for stream in streams:
+            stream.synchronize()
+        if r >= warmup:
+            out += [cp.cuda.get_elapsed_time(a, b) / 1e3 for a, b in events]
+    return out
+
+
 def profile(workload="two-tower", batch_sizes=range(1, 65), *, repeats: int = 30,
-            warmup: int = 5, concurrency=(1,), seed: int = 0) -> Profile:
+            warmup: int = 5, concurrency=(1,), backend: str = "numpy",
+            seed: int = 0) -> Profile:
     """Time ``workload`` at each batch size, ``repeats`` times after ``warmup`` runs, at each
-    concurrency (m copies at once, in m threads), on the CPU with NumPy.
+    concurrency (m copies at once: m threads on the CPU, m CUDA streams on a GPU).
+
+    Parameters
+    ----------
+    backend : {"numpy", "cupy"}
+        CPU with NumPy (wall time per call), or the GPU with CuPy (CUDA events per call; a
+        callable workload must then launch its own GPU work).
 
     Returns
     -------
@@ -209,30 +264,29 @@ def profile(workload="two-tower", batch_sizes=range(1, 65), *, repeats: int = 30
     levels = sorted({int(m) for m in np.atleast_1d(concurrency)})
     if levels[0] < 1:
         raise ValueError(f"concurrency must be whole numbers >= 1, got {concurrency!r}")
-    rng = np.random.default_rng(seed)
-    samples: dict = {}
-    for m in levels:
-        samples[m] = {}
-        for k in sizes:
-            calls = [build(k, rng) for _ in range(m)]
-            times = [[] for _ in range(m)]
-            barrier = threading.Barrier(m)
-
-            def worker(i):
-                for r in range(warmup + repeats):
-                    barrier.wait()               # the m copies start each run together
-                    t0 = time.perf_counter()
-                    calls[i]()
-                    if r >= warmup:
-                        times[i].append(time.perf_counter() - t0)
-            threads = [threading.Thread(target=worker, args=(i,)) for i in range(m)]
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join()
-            samples[m][k] = [float(x) for run in zip(*times) for x in run]
     from . import __version__
     versions = {"numpy": np.__version__, "qmodel": __version__,
                 "python": platform.python_version()}
-    device = f"cpu: {platform.processor() or platform.machine()}, numpy"
+    if backend == "numpy":
+        xp, device = np, f"cpu: {platform.processor() or platform.machine()}, numpy"
+        timed = _time_threads
+    elif backend == "cupy":
+        try:
+            import cupy as cp
+            props = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)
+        except Exception as err:        # no CuPy, no driver or no device: say which
+            raise ValueError(f"backend='cupy' needs CuPy and a CUDA GPU: {err}") from None
+        xp = cp
+        device = f"gpu: {props['name'].decode()}, cupy"
+        versions.update(cupy=cp.__version__, cuda_runtime=cp.cuda.runtime.runtimeGetVersion())
+
+        def timed(calls, warmup, repeats):
+            return _time_streams(cp, calls, warmup, repeats)
+    else:
+        raise ValueError(f"backend must be 'numpy' or 'cupy', got {backend!r}")
+    rng = np.random.default_rng(seed)
+    samples: dict = {m: {} for m in levels}
+    for m in levels:
+        for k in sizes:
+            samples[m][k] = timed([build(k, rng, xp) for _ in range(m)], warmup, repeats)
     return Profile(name, device, versions, samples)

@@ -72,3 +72,28 @@ def test_bad_arguments_name_the_field(kwargs, message):
     args = dict(workload="matmul", batch_sizes=[1], repeats=1, warmup=0) | kwargs
     with pytest.raises(ValueError, match=message):
         profile(**args)
+
+
+def test_cupy_profile_on_a_gpu():
+    cp = pytest.importorskip("cupy", reason="CuPy is not installed (no GPU on this machine)")
+    try:
+        cp.cuda.runtime.getDeviceCount()
+    except Exception as err:           # CuPy without a driver or device
+        pytest.skip(f"no CUDA device: {err}")
+    p = profile("two-tower", batch_sizes=[1, 8, 64], repeats=5, warmup=2, concurrency=(1, 2),
+                backend="cupy")
+    assert p.device.startswith("gpu:") and "cupy" in p.versions
+    assert len(p.samples[2][64]) == 10 and all(x > 0 for x in p.samples[1][1])
+
+
+def test_cupy_backend_without_a_gpu_says_so():
+    try:
+        import cupy
+        cupy.cuda.runtime.getDeviceCount()
+        pytest.skip("a GPU is here: test_cupy_profile_on_a_gpu covers the backend")
+    except Exception:
+        pass
+    with pytest.raises(ValueError, match="backend='cupy' needs CuPy and a CUDA GPU"):
+        profile("matmul", batch_sizes=[1], repeats=1, backend="cupy")
+    with pytest.raises(ValueError, match="backend must be 'numpy' or 'cupy'"):
+        profile("matmul", batch_sizes=[1], repeats=1, backend="torch")
