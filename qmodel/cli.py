@@ -104,18 +104,18 @@ def _jitter(text: str) -> tuple:
 
 
 def _size_ranges(text: str) -> tuple:
-    """Batch sizes as ranges and lists: '1-64', '1,2,4,8', '1-8,16,32'."""
+    """Whole numbers >= 1 as ranges and lists: '1-64', '1,2,4,8', '1-8,16,32'."""
     sizes = set()
     for item in text.split(","):
         lo, dash, hi = item.strip().partition("-")
         try:
             first, last = int(lo), int(hi) if dash else int(lo)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"batch sizes {text!r}: write ranges and lists "
-                                             f"such as 1-64 or 1,2,4,8") from None
+            raise argparse.ArgumentTypeError(f"{text!r}: write ranges and lists such as "
+                                             f"1-64 or 1,2,4,8") from None
         if first < 1 or last < first:
-            raise argparse.ArgumentTypeError(f"batch sizes {text!r}: each range K-K must go "
-                                             f"up from 1 or more")
+            raise argparse.ArgumentTypeError(f"{text!r}: each range K-K must go up from 1 or "
+                                             f"more")
         sizes.update(range(first, last + 1))
     return tuple(sorted(sizes))
 
@@ -247,8 +247,8 @@ def build_parser() -> argparse.ArgumentParser:
                       metavar="K-K,K", help="e.g. 1-64 or 1,2,4,8 (default 1-64)")
     prof.add_argument("--repeats", type=_count, default=30, metavar="N")
     prof.add_argument("--warmup", type=_count, default=5, metavar="N")
-    prof.add_argument("--concurrency", type=_int_list, default=(1,), metavar="M,M",
-                      help="copies running at once, e.g. 1,2 (default 1)")
+    prof.add_argument("--concurrency", type=_size_ranges, default=(1,), metavar="M-M,M",
+                      help="copies running at once, e.g. 1-4 or 1,2 (default 1)")
     prof.add_argument("--backend", default="numpy", choices=["numpy", "cupy"],
                       help="CPU with NumPy, or the GPU with CuPy (CUDA events, streams)")
     prof.add_argument("--out", required=True, metavar="FILE", help="the profile (JSON)")

@@ -187,7 +187,7 @@ def test_jitter_errors_are_written_in_the_command_line_syntax(jitter, message, c
 def test_profile_writes_the_profile_and_its_plot_and_predict_uses_it(tmp_path, capsys):
     out = tmp_path / "p.json"
     assert main(["profile", "--workload", "matmul", "--batch-sizes", "1-3,8", "--repeats", "3",
-                 "--warmup", "1", "--concurrency", "1,2", "--out", str(out)]) == 0
+                 "--warmup", "1", "--concurrency", "1-2", "--out", str(out)]) == 0
     text = capsys.readouterr().out
     assert "concurrency 2:" in text and "fitted:" in text and "largest mean error" in text
     assert out.exists() and out.with_suffix(".png").stat().st_size > 1000
