@@ -1,0 +1,354 @@
+"""What a result claims about itself: :class:`Accuracy`, its parts and the exactness ladder.
+
+Every :class:`qmodel.latency.Latency` carries one :class:`Accuracy`: how exact it is
+(:data:`EXACTNESS`), its numerical error (lattice step, quantile error, truncated mass), the
+approximations it makes (:class:`Approximation`), the measured error of its family
+(:class:`MeasuredError` with :class:`ErrorRange`), a simulation's estimate
+(:class:`SimulationEstimate`) and, for a simulation fallback, why. ``qmodel.latency``
+re-exports them all.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, replace
+from typing import Mapping
+
+__all__ = ["Accuracy", "Approximation", "ErrorRange", "MeasuredError", "SimulationEstimate",
+           "EXACTNESS", "least_exact"]
+
+# What a result claims about itself; every result carries exactly one of these, from the most
+# to the least trustworthy.
+EXACTNESS = ("exact", "numerical", "approximation", "simulation")
+
+
+@dataclass(frozen=True)
+class Approximation:
+    """One simplification a model makes: a short key (for code), a sentence (for people) and,
+    where the approximation has one, the value of its parameter (e.g. a calibrated scv).
+
+    Examples
+    --------
+    >>> Approximation("staggered_instances", "instances taken in turn").key
+    'staggered_instances'
+    """
+
+    key: str
+    text: str
+    value: float | None = None
+
+
+@dataclass(frozen=True)
+class ErrorRange:
+    """Relative errors of one quantile (predicted / simulated - 1) over a family of
+    configurations: the lowest and highest (signed) and the median of their magnitudes."""
+
+    low: float
+    high: float
+    median: float
+
+    @property
+    def worst(self) -> float:
+        """The largest magnitude, max(|low|, |high|)."""
+        return max(abs(self.low), abs(self.high))
+
+
+@dataclass(frozen=True)
+class MeasuredError:
+    """How far a family of approximate models has been measured to be from the simulator.
+
+    Parameters
+    ----------
+    family : str
+        The family's key in :func:`qmodel.theory.measured.measured_table`.
+    description : str
+        Which configurations belong to it, in a few words.
+    configurations : int
+        How many configurations were measured.
+    p95, p99 : ErrorRange
+        Relative errors of the predicted p95 and p99 against the simulated ones.
+    sources : tuple of str
+        The scripts that measured them (their stored results are in validation/results/).
+    p50 : ErrorRange, optional
+        The median's errors, where the campaign recorded them.
+    mean_batch_size, utilization : (float, float), optional
+        Signed ranges of those errors, on ``batch_configurations`` of the configurations.
+    domain : tuple of (str, float, float)
+        The measured domain: for each feature of a configuration
+        (:func:`qmodel.theory.measured.configuration_features`), the lowest and highest value
+        among the measured configurations. The errors above hold there; :meth:`outside` says
+        whether a configuration lies beyond it.
+    """
+
+    family: str
+    description: str
+    configurations: int
+    p95: ErrorRange
+    p99: ErrorRange
+    sources: tuple
+    p50: ErrorRange | None = None
+    batch_configurations: int = 0
+    mean_batch_size: tuple | None = None
+    utilization: tuple | None = None
+    domain: tuple = ()
+
+    def __post_init__(self):
+        object.__setattr__(self, "sources", tuple(self.sources))
+        object.__setattr__(self, "domain", tuple((str(f), float(lo), float(hi))
+                                                 for f, lo, hi in self.domain))
+
+    def outside(self, features: Mapping[str, float]) -> str | None:
+        """Which feature of a configuration lies outside the measured domain (the first
+        found, in words), or None when every feature the domain bounds lies inside it.
+
+        Examples
+        --------
+        >>> m = MeasuredError("demo", "demo nodes", 10, ErrorRange(-0.01, 0.02, 0.005),
+        ...                   ErrorRange(-0.03, 0.04, 0.01), ("validation/demo.py",),
+        ...                   domain=(("load", 0.1, 0.95),))
+        >>> m.outside({"load": 0.5}) is None
+        True
+        >>> m.outside({"load": 0.99})
+        "load 0.99 is outside 0.1-0.95, where family 'demo' was measured"
+        """
+        for feature, low, high in self.domain:
+            value = features.get(feature)
+            if value is None:
+                continue
+            slack = 1e-9 * max(abs(low), abs(high), 1.0)
+            if not low - slack <= value <= high + slack:
+                return (f"{feature} {value:.4g} is outside {low:.4g}-{high:.4g}, where family "
+                        f"'{self.family}' was measured")
+        return None
+
+    @property
+    def statement(self) -> str:
+        """One sentence with the figures.
+
+        Examples
+        --------
+        >>> m = MeasuredError("demo", "demo nodes", 10, ErrorRange(-0.01, 0.02, 0.005),
+        ...                   ErrorRange(-0.03, 0.04, 0.01), ("validation/demo.py",))
+        >>> print(m.statement)
+        measured on 10 demo nodes against the simulator: p95 -1.0% to +2.0% (median |error| 0.5%), p99 -3.0% to +4.0% (median |error| 1.0%) (family 'demo', validation/demo.py)
+        """
+        parts = [f"{q} {r.low:+.1%} to {r.high:+.1%} (median |error| {r.median:.1%})"
+                 for q, r in (("p50", self.p50), ("p95", self.p95), ("p99", self.p99))
+                 if r is not None]
+        text = (f"measured on {self.configurations} {self.description} against the simulator: "
+                + ", ".join(parts))
+        if self.mean_batch_size is not None:
+            text += (f"; on {self.batch_configurations} of them mean batch size "
+                     f"{self.mean_batch_size[0]:+.1%} to {self.mean_batch_size[1]:+.1%}, "
+                     f"utilization {self.utilization[0]:+.1%} to {self.utilization[1]:+.1%}")
+        return f"{text} (family '{self.family}', {', '.join(self.sources)})"
+
+
+@dataclass(frozen=True)
+class SimulationEstimate:
+    """What a Monte Carlo result rests on: the requests measured after warm-up, the
+    independent replicas, the relative half-width of the p99's 95% confidence interval (None
+    with fewer than 2 replicas), the engine and the array library that ran it."""
+
+    requests: int
+    replicas: int
+    p99_half_width: float | None
+    engine: str = ""
+    backend: str = ""
+
+
+@dataclass(frozen=True)
+class Accuracy:
+    """How a latency result was obtained and how far it can be trusted, as fields.
+
+    Parameters
+    ----------
+    exactness : {"exact", "numerical", "approximation", "simulation"}
+        ``exact``: a closed form, correct to floating point. ``numerical``: exact up to a stated
+        truncation or discretisation error. ``approximation``: a model with a measured error.
+        ``simulation``: a Monte Carlo estimate with confidence intervals.
+    basis : str
+        How the result was computed and what bounds its numerical error, in one sentence,
+        e.g. ``"closed form (Erlang C); float64 rounding only"``.
+    lattice_step : float, optional
+        The time lattice's step h (seconds) of a lattice solver.
+    quantile_error : float, optional
+        How far (seconds) a quantile can be off because of the lattice.
+    truncated_mass : float, optional
+        Probability mass the solver left out or discretised.
+    approximations : tuple of Approximation
+        The simplifications made (empty for exact and numerical results).
+    measured : tuple of MeasuredError
+        The measured errors of the approximations' families.
+    simulation : SimulationEstimate, optional
+        For Monte Carlo results.
+    fallback_reason : str, optional
+        Why no model answered, where ``predict`` fell back to the simulator.
+
+    Examples
+    --------
+    >>> a = Accuracy("numerical", "demo solver", lattice_step=1e-5, quantile_error=1e-5,
+    ...              truncated_mass=2e-8)
+    >>> a.statement
+    'demo solver; lattice step h = 0.01 ms (quantiles within about 0.01 ms); truncated or discretised mass 2.0e-08'
+    """
+
+    exactness: str
+    basis: str = ""
+    lattice_step: float | None = None
+    quantile_error: float | None = None
+    truncated_mass: float | None = None
+    approximations: tuple = ()
+    measured: tuple = ()
+    simulation: SimulationEstimate | None = None
+    fallback_reason: str | None = None
+
+    def __post_init__(self):
+        if self.exactness not in EXACTNESS:
+            raise ValueError(f"exactness must be one of {EXACTNESS}, got {self.exactness!r}")
+        object.__setattr__(self, "approximations", tuple(self.approximations))
+        object.__setattr__(self, "measured", tuple(self.measured))
+
+    @property
+    def approximation_keys(self) -> tuple:
+        """The keys of :attr:`approximations`, in order."""
+        return tuple(a.key for a in self.approximations)
+
+    def approximation(self, key: str) -> Approximation | None:
+        """The approximation with this key, or None."""
+        return next((a for a in self.approximations if a.key == key), None)
+
+    @property
+    def is_fallback(self) -> bool:
+        """True where predict answered with the simulator because no model covers the system."""
+        return self.fallback_reason is not None
+
+    def p99_bounds(self, p99: float) -> tuple[float, float]:
+        """The interval (seconds) in which this record says the true p99 lies, for the
+        ``p99`` the result reports: the rule by which a prediction is judged (and a sizing
+        margin taken).
+
+        - A lattice: ``quantile_error`` (or, without it, ``lattice_step``) either side.
+        - A simulation: its p99's 95% CI, ``simulation.p99_half_width`` relative.
+        - Measured families: each family's p99 errors e = predicted / simulated - 1 lie in
+          [low, high], so the true p99 lies in [p99 / (1 + high), p99 / (1 + low)]; with
+          several families the widest range (the lowest low and the highest high).
+        - Nothing stated ("exact", or an approximation without a measured family): the point.
+
+        Truncated or discretised mass is not counted here: the self-checks
+        (:mod:`qmodel.selfcheck`) refuse an answer whose mass is off.
+
+        Examples
+        --------
+        >>> m = MeasuredError("demo", "demo nodes", 10, ErrorRange(-0.1, 0.1, 0.0),
+        ...                   ErrorRange(-0.2, 0.25, 0.0), ("demo",))
+        >>> Accuracy("approximation", measured=[m]).p99_bounds(1.0)
+        (0.8, 1.25)
+        >>> Accuracy("numerical", quantile_error=0.01).p99_bounds(1.0)
+        (0.99, 1.01)
+        """
+        err = self.quantile_error if self.quantile_error is not None \
+            else (self.lattice_step or 0.0)
+        low, high = p99 - err, p99 + err
+        if self.simulation is not None and self.simulation.p99_half_width is not None:
+            half = self.simulation.p99_half_width
+            low, high = low - half * p99, high + half * p99
+        ranges = [m.p99 for m in self.measured if m.p99 is not None]
+        if ranges:
+            lowest = min(r.low for r in ranges)
+            highest = max(r.high for r in ranges)
+            low = low / (1.0 + highest)
+            high = high / (1.0 + lowest) if lowest > -1.0 else math.inf
+        return max(low, 0.0), high
+
+    def clauses(self) -> list:
+        """The statement's clauses, each derived from one field."""
+        out = [self.basis] if self.basis else []
+        if self.simulation is not None:
+            sim = self.simulation
+            clause = (f"Monte Carlo: {sim.requests} requests after warm-up in {sim.replicas} "
+                      f"replicas")
+            if sim.p99_half_width is not None:
+                clause += f"; p99 95% CI +/-{sim.p99_half_width:.2%}"
+            out.append(clause)
+        if self.lattice_step is not None:
+            clause = f"lattice step h = {self.lattice_step * 1e3:.4g} ms"
+            if self.quantile_error is not None:
+                clause += f" (quantiles within about {self.quantile_error * 1e3:.4g} ms)"
+            out.append(clause)
+        if self.truncated_mass is not None:
+            out.append(f"truncated or discretised mass {self.truncated_mass:.1e}")
+        out += [f"approximation: {a.text}" for a in self.approximations]
+        out += [m.statement for m in self.measured]
+        if self.fallback_reason is not None:
+            out.append(f"no analytic model: {self.fallback_reason}")
+        return out
+
+    @property
+    def statement(self) -> str:
+        """The whole record in words (derived from the fields; never parse it)."""
+        return "; ".join(self.clauses())
+
+    def as_dict(self) -> dict:
+        """The fields as plain data (for JSON), with the clauses and the statement."""
+        return asdict(self) | {"clauses": self.clauses(), "statement": self.statement}
+
+    def extended(self, *, exactness: str | None = None, basis: str | None = None,
+                 approximations=(), measured=(), fallback_reason: str | None = None
+                 ) -> "Accuracy":
+        """This record with more approximations and measured errors in front of its own (for a
+        model built on another model's result), optionally a new exactness and basis.
+
+        Examples
+        --------
+        >>> a = Accuracy("numerical", "lattice solver")
+        >>> b = a.extended(exactness="approximation",
+        ...                approximations=[Approximation("renewal", "renewal counts")])
+        >>> b.exactness, b.approximation_keys, b.basis
+        ('approximation', ('renewal',), 'lattice solver')
+        """
+        return replace(
+            self, exactness=exactness or self.exactness,
+            basis=self.basis if basis is None else basis,
+            approximations=_unique(tuple(approximations) + self.approximations),
+            measured=_unique(tuple(measured) + self.measured),
+            fallback_reason=self.fallback_reason if fallback_reason is None
+            else fallback_reason)
+
+
+    @classmethod
+    def combine(cls, outer: "Accuracy", parts) -> "Accuracy":
+        """The accuracy of a result assembled from ``parts`` (e.g. a cluster's nodes) by a step
+        described by ``outer``: the weakest exactness, the largest lattice step and truncated
+        mass, every approximation and measured error once.
+
+        Examples
+        --------
+        >>> a = Accuracy("numerical", "node solver", lattice_step=1e-5, truncated_mass=1e-9)
+        >>> c = Accuracy.combine(Accuracy("exact", "random split"), [a, a])
+        >>> c.exactness, c.basis, c.lattice_step
+        ('numerical', 'random split; nodes: node solver', 1e-05)
+        """
+        records = [outer, *parts]
+
+        def largest(name):
+            values = [getattr(r, name) for r in records if getattr(r, name) is not None]
+            return max(values) if values else None
+
+        bases = list(dict.fromkeys(p.basis for p in parts if p.basis))
+        basis = outer.basis + ("; nodes: " + " | ".join(bases) if bases else "")
+        return cls(least_exact(records), basis, lattice_step=largest("lattice_step"),
+                   quantile_error=largest("quantile_error"),
+                   truncated_mass=largest("truncated_mass"),
+                   approximations=_unique(sum((r.approximations for r in records), ())),
+                   measured=_unique(sum((r.measured for r in records), ())))
+
+
+def _unique(items: tuple) -> tuple:
+    """Items in order, each once."""
+    return tuple(dict.fromkeys(items))
+
+
+def least_exact(records) -> str:
+    """The weakest exactness among Accuracy records (simulation weakest)."""
+    return max((r.exactness for r in records), key=EXACTNESS.index)
