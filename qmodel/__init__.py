@@ -9,6 +9,7 @@ True
 """
 
 from .compare import compare_routers, router_table
+from .ensemble import Ensemble
 from .latency import Accuracy, Latency, SampledLatency
 from .predict import predict
 from .profiling import Profile, profile
@@ -23,7 +24,7 @@ __all__ = [
     "UnstableError", "check_stable", "parse_duration",
     "Latency", "SampledLatency", "Accuracy",
     "simulate", "replay", "Replay", "ShortRunWarning", "predict", "compare_routers",
-    "router_table", "Budget", "profile", "Profile",
+    "router_table", "Budget", "profile", "Profile", "Ensemble",
 ]
 
 __version__ = "0.1.0"
