@@ -150,9 +150,7 @@ def predict(system, rate=None, *, arrivals=None, resolution: int = DEFAULT_RESOL
     """
     process = arrivals_from(rate, arrivals)
     check_resolution(resolution)       # checked here too: M/D/c and M/M/c ignore it
-    if not isinstance(system, (Node, Cluster)):
-        raise ValueError(f"predict(system, ...): system must be a qmodel.Node or "
-                         f"qmodel.Cluster, got {type(system).__name__}")
+    as_cluster(system)          # a Node or Cluster, or the error that says what else it is
     if not isinstance(extrapolate, bool):
         raise ValueError(f"extrapolate must be True or False, got {extrapolate!r}")
     if fallback not in FALLBACKS:

@@ -775,6 +775,10 @@ def as_cluster(system) -> Cluster:
         return Cluster(system)
     if isinstance(system, Cluster):
         return system
+    if type(system).__name__ == "Ensemble":    # qmodel.ensemble imports this module
+        raise NotImplementedError("a qmodel.Ensemble is described (stages, edges, capacity) "
+                                  "but not simulated or predicted yet; model its stages as "
+                                  "Nodes meanwhile")
     raise ValueError(f"system must be a qmodel.Node or qmodel.Cluster, got "
                      f"{type(system).__name__}")
 

@@ -53,3 +53,11 @@ def test_the_graph_round_trip():
 def test_malformed_graphs_are_named(stages, edges, message):
     with pytest.raises(ValueError, match=message):
         qm.Ensemble(stages, edges)
+
+
+def test_simulate_and_predict_say_ensembles_are_not_run_yet():
+    ens = qm.Ensemble(CASE, EDGES)
+    for run in (qm.simulate, qm.predict):
+        with pytest.raises(NotImplementedError, match="Ensemble is described .* but not "
+                                                      "simulated or predicted yet"):
+            run(ens, rate=100.0)
