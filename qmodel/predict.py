@@ -158,15 +158,15 @@ def predict(system, rate=None, *, arrivals=None, resolution: int = DEFAULT_RESOL
                          f"simulation where no model covers the system) or 'raise'")
     check_stable(system, float(process.rate))
     with limits(budget):
+        if fallback == "raise":
+            return _checked_model(system, process, resolution, extrapolate)
         least, shortest = _shortest_simulation(system, process)
-        if fallback == "simulate" and fits(shortest.seconds, shortest.nbytes):
+        if fits(shortest.seconds, shortest.nbytes):
             # a model that runs out of budget must leave the fallback its shortest run
             hold(shortest.seconds)
         try:
             return _checked_model(system, process, resolution, extrapolate)
         except NotImplementedError as err:
-            if fallback == "raise":
-                raise
             reason = str(err)
         hold(0.0)
         return _simulated(system, process, reason, least, shortest)
