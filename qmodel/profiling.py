@@ -38,7 +38,7 @@ import numpy as np
 
 from .system import ServiceTime
 
-__all__ = ["Profile", "profile", "WORKLOADS"]
+__all__ = ["Profile", "profile", "fit_line", "WORKLOADS"]
 
 FORMAT = "qmodel-profile-1"
 
@@ -81,6 +81,31 @@ def _conv(k: int, rng, xp=np) -> callable:
 WORKLOADS = {"two-tower": _two_tower, "matmul": _matmul, "conv": _conv}
 
 
+def fit_line(sizes, means, weights=None) -> tuple[float, float]:
+    """(base, per_item) of S(k) = base + per_item k fitted to measured means by least squares
+    (Legendre's; weighted by ``weights``, e.g. the executions of each size), with
+    per_item >= 0 and base > 0 so that every S(k) is positive: a line through the origin or
+    below becomes S(k) = S(k_1) (1 + k) / 2 at the smallest size k_1 = 1.
+
+    Examples
+    --------
+    >>> [round(x, 9) for x in fit_line([1, 2, 4], [3.0, 4.0, 6.0])]
+    [2.0, 1.0]
+    >>> fit_line([8], [5.0])
+    (5.0, 0.0)
+    """
+    k = np.asarray(sizes, float)
+    y = np.asarray(means, float)
+    if k.size < 2:
+        return float(y[0]), 0.0
+    w = None if weights is None else np.sqrt(np.asarray(weights, float))
+    per_item, base = np.polyfit(k, y, 1, w=w)
+    per_item, base = max(float(per_item), 0.0), float(base)
+    if base <= 0:
+        base = per_item = float(y[0]) / 2
+    return base, per_item
+
+
 @dataclass
 class Profile:
     """Measured batch times: ``samples[m][k]`` lists every timed run of a batch of k at
@@ -114,14 +139,7 @@ class Profile:
         data = self._at(concurrency)
         k = np.array(sorted(data), float)
         means = np.array([np.mean(data[int(x)]) for x in k])
-        if k.size >= 2:
-            per_item, base = np.polyfit(k, means, 1)
-        else:
-            per_item, base = 0.0, float(means[0])
-        per_item = max(float(per_item), 0.0)
-        base = float(base)
-        if base <= 0:                      # a line through the origin or below: keep S(1) > 0
-            base, per_item = float(means[0]) / 2, float(means[0]) / 2
+        base, per_item = fit_line(k, means)
         cvs = [np.std(data[int(x)]) / np.mean(data[int(x)]) for x in k
                if len(data[int(x)]) > 1]
         cv = float(math.sqrt(np.mean(np.square(cvs)))) if cvs else 0.0

@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 from scipy import optimize, stats as sps
 
+from ..profiling import fit_line
 from ..system import Node, ServiceTime
 from .config import TritonConfig, read_config
 from .metrics import read_metrics
@@ -44,29 +45,19 @@ class Calibration:
                                                               "overhead")]
 
 
-def _line(means: dict, counts: dict) -> tuple[float, float]:
-    """(a, b) of S(k) = a + b k fitted to the measured means by least squares weighted by
-    their execution counts (one size: a flat line)."""
-    k = np.array(sorted(means), float)
-    if k.size == 1:
-        return float(means[int(k[0])]), 0.0
-    w = np.array([counts[int(x)] for x in k], float)
-    b, a = np.polyfit(k, [means[int(x)] for x in k], 1, w=np.sqrt(w))
-    return float(a), float(max(b, 0.0))
-
-
 def _fill(measured: dict, counts: dict, B: int, samples: bool) -> tuple[dict, list]:
     """``measured`` (means, or samples, by batch size) completed up to B: each missing size
     gets the weighted line's mean (samples: the nearest measured size's, scaled to it);
     returns (the table, the sizes filled)."""
     means = {k: float(np.mean(v)) if samples else v for k, v in measured.items()}
-    a, b = _line(means, counts)
+    sizes = sorted(means)
+    a, b = fit_line(sizes, [means[k] for k in sizes], [counts[k] for k in sizes])
     filled, out = [], dict(measured)
     for k in range(1, B + 1):
         if k in out:
             continue
         near = min(measured, key=lambda m: (abs(m - k), -m))
-        target = a + b * k if a + b * k > 0 else means[near]
+        target = a + b * k
         out[k] = ([x * target / means[near] for x in measured[near]] if samples else target)
         filled.append(k)
     return dict(sorted(out.items())), filled
