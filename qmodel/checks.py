@@ -16,7 +16,8 @@ import numpy as np
 
 __all__ = ["parse_duration", "positive_duration", "positive_int", "positive_rate", "real_array",
            "shown", "LONGEST_PLAUSIBLE_SECONDS", "MOST_REQUESTS_PER_BATCH", "MOST_INSTANCES",
-           "MOST_NODES", "MOST_QUEUED", "LEAST_RATE", "UnstableError", "check_below_capacity"]
+           "MOST_NODES", "MOST_QUEUED", "LEAST_RATE", "UnstableError", "check_below_capacity",
+           "read_json"]
 
 # A Triton max_queue_delay is configured in microseconds; a value this large in seconds almost
 # certainly came over without conversion.
@@ -229,3 +230,23 @@ def check_below_capacity(rate: float, capacity: float, what: str, remedies: str)
             f"arrival rate {rate:g} req/s is {rate / capacity:.3g} times the capacity "
             f"{capacity:.6g} req/s of {what} (load {rate / capacity:.3g} >= 1): queues grow "
             f"without bound. Lower rate below {capacity:.6g} req/s, or {remedies}.")
+
+
+def read_json(path, what: str, hint: str = ""):
+    """The parsed JSON of a file (read gzipped where its name ends in .gz), or a ValueError
+    that names the file: "cannot read <what> <path>: ..." or "<path>:<line>: not JSON (...)"
+    followed by ``hint`` (what the file should be)."""
+    import gzip
+    import json
+    from pathlib import Path
+
+    path = Path(path)
+    try:
+        opener = gzip.open if path.suffix == ".gz" else open
+        with opener(path, "rt", encoding="utf-8") as f:
+            return json.load(f)
+    except OSError as err:                 # also a gzip file that is not one
+        raise ValueError(f"cannot read {what} {path}: {err}") from None
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{path}:{err.lineno}: not JSON ({err.msg})"
+                         + (f"; {hint}" if hint else "")) from None

@@ -36,6 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .checks import read_json
 from .system import ServiceTime
 
 __all__ = ["Profile", "profile", "fit_line", "WORKLOADS"]
@@ -166,12 +167,7 @@ class Profile:
     @classmethod
     def load(cls, path) -> "Profile":
         """Read a profile written by :meth:`save`; errors name the file."""
-        try:
-            body = json.loads(Path(path).read_text())
-        except OSError as err:
-            raise ValueError(f"cannot read profile {path}: {err}") from None
-        except json.JSONDecodeError as err:
-            raise ValueError(f"{path}:{err.lineno}: not JSON ({err.msg})") from None
+        body = read_json(path, "profile", "write one with qmodel.profile(...).save(path)")
         if not isinstance(body, dict) or body.get("format") != FORMAT:
             raise ValueError(f"{path}: not a qmodel profile (format {FORMAT!r}); write one "
                              f"with qmodel.profile(...).save(path)")

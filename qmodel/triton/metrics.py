@@ -21,9 +21,10 @@ Examples
 
 from __future__ import annotations
 
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from .http import fetch, is_url
 
 __all__ = ["TritonMetrics", "read_metrics"]
 
@@ -80,13 +81,8 @@ class TritonMetrics:
 def _text(source, which: str) -> tuple[str, str]:
     if isinstance(source, bytes):
         source = source.decode()
-    if isinstance(source, str) and source.startswith(("http://", "https://")):
-        try:
-            with urllib.request.urlopen(source, timeout=10) as reply:
-                return reply.read().decode(), source
-        except OSError as err:
-            raise ValueError(f"read_metrics: {which} scrape {source} could not be read: "
-                             f"{err}") from None
+    if is_url(source):
+        return fetch(source, f"read_metrics: {which} scrape").decode(), source
     if isinstance(source, str) and "\n" in source:
         return source, f"<{which} text>"
     if isinstance(source, (str, Path)):

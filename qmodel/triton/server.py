@@ -20,10 +20,11 @@ import sys
 import sysconfig
 import tempfile
 import time
-import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
+
+from .http import fetch
 
 __all__ = ["Installation", "find_installation", "TritonServer", "run_perf_analyzer",
            "free_port", "write_sleeping_model"]
@@ -175,10 +176,9 @@ class TritonServer:
                 raise RuntimeError(f"tritonserver exited with {self.process.returncode} while "
                                    f"starting:\n{self.log_tail()}")
             try:
-                with urllib.request.urlopen(f"{self.http_url}/v2/health/ready", timeout=1) as r:
-                    if r.status == 200:
-                        return self
-            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                fetch(f"{self.http_url}/v2/health/ready", "readiness", timeout=1)
+                return self
+            except ValueError:            # not listening yet, or models still loading
                 pass
             time.sleep(0.2)
         self.stop()
@@ -210,21 +210,17 @@ class TritonServer:
     def __exit__(self, *exc):
         self.stop()
 
-    def _get(self, url: str) -> bytes:
-        with urllib.request.urlopen(url, timeout=10) as r:
-            return r.read()
-
     def stats(self, model: str) -> dict:
         """``GET /v2/models/<model>/stats`` as a dict."""
-        return json.loads(self._get(f"{self.http_url}/v2/models/{model}/stats"))
+        return json.loads(fetch(f"{self.http_url}/v2/models/{model}/stats", "statistics"))
 
     def config(self, model: str) -> dict:
         """The configuration the server runs (its defaults filled in), as a dict."""
-        return json.loads(self._get(f"{self.http_url}/v2/models/{model}/config"))
+        return json.loads(fetch(f"{self.http_url}/v2/models/{model}/config", "configuration"))
 
     def metrics(self) -> str:
         """The Prometheus text of the metrics endpoint."""
-        return self._get(self.metrics_url).decode()
+        return fetch(self.metrics_url, "metrics").decode()
 
     def trace(self, level: str) -> None:
         """Switch the request trace: "TIMESTAMPS" or "OFF"."""

@@ -28,9 +28,11 @@ Examples
 from __future__ import annotations
 
 import json
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
+
+from ..checks import read_json
+from .http import fetch, is_url
 
 __all__ = ["TritonStats", "read_stats"]
 
@@ -82,22 +84,16 @@ def _snapshot(source, which: str) -> dict:
     """A stats snapshot from a dict, a JSON file, or an http URL."""
     if isinstance(source, dict):
         return source
-    if isinstance(source, str) and source.startswith(("http://", "https://")):
+    if is_url(source):
+        body = fetch(source, f"read_stats: {which} snapshot")
         try:
-            with urllib.request.urlopen(source, timeout=10) as reply:
-                return json.loads(reply.read())
-        except (OSError, ValueError) as err:
-            raise ValueError(f"read_stats: {which} snapshot {source} could not be read: "
+            return json.loads(body)
+        except ValueError as err:
+            raise ValueError(f"read_stats: {which} snapshot {source} is not JSON: "
                              f"{err}") from None
     if isinstance(source, (str, Path)):
-        path = Path(source)
-        try:
-            return json.loads(path.read_text())
-        except OSError as err:
-            raise ValueError(f"read_stats: {which} snapshot {path}: {err}") from None
-        except json.JSONDecodeError as err:
-            raise ValueError(f"{path}:{err.lineno}: not JSON ({err.msg}); give the body of "
-                             f"GET /v2/models/<model>/stats") from None
+        return read_json(source, f"the {which} statistics snapshot",
+                         "give the body of GET /v2/models/<model>/stats")
     raise ValueError(f"read_stats: the {which} snapshot must be a dict, a JSON file path or "
                      f"an http URL of /v2/models/<model>/stats, got {type(source).__name__}")
 

@@ -35,12 +35,11 @@ Examples
 
 from __future__ import annotations
 
-import gzip
-import json
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
+
+from ..checks import read_json
 
 __all__ = ["TritonTrace", "read_trace"]
 
@@ -86,16 +85,8 @@ class TritonTrace:
 def _events(source) -> tuple[list, str]:
     if isinstance(source, list):
         return source, "<events>"
-    path = Path(source)
-    try:
-        opener = gzip.open if path.suffix == ".gz" else open
-        with opener(path, "rt") as f:
-            return json.load(f), str(path)
-    except OSError as err:
-        raise ValueError(f"read_trace: cannot read {path}: {err}") from None
-    except json.JSONDecodeError as err:
-        raise ValueError(f"{path}:{err.lineno}: not JSON ({err.msg}); give the file Triton "
-                         f"writes with --trace-config triton,file=...") from None
+    return read_json(source, "the trace", "give the file Triton writes with --trace-config "
+                                          "triton,file=..."), str(source)
 
 
 def read_trace(source, model: str | None = None, *, edges: bool = True) -> TritonTrace:
