@@ -298,6 +298,8 @@ def profile(workload="two-tower", batch_sizes=range(1, 65), *, repeats: int = 30
             return _time_streams(cp, calls, warmup, repeats)
     else:
         raise ValueError(f"backend must be 'numpy' or 'cupy', got {backend!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ValueError(f"seed must be a whole number >= 0, got {seed!r}")
     rng = np.random.default_rng(seed)
     samples: dict = {m: {} for m in levels}
     for m in levels:

@@ -67,6 +67,7 @@ def test_save_and_load_round_trip_and_errors(tmp_path):
     (dict(batch_sizes="1-8"), "batch_sizes must be whole numbers"),
     (dict(repeats=0), "repeats must be a whole number >= 1"),
     (dict(concurrency=0), "concurrency must be whole numbers >= 1"),
+    (dict(seed=-1), "seed must be a whole number >= 0"),
 ])
 def test_bad_arguments_name_the_field(kwargs, message):
     args = dict(workload="matmul", batch_sizes=[1], repeats=1, warmup=0) | kwargs

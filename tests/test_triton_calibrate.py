@@ -92,3 +92,11 @@ def test_overhead_is_checked():
     with pytest.raises(ValueError, match="Node.overhead"):
         qm.Node(qm.ServiceTime.affine(1e-3), overhead=-1e-3)
     assert "overhead=0.4ms" in qm.Node(qm.ServiceTime.affine(1e-3), overhead=4e-4).describe()
+
+
+def test_snapshot_pairs_are_checked():
+    with pytest.raises(ValueError, match=r"calibrate\(stats=...\) takes the pair \(before, "
+                                         r"after\)"):
+        calibrate(DATA / "config.pbtxt", str(DATA / "stats_after.json"))
+    with pytest.raises(ValueError, match=r"calibrate\(metrics=...\) takes the pair"):
+        calibrate(DATA / "config.pbtxt", STATS, metrics=[METRICS[0]])

@@ -129,6 +129,12 @@ def calibrate(config, stats, metrics=None, trace=None, perf_analyzer=None, *,
         With ``calibration`` saying which source gave each quantity.
     """
     cfg = config if isinstance(config, TritonConfig) else read_config(config, gpus=gpus)
+    for value, name in ((stats, "stats"), (metrics, "metrics")):
+        if name == "stats" or value is not None:
+            if isinstance(value, (str, bytes)) or not hasattr(value, "__len__") \
+                    or len(value) != 2:
+                raise ValueError(f"calibrate({name}=...) takes the pair (before, after) of "
+                                 f"snapshots around the measurement, got {value!r}")
     before, after = stats
     s = read_stats(before, after, model=cfg.name or None)
     m = read_metrics(*metrics, model=s.model) if metrics is not None else None

@@ -21,7 +21,7 @@ Examples
 ...                snapshot(110, 275_000_000, 105, 420_000_000))
 >>> s.executions, s.compute_infer
 ({1: 100, 4: 100}, {1: 0.0025, 4: 0.004})
->>> s.mean_batch_size, s.batch_time()
+>>> s.mean_batch_size, {k: round(v, 9) for k, v in s.batch_time().items()}
 (2.5, {1: 0.00285, 4: 0.00435})
 """
 
@@ -77,7 +77,7 @@ class TritonStats:
     def batch_time(self, phases=PHASES) -> dict:
         """Mean seconds per execution summed over ``phases``, by batch size: what occupies an
         instance for a batch (input, infer and output by default)."""
-        return {k: round(sum(getattr(self, p)[k] for p in phases), 15) for k in self.executions}
+        return {k: sum(getattr(self, p)[k] for p in phases) for k in self.executions}
 
 
 def _snapshot(source, which: str) -> dict:
