@@ -31,6 +31,7 @@ from collections.abc import Mapping
 
 import networkx as nx
 
+from .checks import check_below_capacity, positive_rate
 from .system import Node
 
 __all__ = ["Ensemble"]
@@ -46,13 +47,14 @@ class Ensemble:
         Each stage's node (its own service law, batching knobs and instances).
     edges : sequence of (str, str)
         Which stage feeds which. Stages without upstream take the request as it arrives;
-        the request is done when all stages without downstream are.
+        the request is done when all stages without downstream are. Stages joined by no
+        edge run side by side on every request (two models reading the ensemble's input).
 
     Raises
     ------
     ValueError
         Naming the stage or edge: no stages, a stage that is not a Node, an edge naming an
-        unknown stage, a cycle, or stages not connected to the others.
+        unknown stage (an input nobody produces), a stage fed by itself, or a cycle.
     """
 
     def __init__(self, stages: Mapping, edges=()):
@@ -92,12 +94,6 @@ class Ensemble:
             path = " -> ".join([u for u, _ in cycle] + [cycle[0][0]])
             raise ValueError(f"Ensemble edges make a cycle ({path}): a request would never "
                              f"finish; an ensemble is a directed acyclic graph")
-        parts = list(nx.weakly_connected_components(graph))
-        if len(parts) > 1:
-            parts.sort(key=len)
-            raise ValueError(f"Ensemble stages {sorted(parts[0])} are not connected to the "
-                             f"others ({sorted(set(stages) - parts[0])}); a request goes "
-                             f"through one pipeline: join them by edges or model them apart")
         self._graph = graph
         self.stages = dict(stages)
         self.edges = tuple((str(u), str(v)) for u, v in graph.edges)
@@ -152,6 +148,31 @@ class Ensemble:
         """Requests per second the slowest stage sustains (each request visits every stage
         once)."""
         return min(node.capacity for node in self.stages.values())
+
+    @property
+    def bottleneck(self) -> str:
+        """The stage with the least capacity (the first in :attr:`order` on a tie)."""
+        return min(self.order, key=lambda name: self.stages[name].capacity)
+
+    def check_stable(self, rate: float) -> None:
+        """Raise UnstableError naming the bottleneck stage if ``rate`` reaches its capacity.
+
+        Examples
+        --------
+        >>> import qmodel as qm
+        >>> s = qm.ServiceTime.affine(1e-3)
+        >>> ens = qm.Ensemble({"a": qm.Node(s), "b": qm.Node(s, instances=2)}, [("a", "b")])
+        >>> ens.check_stable(1200.0)
+        Traceback (most recent call last):
+        ...
+        qmodel.checks.UnstableError: arrival rate 1200 req/s is 1.2 times the capacity 1000 req/s of ensemble stage 'a' (Node(S(k) = 1 ms, B=1)) (load 1.2 >= 1): queues grow without bound. Lower rate below 1000 req/s, or give stage 'a' more instances or a larger max_batch_size.
+        """
+        rate = positive_rate(rate)
+        name = self.bottleneck
+        node = self.stages[name]
+        check_below_capacity(rate, node.capacity, f"ensemble stage {name!r} "
+                             f"({node.describe()})", f"give stage {name!r} more instances or a "
+                             "larger max_batch_size")
 
     def describe(self) -> str:
         body = ", ".join(f"{name}: {self.stages[name].describe()}" for name in self.order)

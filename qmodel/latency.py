@@ -50,6 +50,12 @@ class Latency(ABC):
     rejection_fraction : float
         Fraction of arriving requests rejected by a full queue (0 with unlimited queues). The
         distribution describes served requests only.
+
+    Attributes
+    ----------
+    stages : dict of str to Latency, or None
+        For an :class:`~qmodel.Ensemble`: each stage's own sojourn (from the moment the
+        request is ready at the stage to its completion there), by stage name; else None.
     """
 
     def __init__(self, *, method: str, accuracy: Accuracy, throughput: float,
@@ -64,6 +70,7 @@ class Latency(ABC):
                                          for k, v in sorted(batch_size_distribution.items())
                                          if v > 0}
         self.rejection_fraction = float(rejection_fraction)
+        self.stages = None
         for name in ("throughput", "utilization", "rejection_fraction"):
             if not math.isfinite(getattr(self, name)):
                 raise ValueError(f"{name} of a {type(self).__name__} is not finite; "

@@ -789,6 +789,9 @@ def check_stable(system, rate: float) -> None:
     Nodes with a finite ``max_queue_size`` shed load instead of growing, so they never make a
     system unstable.
     """
+    if type(system).__name__ == "Ensemble":
+        system.check_stable(rate)
+        return
     cluster = as_cluster(system)
     rate = positive_rate(rate)
     if all(n.max_queue_size > 0 for n in cluster.nodes):

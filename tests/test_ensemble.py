@@ -47,17 +47,12 @@ def test_the_graph_round_trip():
     ({"a": A}, [("a", "a")], "feeds a stage to itself"),
     ({"a": A, "b": A, "c": A}, [("a", "b"), ("b", "c"), ("c", "a")],
      r"make a cycle \(a -> b -> c -> a\)"),
-    ({"a": A, "b": A, "c": A}, [("a", "b")],
-     r"stages \['c'\] are not connected to the others \(\['a', 'b'\]\)"),
 ])
 def test_malformed_graphs_are_named(stages, edges, message):
     with pytest.raises(ValueError, match=message):
         qm.Ensemble(stages, edges)
 
 
-def test_simulate_and_predict_say_ensembles_are_not_run_yet():
-    ens = qm.Ensemble(CASE, EDGES)
-    for run in (qm.simulate, qm.predict):
-        with pytest.raises(NotImplementedError, match="Ensemble is described .* but not "
-                                                      "simulated or predicted yet"):
-            run(ens, rate=100.0)
+def test_stages_without_edges_run_side_by_side():
+    ens = qm.Ensemble({"a": A, "b": B})
+    assert ens.entries == ens.exits == ("a", "b") and ens.edges == ()

@@ -26,9 +26,11 @@ import numpy as np
 
 from ..checks import positive_int
 from ..latency import Accuracy, SampledLatency, SimulationEstimate
+from ..ensemble import Ensemble
 from ..system import Trace, arrivals_from, as_cluster, check_stable
 from .arrivals import replica_arrivals
 from .backend import get_backend
+from .ensemble import simulate_ensemble
 from .events import run_events
 from .lookahead import run_lookahead
 from .nodetypes import NodeTypes
@@ -181,9 +183,10 @@ def simulate(system, rate=None, *, arrivals=None, requests: int | None = None, s
     >>> bool(lo < 0.0230259 < hi)                     # exact p99: ln(100) / (mu - lambda)
     True
     """
-    cluster = as_cluster(system)
+    ensemble = isinstance(system, Ensemble)
+    cluster = None if ensemble else as_cluster(system)
     source = arrivals_from(rate, arrivals)
-    check_stable(cluster, source.rate)
+    check_stable(system, source.rate)
     if requests is None:
         requests = source.times.size if isinstance(source, Trace) else DEFAULT_REQUESTS
     requests = positive_int(requests, "requests", 100)
@@ -195,13 +198,25 @@ def simulate(system, rate=None, *, arrivals=None, requests: int | None = None, s
                              or seed < 0):
         raise ValueError(f"seed must be a whole number >= 0 or None, got {seed!r}")
 
+    if isinstance(source, Trace) and requests > source.times.size:
+        raise ValueError(f"requests={requests} exceeds the {source.times.size} arrivals of the "
+                         "Trace; leave requests out to replay the whole trace")
+    if ensemble:
+        if engine == "events":
+            raise ValueError("engine='events' does not run an Ensemble; its stages run on the "
+                             "look-ahead engine ('auto' or 'lookahead')")
+        report = _progress_callback(progress, requests)
+        try:
+            return simulate_ensemble(system, source, requests, seed, replicas, warmup, backend,
+                                     report)
+        finally:
+            if hasattr(report, "close"):
+                report.close()
+
     nodes = len(cluster.nodes)
     stream = source      # a Trace's arrivals after the replayed ones serve as cool-down
     if isinstance(source, Trace) and requests < source.times.size:
         source = Trace(source.times[:requests])
-    elif isinstance(source, Trace) and requests > source.times.size:
-        raise ValueError(f"requests={requests} exceeds the {source.times.size} arrivals of the "
-                         "Trace; leave requests out to replay the whole trace")
     replicas, per_replica, ask = _plan_replicas(cluster, source, requests, replicas, warmup)
 
     static = cluster.router.is_static

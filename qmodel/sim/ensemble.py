@@ -1,0 +1,243 @@
+"""Simulating an Ensemble: every stage by Triton's batching rule, coupled by completion times.
+
+Each replica (a "lane") draws its arrivals once. The stages then run in topological order, each
+over all lanes at once on the look-ahead engine (:func:`qmodel.sim.lookahead.run_lookahead`,
+the same batching rule as a lone node): a stage's requests become ready when the request
+arrives (a stage without upstream), when its upstream stage completes the batch that carried
+it, or at a fan-in when the last of its upstreams does. A batch's requests are therefore
+released downstream together, at one instant, which is the clumping later stages see. The
+ready times of a downstream stage are not in arrival order (several instances, or jittery
+service, finish batches out of order), so each stage serves its requests sorted by ready time
+and the completions are put back in request order. A request is done when the last of the
+stages without downstream completes it.
+
+This decoupling is exact: a stage's batches depend only on when its requests become ready,
+never on what happens downstream, because every stage has an unlimited queue (Triton passes
+tensors between steps without back-pressure). A stage with a finite ``max_queue_size`` would
+drop requests midway and is refused.
+
+Each replica's measured window, warm-up, random phase and confidence intervals are those of a
+node's simulation (:mod:`qmodel.sim.window`, :mod:`qmodel.sim.run`); the window is cut by the
+requests' arrival at the ensemble, for the end-to-end latency and for every stage alike. The
+replicas are as long as the stage that needs the longest one (its load, batch size and jitter,
+and its arrivals' burstiness: downstream of a stage of max_batch_size B, arrivals come in
+clumps of up to B, counted as an arrival scv raised by B - 1), and each runs on after its
+window by the cool-down of every stage in turn.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+from ..system import Cluster, Renewal, Trace
+from .arrivals import replica_arrivals
+from .backend import get_backend
+from .lookahead import run_lookahead
+from .nodetypes import NodeTypes
+from .window import batch_places, cool_down_arrivals
+
+__all__ = ["simulate_ensemble", "run_stages", "stage_arrival_scv"]
+
+# Renewal arrivals are described up to scv 100 (the gamma family's range in qmodel.Renewal).
+MOST_SCV = 100.0
+
+
+def stage_arrival_scv(ensemble, scv: float) -> dict:
+    """A bound on the squared coefficient of variation of each stage's arrivals, for sizing
+    the replicas: ``scv`` at a stage without upstream, and downstream of stage u the largest
+    of its upstreams' plus B_u - 1 (u releases clumps of up to B_u requests at once), at most
+    100.
+
+    Examples
+    --------
+    >>> import qmodel as qm
+    >>> s = qm.ServiceTime.affine(1e-3)
+    >>> ens = qm.Ensemble({"a": qm.Node(s, max_batch_size=8), "b": qm.Node(s)}, [("a", "b")])
+    >>> stage_arrival_scv(ens, 1.0)
+    {'a': 1.0, 'b': 8.0}
+    """
+    graph = ensemble.graph
+    out: dict = {}
+    for name in ensemble.order:
+        ups = list(graph.predecessors(name))
+        out[name] = (float(scv) if not ups else
+                     min(MOST_SCV, max(out[u] + ensemble.stages[u].max_batch_size - 1
+                                       for u in ups)))
+    return out
+
+
+def run_stages(bk, ensemble, arrival: np.ndarray, totals: np.ndarray, progress=None) -> dict:
+    """Run every stage of ``ensemble`` over the lanes' arrivals.
+
+    Parameters
+    ----------
+    bk : Backend
+    ensemble : Ensemble
+    arrival : ndarray (lanes, width)
+        Arrival times at the ensemble per lane, increasing, +inf past ``totals[lane]``.
+    totals : int ndarray (lanes,)
+        Real arrivals per lane.
+    progress : callable, optional
+        Called with the fraction of the work done.
+
+    Returns
+    -------
+    dict of stage name -> dict with ``finish`` (lanes, width): when the stage completes each
+    request, in arrival order (+inf past the real ones); ``ready`` and ``done``: the stage's
+    ready and completion times sorted by ready time, lane by lane; ``record``: the look-ahead
+    engine's batches (``start``, ``service``, ``size``, each (steps, lanes)); ``types``.
+
+    Examples
+    --------
+    Two deterministic stages in a row, one request at a time: each request takes 1 + 2 ms.
+
+    >>> import numpy as np, qmodel as qm
+    >>> from qmodel.sim.backend import get_backend
+    >>> ens = qm.Ensemble({"a": qm.Node(qm.ServiceTime.affine(1e-3)),
+    ...                    "b": qm.Node(qm.ServiceTime.affine(2e-3))}, [("a", "b")])
+    >>> out = run_stages(get_backend("numpy"), ens, np.array([[0.0, 0.01]]), np.array([2]))
+    >>> out["b"]["finish"].round(6).tolist()
+    [[0.003, 0.013]]
+    """
+    graph = ensemble.graph
+    lanes, width = arrival.shape
+    real = np.arange(width)[None, :] < np.asarray(totals)[:, None]
+    xp = bk.xp
+    order = ensemble.order
+    out: dict = {}
+    for i, name in enumerate(order):
+        node = ensemble.stages[name]
+        ups = list(graph.predecessors(name))
+        if not ups:
+            ready = arrival
+        else:
+            ready = out[ups[0]]["finish"]
+            for u in ups[1:]:
+                ready = np.maximum(ready, out[u]["finish"])      # a fan-in waits for the last
+        perm = np.argsort(ready, axis=1, kind="stable")
+        ready_sorted = np.take_along_axis(ready, perm, axis=1)
+        types = NodeTypes(bk, [node])
+        lane_times = np.full((lanes, width + 2 * types.bmax + 2), np.inf)
+        lane_times[:, :width] = ready_sorted
+        report = None
+        if progress is not None:
+            report = (lambda f, i=i: progress((i + f) / len(order)))
+        record = run_lookahead(bk, types, xp.asarray(lane_times), xp.asarray(totals),
+                               xp.zeros(lanes, dtype=np.int64), report)
+        # Lane l's batches in step order cover its ready requests in order (run_static does
+        # the same for a node): repeat each batch's completion by its size, lane by lane.
+        completion = np.repeat((record["start"] + record["service"]).T.ravel(),
+                               record["size"].T.ravel())
+        done = np.full((lanes, width), np.inf)
+        done[real] = completion + node.overhead
+        finish = np.empty_like(done)
+        np.put_along_axis(finish, perm, done, axis=1)
+        out[name] = {"finish": finish, "ready": ready_sorted, "done": done, "record": record,
+                     "types": types}
+    return out
+
+
+def simulate_ensemble(ensemble, source, requests: int, seed, replicas, warmup: float,
+                      backend: str, progress=None):
+    """The end-to-end sojourn times of ``ensemble``, with ``.stages``; called by
+    :func:`qmodel.simulate`, which has checked the arguments (see its documentation)."""
+    from .run import _assemble, _plan_replicas
+
+    for name, node in ensemble.stages.items():
+        if node.max_queue_size:
+            raise ValueError(f"Ensemble stage {name!r} has max_queue_size="
+                             f"{node.max_queue_size}: a request rejected midway through a "
+                             "pipeline is not simulated; set max_queue_size=0 on its stages")
+    rate = source.rate
+    worst, plan_source = _longest_need(ensemble, source, warmup)
+    replicas, per_replica, ask = _plan_replicas(Cluster(worst), plan_source, requests, replicas,
+                                                warmup)
+    cool = sum(cool_down_arrivals(Cluster(node), rate) for node in ensemble.stages.values())
+    phase = max(batch_places(Cluster(node)) for node in ensemble.stages.values())
+    bk = get_backend(backend, seed)
+    times, start, counts, totals = replica_arrivals(bk, source, replicas, per_replica,
+                                                    cool=cool, phase=phase, requests=requests)
+    times, start, counts = bk.asnumpy(times), bk.asnumpy(start), bk.asnumpy(counts)
+    totals = bk.asnumpy(totals)
+    width = int(totals.max())
+    arrival = times[:, :width]
+    stages = run_stages(bk, ensemble, arrival, totals, progress)
+    lane_replica = np.arange(replicas)
+
+    def outcome(ready, done, record=None):
+        """The engine-adapter record :func:`qmodel.sim.run._assemble` takes: the requests
+        (ready at ``ready``, done at ``done``, lane by lane) and ``record``'s batches."""
+        lanes = [ready[r, :totals[r]] for r in range(replicas)]
+        out = {"arrival": lanes, "segment_replica": lane_replica,
+               "sojourn": np.concatenate([done[r, :totals[r]] - lanes[r]
+                                          for r in range(replicas)]),
+               "rejected_arrival": np.zeros(0), "rejected": np.zeros(replicas, dtype=np.int64)}
+        if record is None:
+            return out
+        sizes = record["size"]
+
+        def first_arrival():
+            first = np.cumsum(sizes, axis=0) - sizes
+            got = ready[lane_replica[None, :], np.minimum(first, width - 1)]
+            return np.where(sizes > 0, got, np.inf)
+
+        out.update({"batch_start": record["start"], "batch_service": record["service"],
+                    "batch_size": sizes, "batch_replica": lane_replica[None, :],
+                    "batch_first_arrival": first_arrival})
+        return out
+
+    per_stage = {}
+    with warnings.catch_warnings():
+        # the end-to-end result below warns once for the whole run
+        warnings.simplefilter("ignore")
+        for name in ensemble.order:
+            s = stages[name]
+            result = _assemble(outcome(s["ready"], s["done"], s["record"]), times, start,
+                               counts, s["types"], warmup, "lookahead", bk.name, requests, ask)
+            result.method = f"simulation of ensemble stage {name!r} ({result.method})"
+            per_stage[name] = result
+
+    end = stages[ensemble.exits[0]]["finish"]
+    for name in ensemble.exits[1:]:
+        end = np.maximum(end, stages[name]["finish"])    # done when the last exit is
+    # Every stage's batches together: the end-to-end utilization is the busy fraction of all
+    # the pipeline's instances, its batch sizes those of all its batches.
+    pooled = _pool_records([stages[name] for name in ensemble.order], outcome)
+    e2e = outcome(arrival, end)
+    e2e.update(pooled)
+    result = _assemble(e2e, times, start, counts,
+                       NodeTypes(bk, [ensemble.stages[n] for n in ensemble.order]), warmup,
+                       "lookahead", bk.name, requests, ask)
+    result.method = (f"simulation of a {len(ensemble.stages)}-stage ensemble (lookahead engine "
+                     f"per stage, {bk.name}, {replicas} replicas)")
+    result.stages = per_stage
+    return result
+
+
+def _pool_records(stage_runs, outcome) -> dict:
+    """All stages' batch records as flat arrays, for the end-to-end batch statistics."""
+    parts = [outcome(s["ready"], s["done"], s["record"]) for s in stage_runs]
+    flat = {key: np.concatenate([np.broadcast_to(p[key], p["batch_start"].shape).ravel()
+                                 for p in parts])
+            for key in ("batch_start", "batch_service", "batch_size", "batch_replica")}
+    flat["batch_first_arrival"] = lambda: np.concatenate(
+        [p["batch_first_arrival"]().ravel() for p in parts])
+    return flat
+
+
+def _longest_need(ensemble, source, warmup: float):
+    """The stage whose replicas must be longest, and the arrivals to plan them with (its
+    arrival scv from :func:`stage_arrival_scv`)."""
+    from .run import arrivals_per_replica_node
+
+    scv = stage_arrival_scv(ensemble, source.scv)
+    need = {}
+    for name in ensemble.order:
+        need[name] = arrivals_per_replica_node(Cluster(ensemble.stages[name]), source.rate,
+                                               scv[name], warmup)
+    worst = max(ensemble.order, key=lambda n: need[n])
+    if isinstance(source, Trace) or scv[worst] == source.scv:
+        return ensemble.stages[worst], source
+    return ensemble.stages[worst], Renewal(source.rate, scv[worst])
