@@ -165,7 +165,7 @@ class Ensemble:
         >>> ens.check_stable(1200.0)
         Traceback (most recent call last):
         ...
-        qmodel.checks.UnstableError: arrival rate 1200 req/s is 1.2 times the capacity 1000 req/s of ensemble stage 'a' (Node(S(k) = 1 ms, B=1)) (load 1.2 >= 1): queues grow without bound. Lower rate below 1000 req/s, or give stage 'a' more instances or a larger max_batch_size.
+        qmodel.checks.UnstableError: arrival rate 1200 req/s is 1.2 times the capacity 1000 req/s of ensemble stage 'a' (Node(B=1, delay=0ms, instances=1, S(k)=1 ms + 0 ms x k)) (load 1.2 >= 1): queues grow without bound. Lower rate below 1000 req/s, or give stage 'a' more instances or a larger max_batch_size.
         """
         rate = positive_rate(rate)
         name = self.bottleneck
