@@ -56,15 +56,20 @@ from dataclasses import replace
 
 import numpy as np
 
-from .latency import Accuracy, Approximation, Latency, least_exact, with_overhead
+from .ensemble import Ensemble
+from .latency import (Accuracy, Approximation, LatticeLatency, Latency, least_exact,
+                      with_overhead)
 from .selfcheck import defects
 from .sim import run as sim_run
 from .sim.cost import run_cost
+from .sim.ensemble import arrivals_per_replica
 from .system import Cluster, Node, Renewal, Trace, arrivals_from, as_cluster, check_stable
 from .theory.batch import DEFAULT_RESOLUTION, batch_node, check_resolution
 from .theory.budget import (ADVICE, OverBudget, charge, fits, format_bytes, format_seconds,
                             hold, limits, remaining)
 from .theory.classical import mdc, mg1, mmc
+from .theory.pipeline import (batch_service_scv, blended_scv, clumped_stage, combine, departure_scv, ensemble_family,
+                              ensemble_features, unclumped)
 from .theory.lindley import gig1, gigc
 from .theory.measured import CLUSTER_FAMILIES, configuration_features, measured
 from .theory.jsq import balanced_least_outstanding
@@ -150,7 +155,8 @@ def predict(system, rate=None, *, arrivals=None, resolution: int = DEFAULT_RESOL
     """
     process = arrivals_from(rate, arrivals)
     check_resolution(resolution)       # checked here too: M/D/c and M/M/c ignore it
-    as_cluster(system)          # a Node or Cluster, or the error that says what else it is
+    if not isinstance(system, Ensemble):
+        as_cluster(system)      # a Node or Cluster, or the error that says what else it is
     if not isinstance(extrapolate, bool):
         raise ValueError(f"extrapolate must be True or False, got {extrapolate!r}")
     if fallback not in FALLBACKS:
@@ -185,6 +191,8 @@ def _checked_model(system, process, resolution: int, extrapolate: bool) -> Laten
     the system lies in its family's measured domain (or ``extrapolate``); NotImplementedError
     with the reason otherwise. Overflow inside a solver is caught by those checks, so numpy's
     floating-point warnings are kept inside."""
+    if isinstance(system, Ensemble):
+        return _ensemble(system, process, resolution, extrapolate)
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         try:
@@ -272,6 +280,8 @@ def _shortest_simulation(system, process):
     replicas past the start-up transient (the simulator's own rule), or a Trace whole."""
     if isinstance(process, Trace):
         least = int(process.times.size)
+    elif isinstance(system, Ensemble):
+        least = math.ceil(sim_run.MIN_REPLICAS * arrivals_per_replica(system, process))
     else:
         cluster = as_cluster(system)
         per_node = sim_run.arrivals_per_replica_node(cluster, process.rate, process.scv)
@@ -322,6 +332,94 @@ def _simulated(system, process, reason: str, least: int, shortest) -> Latency:
         requests = longer
     result.method = f"simulation fallback ({result.method}, seed {FALLBACK_SEED})"
     result.accuracy = result.accuracy.extended(fallback_reason=reason)
+    return result
+
+
+def _ensemble(ensemble, process, resolution: int, extrapolate: bool) -> Latency:
+    """Each stage's model under the arrivals its upstreams release, combined along the graph
+    (:mod:`qmodel.theory.pipeline`); NotImplementedError naming the stage none covers."""
+    note = None
+    if isinstance(process, Trace):
+        process = Renewal(process.rate, arrival_scv(process))
+        note = Approximation("trace_as_renewal", f"trace replaced by renewal arrivals with its "
+                             f"rate {process.rate:.6g}/s and interarrival scv {process.scv:.3g}")
+    rate = float(process.rate)
+    graph = ensemble.graph
+    stages, released, epochs, scvs = {}, {}, {}, {}
+    for name in ensemble.order:
+        ups = list(graph.predecessors(name))
+        node = ensemble.stages[name]
+        # what the stage sees over its own busy periods: a blend of the upstream's output
+        # just after it (interval scv) and over long windows (its input's), the more the
+        # busier the stage (pipeline.blended_scv)
+        load = rate / node.capacity
+        scv = (arrival_scv(process) if not ups else
+               max(blended_scv(released[u], scvs[u], load) for u in ups))
+        stream = process if not ups else Renewal(rate, max(scv, MIN_SCV))
+        clump = None if len(ups) != 1 else clumped_stage(node, stages[ups[0]].mean_batch_size)
+        try:
+            # the ensemble family's measured domain, not the stage's, says where this holds
+            if clump is None:
+                result = _checked_model(node, stream, resolution, True)
+            else:
+                size, clump_node = clump
+                u = ups[0]
+                result = unclumped(_checked_model(
+                    clump_node, Renewal(rate / size, max(blended_scv(
+                        epochs[u], scvs[u] / size, load), MIN_SCV)),
+                    resolution, True), size, rate)
+        except NotImplementedError as err:
+            raise NotImplementedError(f"ensemble stage {name!r}: {err}") from err
+        released[name], epochs[name] = departure_scv(
+            result.utilization, result.batch_size_distribution, node.instances,
+            batch_service_scv(node.service, result.batch_size_distribution), scv,
+            epochs_too=True)
+        stages[name], scvs[name] = result, scv
+    if len(stages) == 1:
+        (result,) = stages.values()
+        result.stages = dict(stages)
+        return result
+    pmf, h, lost = combine(ensemble, stages)
+    inner = [Approximation("stage_arrivals_renewal",
+                           "each stage below another takes renewal arrivals with the scv of "
+                           "the stream its upstream releases (batches released together, "
+                           "Whitt 1983); largest scv as value", max(scvs.values())),
+             Approximation("stage_sojourns_independent",
+                           "stage sojourns taken as independent: summed along each path, the "
+                           "latest taken at a fan-in")]
+    if note:
+        inner.append(note)
+    outer = Accuracy("approximation", f"{len(stages)} stages combined on a lattice",
+                     lattice_step=h, truncated_mass=lost, approximations=tuple(inner))
+    accuracy = Accuracy.combine(outer, [r.accuracy for r in stages.values()])
+    # the stages' own families and domains describe the stages (in result.stages), not the
+    # ensemble: its measured error is the ensemble family's
+    family = ensemble_family()
+    accuracy = replace(accuracy, measured=(family,) if family is not None else (),
+                       approximations=tuple(a for a in accuracy.approximations
+                                            if a.key != "outside_measured_domain"))
+    instances = np.array([ensemble.stages[n].instances for n in stages], float)
+    batches: dict = {}
+    for r in stages.values():
+        for k, p in r.batch_size_distribution.items():    # all stages' batches, per batch
+            batches[k] = batches.get(k, 0.0) + p / r.mean_batch_size
+    result = LatticeLatency(
+        pmf, h, method=f"ensemble of {len(stages)} stages (stage models combined: renewal "
+                       "arrivals downstream, independent sojourns)",
+        accuracy=accuracy, throughput=min(r.throughput for r in stages.values()),
+        utilization=float(np.dot([r.utilization for r in stages.values()], instances)
+                          / instances.sum()),
+        batch_size_distribution=batches)
+    result.stages = stages
+    reason = defects(result)
+    if reason is not None:
+        raise NotImplementedError(reason)
+    if family is not None and not extrapolate:
+        outside = family.outside(ensemble_features(ensemble, process))
+        if outside is not None:
+            raise NotImplementedError(
+                f"{outside} (its measured error {family.p99.low:+.1%} to "
+                f"{family.p99.high:+.1%} on p99 is not known to hold here)")
     return result
 
 

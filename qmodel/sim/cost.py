@@ -50,6 +50,10 @@ REPLICA_SECONDS = 0.8e-6      # events engine: per replica per step
 LANE_SECONDS = 8e-9           # events engine: per replica x node per step
 SETUP_SECONDS = 0.05          # drawing arrivals, assembling the result
 BYTES_PER_REQUEST = 150.0
+# an ensemble's stage: sorting a request's ready time, and its ready, completion and
+# finish times (float64) and sort index
+SORT_SECONDS = 0.1e-6
+STAGE_BYTES = 40.0
 
 
 @dataclass(frozen=True)
@@ -66,6 +70,8 @@ class RunCost:
 def run_cost(system, arrivals, requests: int, warmup: float = DEFAULT_WARMUP) -> RunCost:
     """Estimated time and memory of ``qmodel.simulate(system, arrivals=arrivals,
     requests=requests)`` with the default replicas and engine (see the module docstring)."""
+    if type(system).__name__ == "Ensemble":
+        return _ensemble_cost(system, arrivals, requests, warmup)
     cluster = as_cluster(system)
     engine = auto_engine(cluster)
     replicas = default_replicas(cluster, arrivals, requests, warmup)
@@ -77,3 +83,20 @@ def run_cost(system, arrivals, requests: int, warmup: float = DEFAULT_WARMUP) ->
         lanes = replicas * len(cluster.nodes)
         seconds = steps * (STEP_SECONDS + REPLICA_SECONDS * replicas + LANE_SECONDS * lanes)
     return RunCost(SETUP_SECONDS + seconds, BYTES_PER_REQUEST * requests, engine, replicas)
+
+
+def _ensemble_cost(ensemble, arrivals, requests: int, warmup: float) -> RunCost:
+    """An ensemble runs each stage on the look-ahead engine over all replicas, sorts each
+    stage's ready times, and keeps a few arrays per request and stage
+    (:mod:`qmodel.sim.ensemble`)."""
+    from .ensemble import _longest_need
+
+    worst, source = _longest_need(ensemble, arrivals, warmup)
+    replicas = default_replicas(as_cluster(worst), source, requests, warmup)
+    stages = len(ensemble.stages)
+    steps = requests / replicas
+    seconds = stages * (steps * LOOKAHEAD_STEP_SECONDS + requests / LOOKAHEAD_RATE
+                        + requests * SORT_SECONDS)
+    return RunCost(SETUP_SECONDS + seconds,
+                   (BYTES_PER_REQUEST + STAGE_BYTES * stages) * requests, "lookahead",
+                   replicas)

@@ -38,7 +38,7 @@ from .lookahead import run_lookahead
 from .nodetypes import NodeTypes
 from .window import batch_places, cool_down_arrivals
 
-__all__ = ["simulate_ensemble", "run_stages", "stage_arrival_scv"]
+__all__ = ["simulate_ensemble", "run_stages", "stage_arrival_scv", "arrivals_per_replica"]
 
 # Renewal arrivals are described up to scv 100 (the gamma family's range in qmodel.Renewal).
 MOST_SCV = 100.0
@@ -227,16 +227,26 @@ def _pool_records(stage_runs, outcome) -> dict:
     return flat
 
 
-def _longest_need(ensemble, source, warmup: float):
-    """The stage whose replicas must be longest, and the arrivals to plan them with (its
-    arrival scv from :func:`stage_arrival_scv`)."""
+def arrivals_per_replica(ensemble, source, warmup: float = 0.1) -> float:
+    """Arrivals each replica of an ensemble simulation needs: those of the stage that needs
+    the most (:func:`qmodel.sim.run.arrivals_per_replica_node`, with the stage's arrival scv
+    from :func:`stage_arrival_scv`)."""
+    return max(_needs(ensemble, source, warmup)[0].values())
+
+
+def _needs(ensemble, source, warmup: float):
     from .run import arrivals_per_replica_node
 
     scv = stage_arrival_scv(ensemble, source.scv)
-    need = {}
-    for name in ensemble.order:
-        need[name] = arrivals_per_replica_node(Cluster(ensemble.stages[name]), source.rate,
-                                               scv[name], warmup)
+    return {name: arrivals_per_replica_node(Cluster(ensemble.stages[name]), source.rate,
+                                            scv[name], warmup)
+            for name in ensemble.order}, scv
+
+
+def _longest_need(ensemble, source, warmup: float):
+    """The stage whose replicas must be longest, and the arrivals to plan them with (its
+    arrival scv from :func:`stage_arrival_scv`)."""
+    need, scv = _needs(ensemble, source, warmup)
     worst = max(ensemble.order, key=lambda n: need[n])
     if isinstance(source, Trace) or scv[worst] == source.scv:
         return ensemble.stages[worst], source
