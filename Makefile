@@ -24,6 +24,7 @@ $(VENV)/.installed-bench: pyproject.toml | $(BIN)/activate
 
 demo: $(VENV)/.installed
 	$(BIN)/python examples/demo.py --out demo-out
+	$(BIN)/python examples/ensemble_case_study.py --out demo-out
 
 test: $(VENV)/.installed-test
 	$(BIN)/python -m pytest -q

@@ -8,6 +8,7 @@
 True
 """
 
+from .bottleneck import Bottleneck, bottleneck
 from .compare import compare_routers, router_table
 from .ensemble import Ensemble
 from .latency import Accuracy, Latency, SampledLatency
@@ -24,7 +25,7 @@ __all__ = [
     "UnstableError", "check_stable", "parse_duration",
     "Latency", "SampledLatency", "Accuracy",
     "simulate", "replay", "Replay", "ShortRunWarning", "predict", "compare_routers",
-    "router_table", "Budget", "profile", "Profile", "Ensemble",
+    "router_table", "Budget", "profile", "Profile", "Ensemble", "bottleneck", "Bottleneck",
 ]
 
 __version__ = "0.1.0"

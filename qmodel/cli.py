@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import derive
+from . import derive, ensemble_command
 from .campaign import validate
 from . import system as qs
 from .sim import simulate
@@ -254,6 +254,12 @@ def build_parser() -> argparse.ArgumentParser:
     prof.add_argument("--out", required=True, metavar="FILE", help="the profile (JSON)")
     prof.add_argument("--plot", default=None, metavar="FILE",
                       help="the plot (default: --out with .png)")
+    ensemble_command.add_arguments(sub.add_parser(
+        "ensemble", help="a Triton ensemble from its model repository, predicted end to end",
+        description="Read an ensemble's config.pbtxt and its composing models' configs, take "
+                    "each stage's S(k) from --service or --profile, and predict the "
+                    "end-to-end p50/p95/p99 with each stage's share (--check: also simulate; "
+                    "--bottleneck: what each stage's knobs do to p99)."))
     derive.add_arguments(sub.add_parser(
         "derive", help="render the sympy derivations of qmodel's closed forms",
         description="Write the derivations of qmodel/derivations as Markdown (LaTeX math) "
@@ -393,6 +399,8 @@ def _run(argv) -> int:
         return _profile_command(args)
     if args.command == "derive":
         return derive.run(args)
+    if args.command == "ensemble":
+        return ensemble_command.run(args)
     if args.command == "validate":
         return validate.run(args)
     try:

@@ -150,6 +150,11 @@ class Ensemble:
         return min(node.capacity for node in self.stages.values())
 
     @property
+    def instances(self) -> int:
+        """Instances over all stages (what a pod runs)."""
+        return sum(node.instances for node in self.stages.values())
+
+    @property
     def bottleneck(self) -> str:
         """The stage with the least capacity (the first in :attr:`order` on a tie)."""
         return min(self.order, key=lambda name: self.stages[name].capacity)

@@ -11,7 +11,7 @@ from typing import Mapping
 
 import numpy as np
 
-__all__ = ["plot_latency", "plot_router_comparison", "plot_profile"]
+__all__ = ["plot_latency", "plot_router_comparison", "plot_profile", "plot_bottleneck"]
 
 
 def _pyplot():
@@ -141,4 +141,43 @@ def plot_profile(profile, path, title: str = "") -> Path:
     ax.set_title(title or f"{profile.workload} on {profile.device}")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
+    return _save(fig, path)
+
+
+def plot_bottleneck(report, path, title: str = "") -> Path:
+    """What each stage's knob changes do to the end-to-end quantile
+    (:func:`qmodel.bottleneck.bottleneck`): one horizontal bar per change, grouped by stage,
+    its length the change against the configured value in percent (left: faster); the
+    dominant stage's bars stand out.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib, qmodel as qm
+    >>> from qmodel.bottleneck import bottleneck
+    >>> s = qm.ServiceTime.affine(1e-3, 1e-4)
+    >>> ens = qm.Ensemble({"a": qm.Node(s, max_batch_size=4), "b": qm.Node(s, instances=2)},
+    ...                   [("a", "b")])
+    >>> out = plot_bottleneck(bottleneck(ens, rate=1500.0, fallback="raise"),
+    ...                       pathlib.Path(tempfile.mkdtemp()) / "b.png")
+    >>> out.stat().st_size > 0
+    True
+    """
+    plt = _pyplot()
+    rows = [c for c in report.changes if c.latency is not None]
+    fig, ax = plt.subplots(figsize=(7.5, 0.35 * len(rows) + 1.6))
+    if not rows:
+        ax.text(0.5, 0.5, "no knob change was answered (see the report's notes)",
+                ha="center", va="center", transform=ax.transAxes)
+    y = np.arange(len(rows))[::-1]
+    colours = ["tab:red" if c.stage == report.dominant else "tab:blue" for c in rows]
+    ax.barh(y, [100 * (c.latency / report.latency - 1) for c in rows], color=colours,
+            alpha=0.8)
+    name = f"p{report.level * 100:g}"
+    ax.axvline(0.0, color="black", linestyle="--",
+               label=f"as configured: {name} {report.latency * 1e3:.2f} ms")
+    ax.set_yticks(y, [f"{c.stage}: {c.change}" for c in rows], fontsize=8)
+    ax.set_xlabel(f"change of the end-to-end {name} (%)")
+    ax.set_title(title or f"end-to-end {name} per knob change (dominant stage: "
+                          f"{report.dominant})", fontsize=10)
+    ax.legend(fontsize=8, loc="lower right")
     return _save(fig, path)

@@ -43,6 +43,11 @@ falls back to qmodel's simulator and says so: ``accuracy.is_fallback`` is True,
 takes seconds, not milliseconds; ``fallback="raise"`` raises NotImplementedError with the
 reason instead.
 
+An :class:`~qmodel.Ensemble` (or identical Ensemble pods behind a static router) is solved
+stage by stage and the stages combined along its graph (:mod:`qmodel.theory.pipeline`): an
+approximation with the measured error of family ``ensemble``; its result's ``stages`` holds
+each stage's answer.
+
 A finite ``max_queue_size`` makes the node a loss system (batch-node chain, with
 ``rejection_fraction``). A :class:`~qmodel.system.Trace` is taken as renewal arrivals with its
 rate and interarrival scv (approximation, stated).
@@ -56,20 +61,19 @@ from dataclasses import replace
 
 import numpy as np
 
-from .ensemble import Ensemble
 from .latency import (Accuracy, Approximation, LatticeLatency, Latency, least_exact,
                       with_overhead)
 from .selfcheck import defects
 from .sim import run as sim_run
 from .sim.cost import run_cost
 from .sim.ensemble import arrivals_per_replica
-from .system import Cluster, Node, Renewal, Trace, arrivals_from, as_cluster, check_stable
+from .system import (Cluster, Node, Poisson, Renewal, Trace, arrivals_from, as_cluster,
+                     check_stable)
 from .theory.batch import DEFAULT_RESOLUTION, batch_node, check_resolution
 from .theory.budget import (ADVICE, OverBudget, charge, fits, format_bytes, format_seconds,
                             hold, limits, remaining)
 from .theory.classical import mdc, mg1, mmc
-from .theory.pipeline import (batch_service_scv, blended_scv, clumped_stage, combine, departure_scv, ensemble_family,
-                              ensemble_features, unclumped)
+from .theory.pipeline import ensemble_family, ensemble_features, pipeline_latency
 from .theory.lindley import gig1, gigc
 from .theory.measured import CLUSTER_FAMILIES, configuration_features, measured
 from .theory.jsq import balanced_least_outstanding
@@ -103,11 +107,12 @@ MAX_TRACE_SCV = 100.0
 def predict(system, rate=None, *, arrivals=None, resolution: int = DEFAULT_RESOLUTION,
             fallback: str = "simulate", extrapolate: bool = False,
             budget=None) -> Latency:
-    """Predicted sojourn-time distribution of a node or cluster under an arrival process.
+    """Predicted sojourn-time distribution of a node, cluster or ensemble under an arrival
+    process.
 
     Parameters
     ----------
-    system : Node or Cluster
+    system : Node, Cluster, Ensemble, or Cluster of Ensemble pods
     rate : float, optional
         Poisson arrival rate in requests per second (or give ``arrivals``).
     arrivals : Poisson or Renewal, optional
@@ -155,8 +160,7 @@ def predict(system, rate=None, *, arrivals=None, resolution: int = DEFAULT_RESOL
     """
     process = arrivals_from(rate, arrivals)
     check_resolution(resolution)       # checked here too: M/D/c and M/M/c ignore it
-    if not isinstance(system, Ensemble):
-        as_cluster(system)      # a Node or Cluster, or the error that says what else it is
+    as_cluster(system)    # a Node, Ensemble or Cluster, or the error that says what else it is
     if not isinstance(extrapolate, bool):
         raise ValueError(f"extrapolate must be True or False, got {extrapolate!r}")
     if fallback not in FALLBACKS:
@@ -191,8 +195,8 @@ def _checked_model(system, process, resolution: int, extrapolate: bool) -> Laten
     the system lies in its family's measured domain (or ``extrapolate``); NotImplementedError
     with the reason otherwise. Overflow inside a solver is caught by those checks, so numpy's
     floating-point warnings are kept inside."""
-    if isinstance(system, Ensemble):
-        return _ensemble(system, process, resolution, extrapolate)
+    if as_cluster(system).pods:
+        return _pods(as_cluster(system), process, resolution, extrapolate)
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         try:
@@ -280,7 +284,7 @@ def _shortest_simulation(system, process):
     replicas past the start-up transient (the simulator's own rule), or a Trace whole."""
     if isinstance(process, Trace):
         least = int(process.times.size)
-    elif isinstance(system, Ensemble):
+    elif as_cluster(system).pods:
         least = math.ceil(sim_run.MIN_REPLICAS * arrivals_per_replica(system, process))
     else:
         cluster = as_cluster(system)
@@ -343,84 +347,53 @@ def _ensemble(ensemble, process, resolution: int, extrapolate: bool) -> Latency:
         process = Renewal(process.rate, arrival_scv(process))
         note = Approximation("trace_as_renewal", f"trace replaced by renewal arrivals with its "
                              f"rate {process.rate:.6g}/s and interarrival scv {process.scv:.3g}")
-    rate = float(process.rate)
-    graph = ensemble.graph
-    stages, released, epochs, scvs = {}, {}, {}, {}
-    for name in ensemble.order:
-        ups = list(graph.predecessors(name))
-        node = ensemble.stages[name]
-        # what the stage sees over its own busy periods: a blend of the upstream's output
-        # just after it (interval scv) and over long windows (its input's), the more the
-        # busier the stage (pipeline.blended_scv)
-        load = rate / node.capacity
-        scv = (arrival_scv(process) if not ups else
-               max(blended_scv(released[u], scvs[u], load) for u in ups))
-        stream = process if not ups else Renewal(rate, max(scv, MIN_SCV))
-        clump = None if len(ups) != 1 else clumped_stage(node, stages[ups[0]].mean_batch_size)
-        try:
-            # the ensemble family's measured domain, not the stage's, says where this holds
-            if clump is None:
-                result = _checked_model(node, stream, resolution, True)
-            else:
-                size, clump_node = clump
-                u = ups[0]
-                result = unclumped(_checked_model(
-                    clump_node, Renewal(rate / size, max(blended_scv(
-                        epochs[u], scvs[u] / size, load), MIN_SCV)),
-                    resolution, True), size, rate)
-        except NotImplementedError as err:
-            raise NotImplementedError(f"ensemble stage {name!r}: {err}") from err
-        released[name], epochs[name] = departure_scv(
-            result.utilization, result.batch_size_distribution, node.instances,
-            batch_service_scv(node.service, result.batch_size_distribution), scv,
-            epochs_too=True)
-        stages[name], scvs[name] = result, scv
-    if len(stages) == 1:
-        (result,) = stages.values()
-        result.stages = dict(stages)
+    if len(ensemble.stages) == 1:            # the node itself, inside its own domain
+        (name, node), = ensemble.stages.items()
+        result = _checked_model(node, process, resolution, extrapolate)
+        result.stages = {name: result}
         return result
-    pmf, h, lost = combine(ensemble, stages)
-    inner = [Approximation("stage_arrivals_renewal",
-                           "each stage below another takes renewal arrivals with the scv of "
-                           "the stream its upstream releases (batches released together, "
-                           "Whitt 1983); largest scv as value", max(scvs.values())),
-             Approximation("stage_sojourns_independent",
-                           "stage sojourns taken as independent: summed along each path, the "
-                           "latest taken at a fan-in")]
-    if note:
-        inner.append(note)
-    outer = Accuracy("approximation", f"{len(stages)} stages combined on a lattice",
-                     lattice_step=h, truncated_mass=lost, approximations=tuple(inner))
-    accuracy = Accuracy.combine(outer, [r.accuracy for r in stages.values()])
-    # the stages' own families and domains describe the stages (in result.stages), not the
-    # ensemble: its measured error is the ensemble family's
+    result = pipeline_latency(
+        ensemble, process, arrival_scv(process),
+        lambda name, node, stream: _stage_model(name, node, stream, resolution),
+        notes=[note] if note else [])
     family = ensemble_family()
-    accuracy = replace(accuracy, measured=(family,) if family is not None else (),
-                       approximations=tuple(a for a in accuracy.approximations
-                                            if a.key != "outside_measured_domain"))
-    instances = np.array([ensemble.stages[n].instances for n in stages], float)
-    batches: dict = {}
-    for r in stages.values():
-        for k, p in r.batch_size_distribution.items():    # all stages' batches, per batch
-            batches[k] = batches.get(k, 0.0) + p / r.mean_batch_size
-    result = LatticeLatency(
-        pmf, h, method=f"ensemble of {len(stages)} stages (stage models combined: renewal "
-                       "arrivals downstream, independent sojourns)",
-        accuracy=accuracy, throughput=min(r.throughput for r in stages.values()),
-        utilization=float(np.dot([r.utilization for r in stages.values()], instances)
-                          / instances.sum()),
-        batch_size_distribution=batches)
-    result.stages = stages
     reason = defects(result)
     if reason is not None:
         raise NotImplementedError(reason)
     if family is not None and not extrapolate:
-        outside = family.outside(ensemble_features(ensemble, process))
+        outside = family.outside(ensemble_features(ensemble, process, result.stages))
         if outside is not None:
             raise NotImplementedError(
                 f"{outside} (its measured error {family.p99.low:+.1%} to "
                 f"{family.p99.high:+.1%} on p99 is not known to hold here)")
     return result
+
+
+def _pods(cluster: Cluster, process, resolution: int, extrapolate: bool) -> Latency:
+    """An Ensemble, or identical Ensemble pods behind a static router: each pod solved with
+    the stream the router gives it (:func:`_split`), the pods mixed."""
+    ensemble = cluster.nodes[0]
+    if len(cluster.nodes) == 1:
+        return _ensemble(ensemble, process, resolution, extrapolate)
+
+    def solve(pod, pod_rate, pod_scv):
+        stream = Poisson(pod_rate) if pod_scv == 1.0 else Renewal(pod_rate, pod_scv)
+        return _ensemble(pod, stream, resolution, extrapolate)
+
+    result = _split(cluster, float(process.rate), resolution, arrival_scv(process), solve)
+    distinct = {id(part) for part in result.parts}
+    # identical pods with equal shares are one part: its stages are every pod's
+    result.stages = result.parts[0].stages if len(distinct) == 1 else None
+    return result
+
+
+def _stage_model(name: str, node: Node, process, resolution: int) -> Latency:
+    """A stage's model inside an ensemble, whose family's measured domain (not the stage's)
+    says where it holds; NotImplementedError naming the stage where no model covers it."""
+    try:
+        return _checked_model(node, process, resolution, True)
+    except NotImplementedError as err:
+        raise NotImplementedError(f"ensemble stage {name!r}: {err}") from err
 
 
 def _node(node: Node, rate: float, resolution: int, scv: float = 1.0) -> Latency:
@@ -465,7 +438,8 @@ def _single_request(node: Node, rate: float, scv: float) -> Latency:
     return gigc(rate, service, scv, c)
 
 
-def _split(cluster: Cluster, rate: float, resolution: int, scv: float = 1.0) -> Latency:
+def _split(cluster: Cluster, rate: float, resolution: int, scv: float = 1.0,
+           solve=None) -> Latency:
     """A static router splits the stream into per-node renewal streams: solve each node alone.
 
     - random (weighted), share p: independent thinning of a renewal stream is renewal, its
@@ -475,9 +449,12 @@ def _split(cluster: Cluster, rate: float, resolution: int, scv: float = 1.0) -> 
       with scv scv / N (Erlang-N for Poisson input): exact marginally, as each node's stream
       is exactly that renewal process.
 
-    Each node then gets its own solver, and the cluster's latency is the request-weighted
-    mixture of the nodes' (every request is served by one node).
+    Each node then gets its own solver (``solve(node, rate, scv)``; by default the node's
+    model), and the cluster's latency is the request-weighted mixture of the nodes' (every
+    request is served by one node).
     """
+    if solve is None:
+        solve = (lambda node, node_rate, node_scv: _node(node, node_rate, resolution, node_scv))
     router = cluster.router
     nodes, shares = cluster.nodes, cluster.shares
     solved = {}                       # identical nodes with identical streams: solve once
@@ -488,7 +465,7 @@ def _split(cluster: Cluster, rate: float, resolution: int, scv: float = 1.0) -> 
         node_scv = router.kind.node_arrival_scv(float(share), scv, len(nodes))
         key = (node, float(share), node_scv)
         if key not in solved:
-            solved[key] = _node(node, rate * share, resolution, node_scv)
+            solved[key] = solve(node, rate * share, node_scv)
         parts.append(solved[key])
         weights.append(share)
         instances.append(node.instances)
@@ -496,7 +473,7 @@ def _split(cluster: Cluster, rate: float, resolution: int, scv: float = 1.0) -> 
         split = Accuracy("numerical", f"round robin over {len(nodes)} nodes: each sees every "
                                       f"{len(nodes)}-th arrival, gamma gaps with scv "
                                       f"{scv / len(nodes):.3g} (exact marginally)",
-                         measured=[measured("round_robin")])
+                         measured=[] if cluster.pods else [measured("round_robin")])
     elif scv == 1.0:
         split = Accuracy("exact", "random split of Poisson traffic: exact decomposition into "
                                   "independent nodes")

@@ -11,369 +11,24 @@ from __future__ import annotations
 
 import math
 import numbers
-import warnings
 from dataclasses import dataclass, field
-from typing import ClassVar, Mapping, Sequence
+from typing import Mapping
 
 import numpy as np
 
-from .checks import (LONGEST_PLAUSIBLE_SECONDS, MOST_INSTANCES, MOST_NODES, MOST_QUEUED,
+from .checks import (MOST_INSTANCES, MOST_NODES, MOST_QUEUED,
                      MOST_REQUESTS_PER_BATCH, UnstableError, check_below_capacity,
                      parse_duration, positive_duration, positive_int, positive_rate, real_array,
                      shown)
-from .jitter import jitter_law, parse_jitter
 from .routers import ROUTER_NAMES, router_policy
+from .service_time import (AffineService, EmpiricalService, MeasuredService,  # noqa: F401
+                           ServiceTime, TableService)
 
 __all__ = [
     "UnstableError", "ServiceTime", "AffineService", "MeasuredService", "TableService",
     "EmpiricalService", "Node", "Cluster", "Router",
     "Poisson", "Renewal", "Trace", "parse_duration", "check_stable",
 ]
-
-
-# --------------------------------------------------------------------------------------------
-# service time of a batch
-# --------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class ServiceTime:
-    """The time one model instance takes to execute a batch of k requests, S(k).
-
-    Build it with :meth:`affine`, :meth:`table` or :meth:`empirical`. For the first two,
-    S(k) = mean(k) * J with J a unit-mean jitter drawn independently per batch:
-    deterministic (J = 1), exponential, lognormal or gamma with coefficient of variation ``cv``.
-
-    Each constructor returns an instance of a small subclass (:class:`AffineService`,
-    :class:`TableService`, :class:`EmpiricalService`) that carries what its kind does: its
-    mean, its spread and its description. All of them have every field below (the unused ones
-    keep their defaults), so code may read ``base``, ``points``, ``samples``, ``jitter`` and
-    ``cv`` of any service time; ``kind`` names the subclass ("affine", "table", "empirical").
-
-    Examples
-    --------
-    >>> s = ServiceTime.affine(base=2.4e-3, per_item=0.54e-3)
-    >>> round(float(s.mean(8)) * 1e3, 2)
-    6.72
-    >>> ServiceTime.affine(base=3e-3, per_item=2.5e-4, jitter=("lognormal", 0.3)).cv
-    0.3
-    >>> t = ServiceTime.table({1: 3.1e-3, 2: 3.6e-3, 4: 4.4e-3, 8: 6.7e-3})
-    >>> round(float(t.mean(3)) * 1e3, 2)
-    4.0
-    >>> isinstance(t, ServiceTime), t.kind
-    (True, 'table')
-    """
-
-    kind: ClassVar[str] = ""
-    base: float = 0.0
-    per_item: float = 0.0
-    points: tuple = ()               # ((k, mean_seconds), ...) for kind "table"
-    samples: tuple = ()              # ((k, (s1, s2, ...)), ...) for kind "empirical"
-    jitter: str = "deterministic"
-    cv: float = 0.0
-
-    def __post_init__(self):
-        if not self.kind:
-            raise TypeError("build a ServiceTime with ServiceTime.affine, ServiceTime.table or "
-                            "ServiceTime.empirical")
-
-    # ---- constructors ---------------------------------------------------------------------
-    @classmethod
-    def affine(cls, base, per_item=0.0, jitter="deterministic") -> "ServiceTime":
-        """S(k) = (base + per_item * k) * J.
-
-        Parameters
-        ----------
-        base, per_item : float or str
-            Seconds (or "2.4ms"). ``base`` > 0, ``per_item`` >= 0.
-        jitter : str or (str, float)
-            ``"deterministic"``, ``"exponential"``, ``("lognormal", cv)`` or ``("gamma", cv)``.
-        """
-        base = positive_duration(base, "ServiceTime.base")
-        per_item = positive_duration(per_item, "ServiceTime.per_item", allow_zero=True)
-        name, cv = parse_jitter(jitter)
-        return AffineService(base=base, per_item=per_item, jitter=name, cv=cv)
-
-    @classmethod
-    def table(cls, means: Mapping[int, float], jitter="deterministic") -> "ServiceTime":
-        """Measured mean batch times per batch size, linearly interpolated in between.
-
-        Sizes beyond the measured range are extrapolated linearly from the two nearest
-        measured points, with a warning: measure the sizes you deploy. Where that line reaches
-        zero, or size 1 alone was measured and a larger size is asked for, a ValueError names
-        the sizes to add (see :class:`MeasuredService`).
-        """
-        points = _checked_size_map(means, "ServiceTime.table")
-        if len(points) < 2 and points[0][0] != 1:
-            raise ValueError("ServiceTime.table needs at least two batch sizes, or size 1 alone "
-                             f"(for max_batch_size 1); got sizes {[k for k, _ in points]}")
-        pts = tuple((k, positive_duration(v, f"ServiceTime.table[{k}]")) for k, v in points)
-        name, cv = parse_jitter(jitter)
-        return TableService(points=pts, jitter=name, cv=cv)
-
-    @classmethod
-    def empirical(cls, samples: Mapping[int, Sequence[float]]) -> "ServiceTime":
-        """Measured batch times per batch size, resampled as they are.
-
-        A batch of a measured size k draws one of that size's samples uniformly. An unmeasured
-        size draws from the nearest measured size, scaled by the ratio of the interpolated
-        means, so its spread keeps the measured relative shape.
-        """
-        items = _checked_size_map(samples, "ServiceTime.empirical",
-                                  "measured seconds, e.g. {1: [3.1e-3, 3.4e-3], 8: [6.7e-3]}")
-        out = []
-        for k, values in items:
-            arr = real_array(values, f"ServiceTime.empirical[{k}]",
-                             "a sequence of measured times in seconds").ravel()
-            if arr.size == 0:
-                raise ValueError(f"ServiceTime.empirical[{k}] has no samples; give at least one")
-            bad = ~(np.isfinite(arr) & (arr > 0))
-            if bad.any():
-                raise ValueError(f"ServiceTime.empirical[{k}] must hold positive finite seconds; "
-                                 f"{bad.sum()} of its {arr.size} samples are not, e.g. "
-                                 f"{float(arr[bad][0])!r}")
-            if arr.max() > LONGEST_PLAUSIBLE_SECONDS:
-                raise ValueError(f"ServiceTime.empirical[{k}] has samples above "
-                                 f"{LONGEST_PLAUSIBLE_SECONDS:g} s; convert to seconds")
-            out.append((k, tuple(arr.tolist())))
-        return EmpiricalService(samples=tuple(out), jitter="empirical", cv=float("nan"))
-
-    # ---- what the engines and solvers ask -------------------------------------------------
-    def mean(self, k):
-        """Mean service time (seconds) of a batch of k requests; k scalar or array, k >= 1."""
-        raise NotImplementedError
-
-    def scv(self, k) -> float:
-        """Squared coefficient of variation of S(k): the jitter's cv², the same for every k.
-
-        Examples
-        --------
-        >>> ServiceTime.affine(1e-3, jitter=("gamma", 0.5)).scv(8)
-        0.25
-        """
-        return float(self.cv) ** 2
-
-    def nearest_measured(self, k: int) -> int:
-        """The measured batch size whose samples a batch of k draws (empirical service)."""
-        raise ValueError(f"nearest_measured is for empirical service times; this one is "
-                         f"{self.kind!r}")
-
-    @property
-    def jitter_law(self):
-        """The unit-mean jitter law J (:mod:`qmodel.jitter`); None for empirical samples, which
-        carry their own spread."""
-        return jitter_law(self.jitter, self.cv)
-
-    def describe(self) -> str:
-        law = self.jitter_law
-        if not law.random:
-            return self._describe_mean()
-        return f"{self._describe_mean()}, {self.jitter} jitter cv {self.cv:g}"
-
-    def _describe_mean(self) -> str:
-        raise NotImplementedError
-
-
-@dataclass(frozen=True)
-class AffineService(ServiceTime):
-    """S(k) = (base + per_item k) J: built by :meth:`ServiceTime.affine`."""
-
-    kind: ClassVar[str] = "affine"
-
-    def mean(self, k):
-        k = np.asarray(k, dtype=float)
-        return self.base + self.per_item * k
-
-    def _describe_mean(self) -> str:
-        return f"{self.base * 1e3:g} ms + {self.per_item * 1e3:g} ms x k"
-
-
-@dataclass(frozen=True)
-class MeasuredService(ServiceTime):
-    """A service time whose means are measured at some batch sizes and interpolated linearly
-    in between. Beyond the measured sizes the line through the two nearest is extended, with a
-    warning that names the missing sizes; where that line reaches zero, or a single measured
-    size leaves no line to extend, a ValueError says which sizes to measure."""
-
-    # what a user adds to measure batch size k, e.g. "the mean time of batch size 8"
-    measurement: ClassVar[str] = ""
-
-    def measured_means(self) -> tuple[np.ndarray, np.ndarray]:
-        """(sizes, mean seconds) at the measured sizes, sizes increasing."""
-        raise NotImplementedError
-
-    def mean(self, k):
-        k = np.asarray(k, dtype=float)
-        sizes, means = self.measured_means()
-        below, above = k < sizes[0], k > sizes[-1]
-        if sizes.size == 1:
-            if below.any() or above.any():
-                raise ValueError(self._one_size_message(k[below | above], sizes[0]))
-            return np.full_like(k, means[0])
-        lo = np.interp(k, sizes, means)
-        left = means[0] + (k - sizes[0]) * (means[1] - means[0]) / (sizes[1] - sizes[0])
-        right = means[-1] + (k - sizes[-1]) * (means[-1] - means[-2]) / (sizes[-1] - sizes[-2])
-        out = np.where(below, left, np.where(above, right, lo))
-        if np.any(out <= 0):
-            raise ValueError(self._nonpositive_message(k, out, sizes, means))
-        if below.any() or above.any():
-            warnings.warn(self._extrapolated_message(k[below], k[above], sizes), stacklevel=2)
-        return out
-
-    # ---- the messages: which sizes were measured, which are missing, what to add -------------
-    @property
-    def field_name(self) -> str:
-        """How messages name this service time: "ServiceTime.table" or "ServiceTime.empirical"."""
-        return f"ServiceTime.{self.kind}"
-
-    def _measured(self, sizes) -> str:
-        listed = ", ".join(f"{s:g}" for s in sizes)
-        return f"{self.field_name} measures batch size{'s' if sizes.size > 1 else ''} {listed}"
-
-    def _one_size_message(self, missing, size) -> str:
-        smaller, larger = missing[missing < size], missing[missing > size]
-        sides = [(side, k) for side, k in (("smaller", smaller), ("larger", larger)) if k.size]
-        unknown = " and ".join(f"{side} k = {_sizes(k)}" for side, k in sides)
-        adds = " and ".join(f"{self.measurement} {k.min() if side == 'smaller' else k.max():g}"
-                            for side, k in sides)
-        return (f"{self._measured(np.array([size]))} only, so S(k) for the {unknown} is unknown "
-                f"(one size gives no line to extend); measure the "
-                f"{' and '.join(side for side, _ in sides)} sizes: add {adds}"
-                + (f", or use max_batch_size={size:g}" if not smaller.size else ""))
-
-    def _nonpositive_message(self, k, out, sizes, means) -> str:
-        parts = []
-        for side, where, pair in (("smaller", k < sizes[0], slice(0, 2)),
-                                  ("larger", k > sizes[-1], slice(-2, None))):
-            bad = where & (out <= 0)
-            if not bad.any():
-                continue
-            (s0, s1), (m0, m1) = sizes[pair], means[pair]
-            if side == "smaller":
-                worst, edge = k[bad].min(), sizes[0]
-                between = f" (and any sizes between it and {edge:g})" if worst < edge - 1 else ""
-                fix = f"add {self.measurement} {worst:g}{between}"
-            else:
-                worst, edge = k[bad].max(), sizes[-1]
-                fix = (f"add {self.measurement} {worst:g} (the largest asked for), or keep "
-                       f"max_batch_size <= {edge:g}")
-            at_worst = float(out[bad & (k == worst)][0])
-            parts.append(
-                f"the line through sizes {s0:g} and {s1:g} ({m0 * 1e3:.4g} ms, {m1 * 1e3:.4g} "
-                f"ms) reaches S(k) <= 0 at the {side} k = {_sizes(k[bad])} "
-                f"(S({worst:g}) = {at_worst * 1e3:.4g} ms); measure the {side} sizes: {fix}")
-        return f"{self._measured(sizes)}: " + "; and ".join(parts)
-
-    def _extrapolated_message(self, smaller, larger, sizes) -> str:
-        parts = []
-        if smaller.size:
-            parts.append(f"S(k) for the smaller k = {_sizes(smaller)} is extrapolated from sizes "
-                         f"{sizes[0]:g} and {sizes[1]:g}; add {self.measurement} "
-                         f"{smaller.min():g}")
-        if larger.size:
-            parts.append(f"S(k) for the larger k = {_sizes(larger)} is extrapolated from sizes "
-                         f"{sizes[-2]:g} and {sizes[-1]:g}; add {self.measurement} "
-                         f"{larger.max():g} or keep max_batch_size <= {sizes[-1]:g}")
-        return (f"service time extrapolated outside the measured batch sizes: "
-                f"{self._measured(sizes)}; " + "; ".join(parts))
-
-
-def _sizes(k) -> str:
-    """Batch sizes for a message: "5..8" for a run of whole numbers, else a short list.
-
-    Examples
-    --------
-    >>> _sizes(np.array([5.0, 6.0, 7.0, 8.0])), _sizes(np.array([1.0])), _sizes([1, 3])
-    ('5..8', '1', '1, 3')
-    """
-    k = np.unique(np.asarray(k, dtype=float))
-    if k.size > 2 and np.all(k == np.round(k)) and np.all(np.diff(k) == 1):
-        return f"{k[0]:g}..{k[-1]:g}"
-    listed = ", ".join(f"{x:g}" for x in k[:6])
-    return listed + (", ..." if k.size > 6 else "")
-
-
-@dataclass(frozen=True)
-class TableService(MeasuredService):
-    """Measured means times a jitter J: built by :meth:`ServiceTime.table`."""
-
-    kind: ClassVar[str] = "table"
-    measurement: ClassVar[str] = "the mean time of batch size"
-
-    def measured_means(self):
-        sizes, means = map(np.array, zip(*self.points))
-        return sizes, means
-
-    def _describe_mean(self) -> str:
-        return "table " + ", ".join(f"{k}:{v * 1e3:g}ms" for k, v in self.points)
-
-
-@dataclass(frozen=True)
-class EmpiricalService(MeasuredService):
-    """Measured samples, resampled: built by :meth:`ServiceTime.empirical`. Its ``jitter`` is
-    "empirical" and its ``cv`` NaN: the samples carry their own spread."""
-
-    kind: ClassVar[str] = "empirical"
-    measurement: ClassVar[str] = "samples of batch size"
-
-    def measured_means(self):
-        sizes = np.array([s for s, _ in self.samples], dtype=float)
-        means = np.array([np.mean(v) for _, v in self.samples])
-        return sizes, means
-
-    def nearest_measured(self, k: int) -> int:
-        """The measured batch size whose samples a batch of k draws: the nearest one, the
-        smaller on a tie.
-
-        Examples
-        --------
-        >>> s = ServiceTime.empirical({1: [1e-3, 2e-3], 8: [5e-3]})
-        >>> s.nearest_measured(3), s.nearest_measured(6)
-        (1, 8)
-        """
-        k = positive_int(k, "batch size k")
-        sizes = np.array([size for size, _ in self.samples])
-        return int(sizes[np.argmin(np.abs(sizes - k))])
-
-    def scaled_samples(self, k: int) -> np.ndarray:
-        """The values a batch of k draws from, as the simulator draws them: the samples of the
-        nearest measured size, scaled by the ratio of the interpolated means.
-
-        Examples
-        --------
-        >>> s = ServiceTime.empirical({1: [1e-3, 3e-3], 4: [4e-3, 6e-3]})
-        >>> (s.scaled_samples(2) * 1e3).round(4).tolist()          # mean(2) = 3 ms
-        [1.5, 4.5]
-        """
-        values = np.asarray(dict(self.samples)[self.nearest_measured(k)], float)
-        return values * (float(self.mean(k)) / float(values.mean()))
-
-    def scv(self, k) -> float:
-        """Squared coefficient of variation of S(k): that of the samples it draws from.
-
-        Examples
-        --------
-        >>> ServiceTime.empirical({1: [1e-3, 3e-3]}).scv(1)
-        0.25
-        """
-        values = np.asarray(dict(self.samples)[self.nearest_measured(k)], float)
-        return float(values.var() / values.mean() ** 2)
-
-    @property
-    def jitter_law(self):
-        return None
-
-    def describe(self) -> str:
-        return "empirical " + ", ".join(f"{k}:{len(v)} samples" for k, v in self.samples)
-
-
-def _checked_size_map(mapping, name, example="seconds, e.g. {1: 3.1e-3, 8: 6.7e-3}"):
-    if not isinstance(mapping, Mapping) or not mapping:
-        raise ValueError(f"{name} takes a non-empty mapping of batch size to {example}; got "
-                         f"{shown(mapping)}")
-    items = []
-    for k, v in mapping.items():
-        size = positive_int(k, f"{name} batch size", maximum=MOST_REQUESTS_PER_BATCH)
-        items.append((size, v))
-    return sorted(items)
 
 
 # --------------------------------------------------------------------------------------------
@@ -602,6 +257,19 @@ class Cluster:
 
     def __post_init__(self):
         nodes = self.nodes
+        if _is_ensemble(nodes):
+            count = 1 if self.count is None else positive_int(self.count, "Cluster.count",
+                                                               maximum=MOST_NODES)
+            object.__setattr__(self, "nodes", (nodes,) * count)
+            object.__setattr__(self, "count", count)
+            object.__setattr__(self, "router", self._make_router(count, f"pod, count={count}"))
+            object.__setattr__(self, "weights", self.router.weights)
+            object.__setattr__(self, "choices", None)
+            if not self.router.is_static:
+                raise ValueError(f"Cluster of Ensemble pods: router={self.router.name!r} is "
+                                 "not modelled for pipelines (a pod's outstanding count spans "
+                                 "its stages); use 'random' (with weights) or 'round_robin'")
+            return
         if isinstance(nodes, Node):
             count = 1 if self.count is None else positive_int(self.count, "Cluster.count",
                                                                maximum=MOST_NODES)
@@ -653,6 +321,12 @@ class Cluster:
         weights, choices = policy.checked_parameters(weights, choices, n, explicit,
                                                      written=name, size=size)
         return Router(policy=policy.name, weights=weights, choices=choices)
+
+    @property
+    def pods(self) -> bool:
+        """True when every node is the same :class:`~qmodel.Ensemble` (a pod serving the whole
+        pipeline)."""
+        return _is_ensemble(self.nodes[0])
 
     @property
     def shares(self) -> np.ndarray | None:
@@ -769,17 +443,19 @@ def arrivals_from(rate=None, arrivals=None):
     return arrivals
 
 
+def _is_ensemble(system) -> bool:
+    return type(system).__name__ == "Ensemble"    # qmodel.ensemble imports this module
+
+
 def as_cluster(system) -> Cluster:
     """A Node is a one-node cluster; anything else must already be a Cluster."""
     if isinstance(system, Node):
         return Cluster(system)
     if isinstance(system, Cluster):
         return system
-    if type(system).__name__ == "Ensemble":    # qmodel.ensemble imports this module
-        raise NotImplementedError("a qmodel.Ensemble is described (stages, edges, capacity) "
-                                  "but not simulated or predicted yet; model its stages as "
-                                  "Nodes meanwhile")
-    raise ValueError(f"system must be a qmodel.Node or qmodel.Cluster, got "
+    if _is_ensemble(system):
+        return Cluster(system)
+    raise ValueError(f"system must be a qmodel.Node, Ensemble or Cluster, got "
                      f"{type(system).__name__}")
 
 
@@ -789,10 +465,11 @@ def check_stable(system, rate: float) -> None:
     Nodes with a finite ``max_queue_size`` shed load instead of growing, so they never make a
     system unstable.
     """
-    if type(system).__name__ == "Ensemble":
-        system.check_stable(rate)
-        return
     cluster = as_cluster(system)
+    if cluster.pods:
+        share = 1.0 if cluster.shares is None else float(np.max(cluster.shares))
+        cluster.nodes[0].check_stable(positive_rate(rate) * share)
+        return
     rate = positive_rate(rate)
     if all(n.max_queue_size > 0 for n in cluster.nodes):
         return

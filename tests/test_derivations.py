@@ -964,6 +964,50 @@ def test_tandem_poisson_sojourn_cdf():
         assert cdf(tv) == pytest.approx(exact.waiting_cdf(tv - 2.2), abs=1e-9)
 
 
+def test_pipeline_fan_in_is_what_combine_computes():
+    """Two exponential branches side by side (M/M/1 stages, exact): the model's end-to-end
+    cdf is the derivation's product and its mean the derivation's mean of the maximum."""
+    d = load("pipeline")
+    t, mu1, mu2 = (d.symbols[k] for k in ("t", "mu1", "mu2"))
+    rate, m1, m2 = 300.0, 1000.0, 700.0
+    ens = qm.Ensemble({"a": qm.Node(qm.ServiceTime.affine(1 / m1, jitter="exponential")),
+                       "b": qm.Node(qm.ServiceTime.affine(1 / m2, jitter="exponential"))})
+    # the model's own answer (exponential service lies beyond the measured jitter)
+    r = qm.predict(ens, rate=rate, extrapolate=True, fallback="raise")
+    # an M/M/1 sojourn is exponential with rate mu - lambda
+    rates = {mu1: m1 - rate, mu2: m2 - rate}
+    cdf = sp.lambdify(t, ((1 - sp.exp(-mu1 * t)) * (1 - sp.exp(-mu2 * t))).subs(rates))
+    for tv in (1e-3, 3e-3, 8e-3, 20e-3):
+        assert float(r.cdf(tv)) == pytest.approx(cdf(tv), abs=2e-3)
+    assert r.mean == pytest.approx(float(d.result("max_exp_mean").subs(rates)), rel=2e-3)
+    assert d.result("fan_in_cdf").has(sp.Product)
+
+
+def test_pipeline_clump_dispersion_is_what_departure_scv_uses_and_what_clumps_show():
+    from qmodel.theory.pipeline import departure_scv
+
+    d = load("pipeline")
+    EK, VK, ce2 = (d.symbols[k] for k in ("EK", "VK", "ce2"))
+    sizes = {2: 0.25, 4: 0.5, 8: 0.25}
+    mean = sum(k * p for k, p in sizes.items())
+    var = sum((k - mean) ** 2 * p for k, p in sizes.items())
+    requests, epochs = departure_scv(0.6, sizes, 2, 0.1, 1.0, epochs_too=True)
+    formula = float(d.result("clump_dispersion").subs({EK: mean, VK: var, ce2: epochs}))
+    assert requests == pytest.approx(formula, rel=1e-12)
+    # and the counts of a simulated stream of clumps over long windows: gamma epochs of scv
+    # 0.5, clump sizes drawn from ``sizes``; the index of dispersion over 2,000 windows
+    rng = _rng(11)
+    gaps = rng.gamma(2.0, 0.5, 2_000_000)                 # mean 1, scv 0.5
+    clumps = rng.choice(list(sizes), gaps.size, p=list(sizes.values()))
+    times = np.cumsum(gaps)
+    window = 1000.0
+    counts = np.bincount((times // window).astype(int), weights=clumps)[:-1]
+    measured = counts.var(ddof=1) / counts.mean()
+    expected = float(d.result("clump_dispersion").subs({EK: mean, VK: var, ce2: 0.5}))
+    # the sample variance of 2,000 counts is within about 3 x sqrt(2 / 2000) of the truth
+    assert measured == pytest.approx(expected, rel=0.1)
+
+
 # --------------------------------------------------------------------------------------------
 # the documents
 # --------------------------------------------------------------------------------------------

@@ -5,12 +5,10 @@ import warnings
 
 import numpy as np
 import pytest
-import sympy as sp
-from scipy import optimize, stats
+from scipy import stats
 
 import qmodel as qm
 from qmodel.checks import UnstableError
-from qmodel.derivations import load
 from qmodel.sim.backend import get_backend
 from qmodel.sim.ensemble import run_stages
 from qmodel.sim.lookahead import run_lookahead
@@ -69,21 +67,14 @@ def test_a_deterministic_chain_is_the_tandem_customer_by_customer():
                                    atol=1e-12)
 
 
-def test_a_deterministic_chain_matches_the_tandem_derivation():
+def test_a_deterministic_chain_matches_the_tandem_derivation(tandem):
     """Poisson arrivals: p50, p95, p99 of the simulation against the derivation's exact cdf,
     within the simulation's 99% confidence interval."""
-    d = load("tandem")
-    lam, dstar, dtot, t = (d.symbols[k] for k in ("lam", "Dstar", "Dtot", "t"))
-    rate, times = 300.0, (2e-3, 1e-3, 0.5e-3)
-    cdf = sp.lambdify(t, d.result("sojourn_cdf").subs({lam: rate, dstar: max(times),
-                                                       dtot: sum(times)}), "math")
-    ens = qm.Ensemble({f"s{j}": qm.Node(qm.ServiceTime.affine(x)) for j, x in enumerate(times)},
-                      [("s0", "s1"), ("s1", "s2")])
+    ens, rate, exact = tandem
     sim = qm.simulate(ens, rate=rate, requests=2_000_000, seed=1)
     for p in (0.5, 0.95, 0.99):
-        exact = optimize.brentq(lambda x: cdf(x) - p, sum(times) + 1e-9, 0.02, xtol=1e-12)
         lo, hi = sim.ci(p, 0.99)
-        assert lo <= exact <= hi, (p, exact, lo, hi)
+        assert lo <= exact(p) <= hi, (p, exact(p), lo, hi)
     # the faster stages never queue behind the bottleneck: their sojourn is their service
     assert sim.stages["s1"].p99 == pytest.approx(1e-3, rel=1e-6)
     assert sim.stages["s2"].p99 == pytest.approx(0.5e-3, rel=1e-5)

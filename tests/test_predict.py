@@ -215,7 +215,7 @@ def test_unstable_load_and_bad_input():
         qm.predict(node, rate=2 * node.capacity)
     with pytest.raises(ValueError, match="rate"):
         qm.predict(node, rate=-1.0)
-    with pytest.raises(ValueError, match="Node or"):
+    with pytest.raises(ValueError, match="Node, Ensemble or Cluster"):
         qm.predict("not a node", rate=10.0)
 
 

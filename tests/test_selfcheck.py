@@ -105,7 +105,7 @@ def test_an_inversion_whose_cdf_is_not_monotone_is_refused():
 
 
 def test_predict_names_its_system_argument():
-    with pytest.raises(ValueError, match="system must be a qmodel.Node or qmodel.Cluster"):
+    with pytest.raises(ValueError, match="system must be a qmodel.Node, Ensemble or Cluster"):
         qm.predict(None, rate=1000.0)
 
 

@@ -58,3 +58,35 @@ def test_written_configs_load_and_read_back(tmp_path):
     for name, (_, instances) in GROUPS.items():
         assert sum(g["count"] for g in served[name]["instance_group"]) == instances
         assert read_config(tmp_path / name / "config.pbtxt", gpus=0).instances == instances
+
+
+def test_a_written_ensemble_loads_and_answers_through_its_steps(tmp_path):
+    """write_config's ensemble (two towers and a scoring step) loads in a real server, which
+    runs each request through the three steps; read_config reads the same graph back."""
+    import json
+    import urllib.request
+
+    fast = qm.ServiceTime.affine(0.2e-3, 0.01e-3)
+    ens = qm.Ensemble({"user_tower": qm.Node(fast, max_batch_size=4, instances=2),
+                       "item_tower": qm.Node(fast, max_batch_size=4),
+                       "scoring": qm.Node(fast, max_batch_size=8, max_queue_delay=1e-3)},
+                      [("user_tower", "scoring"), ("item_tower", "scoring")])
+    server_module.write_sleeping_ensemble(tmp_path, "recommender", ens)
+    body = json.dumps({"inputs": [{"name": "INPUT", "shape": [1, 1], "datatype": "FP32",
+                                   "data": [2.0]}]}).encode()
+    with server_module.TritonServer(tmp_path) as server:
+        config = server.config("recommender")
+        request = urllib.request.Request(f"{server.http_url}/v2/models/recommender/infer",
+                                         data=body, method="POST",
+                                         headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=30) as reply:
+            answer = json.loads(reply.read())
+        executed = {m: server.stats(m)["model_stats"][0]["execution_count"]
+                    for m in ens.stages}
+    assert config["platform"] == "ensemble"
+    assert [s["model_name"] for s in config["ensemble_scheduling"]["step"]] == list(ens.order)
+    # each tower sums its input (2), scoring sums the towers' outputs
+    assert answer["outputs"][0]["name"] == "scoring_out" and answer["outputs"][0]["data"] == [4.0]
+    assert executed == {m: 1 for m in ens.stages}
+    mine = read_config(tmp_path / "recommender", gpus=0)
+    assert mine.ensemble({m: fast for m in ens.stages}) == ens

@@ -7,16 +7,21 @@ Configurations are drawn at random (seeded) over the space issue 23 names:
   two stages side by side, the request done when both are (fan-in at the exit);
 - each stage: S(k) = a + b k with a 0.2-2 ms and b / a 0-0.5, deterministic or lognormal
   jitter (cv 0.2-0.8; a configuration is "jittery" when any stage is), max_batch_size from
-  1, 2, 4, 8, 16, 32, 1-2 instances, max_queue_delay 0 or 0.25-2 S(1);
-- the rate puts the bottleneck stage at a load of 0.3-0.9.
+  1, 2, 4, 8, 16, 32, 1, 2, 4 or 8 instances, max_queue_delay 0 or 0.25-2 S(1), a quarter
+  of the stages of B >= 4 with preferred sizes from 1, 2, 4, 8 below B;
+- the rate puts the bottleneck stage at a load of 0.1-0.9 of its capacity (B / S(B) per
+  instance: a stage with preferred size 1 runs small batches and is busier than that says);
+  the arrivals are Poisson (half the configurations) or renewal with scv 0.25, 0.5 (a pod
+  behind round robin) or 2.
 
 Each is predicted with ``extrapolate=True, fallback="raise"`` (the model's own answer) and
 simulated with 2,000,000 requests (seeded; longer where the simulator asks for more, up to
 8,000,000). A row keeps the shape, the features of
-:func:`qmodel.theory.pipeline.ensemble_features`, and predicted and simulated p50/p95/p99
+:func:`qmodel.theory.pipeline.ensemble_features` (with the stages' predicted utilization
+where the model answered), and predicted and simulated p50/p95/p99
 with the simulation's 99% confidence intervals.
 
-Run: ``python validation/ensemble_accuracy.py --configs 160 --workers 2`` (about 15 minutes
+Run: ``python validation/ensemble_accuracy.py --configs 250 --workers 2`` (about 25 minutes
 on the 2-core machine). Results: validation/results/ensemble_accuracy.json and .txt; the
 ensemble family's measured error (qmodel/theory/measured_errors.json) is computed from them
 by validation/measured_errors.py.
@@ -53,7 +58,12 @@ REQUESTS, MOST_REQUESTS = 2_000_000, 8_000_000
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
-def draw(index: int, seed: int = 2026):
+# The model was developed on the draws of seed 2026; the committed table is of seed 2027,
+# configurations it had not seen.
+SEED = 2027
+
+
+def draw(index: int, seed: int = SEED):
     """Configuration ``index``: (shape, Ensemble, rate), the same on every run."""
     rng = np.random.default_rng([seed, index])
     shape = list(SHAPES)[index % len(SHAPES)]
@@ -67,33 +77,42 @@ def draw(index: int, seed: int = 2026):
                   if jittery and rng.random() < 0.7 else "deterministic")
         B = int(rng.choice([1, 2, 4, 8, 16, 32]))
         delay = 0.0 if B == 1 or rng.random() < 0.4 else float(a * rng.uniform(0.25, 2.0))
+        preferred = ()
+        if B >= 4 and rng.random() < 0.25:       # the case study's kind: 1, 2, 4 below B
+            preferred = tuple(k for k in (1, 2, 4, 8) if k < B)[:int(rng.integers(1, 4))]
         stages[f"s{j}"] = qm.Node(qm.ServiceTime.affine(a, b, jitter=jitter), max_batch_size=B,
-                                  max_queue_delay=delay, instances=int(rng.integers(1, 3)))
+                                  max_queue_delay=delay, preferred_batch_sizes=preferred,
+                                  instances=int(rng.choice([1, 2, 4, 8])))
     ensemble = qm.Ensemble(stages, [(f"s{u}", f"s{v}") for u, v in edges])
-    rate = float(rng.uniform(0.3, 0.9)) * ensemble.capacity
-    return shape, ensemble, rate
+    rate = float(rng.uniform(0.1, 0.9)) * ensemble.capacity
+    # the arrivals at the ensemble: Poisson mostly; smoother (a pod behind round robin over
+    # 2-4 pods) or burstier renewal streams
+    scv = float(rng.choice([1.0, 1.0, 1.0, 0.25, 0.5, 2.0]))
+    arrivals = qm.Poisson(rate) if scv == 1.0 else qm.Renewal(rate, scv)
+    return shape, ensemble, arrivals
 
 
-def measure(index: int) -> dict:
-    shape, ensemble, rate = draw(index)
-    row = {"index": index, "shape": shape, "describe": ensemble.describe(), "rate": rate,
-           "fan_in": shape in FAN_IN,
+def measure(index: int, seed: int = SEED) -> dict:
+    shape, ensemble, arrivals = draw(index, seed)
+    row = {"index": index, "seed": seed, "shape": shape, "describe": ensemble.describe(),
+           "rate": arrivals.rate, "arrival_scv": arrivals.scv, "fan_in": shape in FAN_IN,
            "jittery": any(n.service.scv(n.max_batch_size) > 0
                           for n in ensemble.stages.values()),
-           "features": ensemble_features(ensemble, qm.Poisson(rate))}
+           "features": ensemble_features(ensemble, arrivals)}
     t0 = time.perf_counter()
     try:
-        pred = qm.predict(ensemble, rate=rate, extrapolate=True, fallback="raise")
+        pred = qm.predict(ensemble, arrivals=arrivals, extrapolate=True, fallback="raise")
     except NotImplementedError as err:
         row["declined"] = str(err)
         return row
     row["predict_seconds"] = time.perf_counter() - t0
+    row["features"] = ensemble_features(ensemble, arrivals, pred.stages)
     requests = int(min(MOST_REQUESTS, max(REQUESTS, 1.2 * MIN_REPLICAS
-                                          * arrivals_per_replica(ensemble, qm.Poisson(rate)))))
+                                          * arrivals_per_replica(ensemble, arrivals))))
     t0 = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        sim = qm.simulate(ensemble, rate=rate, requests=requests, seed=index)
+        sim = qm.simulate(ensemble, arrivals=arrivals, requests=requests, seed=index)
     row["simulate_seconds"] = time.perf_counter() - t0
     row["requests"] = requests
     for name, p in LEVELS:
@@ -135,13 +154,14 @@ def summary(rows) -> str:
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--configs", type=int, default=160)
+    ap.add_argument("--configs", type=int, default=250)
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--seed", type=int, default=SEED)
     ap.add_argument("--out", default=str(RESULTS / "ensemble_accuracy"))
     args = ap.parse_args(argv)
     rows = []
     with ProcessPoolExecutor(args.workers) as pool:
-        for row in pool.map(measure, range(args.configs)):
+        for row in pool.map(measure, range(args.configs), [args.seed] * args.configs):
             rows.append(row)
             if "p99" in row:
                 print(f"#{row['index']:3} {row['shape']:12} {family(row):24} "
@@ -152,7 +172,8 @@ def main(argv=None) -> None:
     Path(args.out + ".json").write_text(json.dumps(rows, indent=1) + "\n")
     text = summary(rows)
     Path(args.out + ".txt").write_text(
-        f"# validation/ensemble_accuracy.py --configs {args.configs}\n\n{text}\n")
+        f"# validation/ensemble_accuracy.py --configs {args.configs} --seed {args.seed}\n\n"
+        f"{text}\n")
     print(text)
 
 

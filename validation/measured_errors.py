@@ -12,7 +12,8 @@ writes from the campaigns' stored results in validation/results/:
 - the router families from router_accuracy_full.json (N = 2-128 nodes, B = 1, 8, 32);
 - least outstanding as round robin at max_batch_size 4 (least_outstanding_small_batch.txt)
   and under renewal arrivals (least_outstanding_renewal.txt);
-- the GI/G/c fast server (renewal_multi_server.txt).
+- the GI/G/c fast server (renewal_multi_server.txt);
+- ensembles of 2-4 stages (ensemble_accuracy.json).
 
 tests/test_measured.py recomputes the table and fails when the stored one is stale. After
 rerunning a campaign: ``python validation/measured_errors.py --write``, then
@@ -195,6 +196,16 @@ def _wide_rows():
         yield fam, Row(r["p50"]["error"], r["p95"]["error"], r["p99"]["error"], features, WIDE)
 
 
+# ---- ensembles ------------------------------------------------------------------------------
+def _ensemble_rows():
+    """(family, Row): the ensembles of validation/ensemble_accuracy.py that the model
+    answered, with the features of qmodel.theory.pipeline.ensemble_features."""
+    for r in stored_results("ensemble_accuracy.json"):
+        if "p99" in r:
+            yield "ensemble", Row(r["p50"]["error"], r["p95"]["error"], r["p99"]["error"],
+                                  dict(r["features"]), "validation/ensemble_accuracy.py")
+
+
 # ---- domains --------------------------------------------------------------------------------
 def _box(rows) -> dict:
     """feature -> [lowest, highest] over the rows (features without a value skipped)."""
@@ -311,7 +322,7 @@ def measured() -> dict:
     """family -> MeasuredError, from the stored results."""
     rows, means = defaultdict(list), defaultdict(list)
     for source in (_batch_rows, _router_rows, _least_outstanding_rows, _fast_server_rows,
-                   _wide_rows):
+                   _wide_rows, _ensemble_rows):
         for fam, row in source():
             rows[fam].append(row)
     for fam, eb, eu in _batch_mean_rows():

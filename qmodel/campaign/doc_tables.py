@@ -36,6 +36,8 @@ import re
 import sys
 from pathlib import Path
 
+import numpy as np
+
 from ..theory.batch import PASSES
 from ..theory.measured import measured_table
 from .measure import QUANTILES
@@ -49,7 +51,7 @@ __all__ = ["MARKER", "ROOT", "RESULTS", "DOCUMENTS", "COMMAND", "BLOCKS", "gener
            "blocks_in", "refreshed", "stale", "write", "main", "simulator_vs_exact"]
 
 ROOT = RESULTS.parents[1]
-DOCUMENTS = ("README.md", "docs/accuracy.md")
+DOCUMENTS = ("README.md", "docs/accuracy.md", "docs/ensembles.md")
 MARKER = re.compile(r"<!-- (BEGIN|END) GENERATED: ([\w.-]+) -->")
 COMMAND = "python -m qmodel.campaign.doc_tables --write"
 
@@ -140,6 +142,7 @@ SUMMARY = (
      "least_outstanding_as_round_robin_b4"),
     ("least outstanding, renewal arrivals (as round robin)", "approximation",
      "least_outstanding_as_round_robin_renewal"),
+    ("ensembles of 2-4 stages (stage models combined)", "approximation", "ensemble"),
     ("textbook baseline (Kingman / Allen-Cunneen)", "not used: for comparison", "baseline"),
 )
 
@@ -376,7 +379,37 @@ def replica_length() -> list[str]:
     return _table(["replica length", *columns], out)
 
 
+def ensemble_accuracy() -> list[str]:
+    """Ensembles predicted against simulated, by shape and service
+    (ensemble_accuracy.json): configurations answered, median |error| and signed worst of
+    p95 and p99, and the 'ensemble' family's measured domain and errors."""
+    rows = [r for r in stored_results("ensemble_accuracy.json") if "p99" in r]
+    groups: dict = {}
+    for r in rows:
+        key = (f"{'fan-in' if r['fan_in'] else 'chain'}, "
+               f"{'jittery' if r['jittery'] else 'deterministic'}")
+        groups.setdefault(key, []).append(r)
+    groups["all answered"] = rows
+    out = []
+    for name, g in groups.items():
+        cells = []
+        for q in ("p95", "p99"):
+            errors = np.array([r[q]["error"] for r in g])
+            worst = errors[np.argmax(np.abs(errors))]
+            cells.append(f"{_pct(np.median(np.abs(errors)))} / {_signed(worst)}")
+        out.append([name, len(g), *cells])
+    family = measured_table()["ensemble"]
+    out.append(["inside the measured domain (family 'ensemble')", family.configurations,
+                f"{_pct(family.p95.median)} / {_signed(family.p95.low)} to "
+                f"{_signed(family.p95.high)}",
+                f"{_pct(family.p99.median)} / {_signed(family.p99.low)} to "
+                f"{_signed(family.p99.high)}"])
+    return _table(["ensembles", "configurations", "p95 median / worst",
+                   "p99 median / worst"], out)
+
+
 BLOCKS = {
+    "ensemble-accuracy": ensemble_accuracy,
     "accuracy-summary": accuracy_summary,
     "accuracy-families": accuracy_families,
     "accuracy-grid": accuracy_grid,

@@ -19,7 +19,8 @@ __all__ = ["MODULES", "load", "all_derivations", "Derivation", "Result", "Step"]
 # In reading order: classical queues, tails and baselines, batching, routing, pipelines.
 MODULES = ("mmc", "pollaczek_khinchine", "md1", "cramer_lundberg", "kingman", "fast_server",
            "bulk_service", "inoue", "size_or_timeout", "staggered_instances", "instance_phases",
-           "splitting", "round_robin", "power_of_d", "least_outstanding", "tandem")
+           "splitting", "round_robin", "power_of_d", "least_outstanding", "tandem",
+           "pipeline")
 
 
 def load(key: str) -> Derivation:

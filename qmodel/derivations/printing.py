@@ -224,6 +224,13 @@ class _MathML(MathMLPresentationPrinter):
                          row.lastChild)
         return row
 
+    def _print_Product(self, e):
+        # sympy has no MathML for a product (it prints the name): a sum's layout, with the
+        # product sign as the operator (the first <mo>, the sum sign)
+        row = self._print_Sum(sp.Sum(e.function, *e.limits))
+        row.getElementsByTagName("mo")[0].firstChild.data = "\u220f"
+        return row
+
     def _hprint_variadic_function(self, e):
         # max(a, b) as a name like log and lim (sympy makes "max" an operator, spaced as one)
         row = self.dom.createElement("mrow")

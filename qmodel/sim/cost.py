@@ -70,9 +70,9 @@ class RunCost:
 def run_cost(system, arrivals, requests: int, warmup: float = DEFAULT_WARMUP) -> RunCost:
     """Estimated time and memory of ``qmodel.simulate(system, arrivals=arrivals,
     requests=requests)`` with the default replicas and engine (see the module docstring)."""
-    if type(system).__name__ == "Ensemble":
-        return _ensemble_cost(system, arrivals, requests, warmup)
     cluster = as_cluster(system)
+    if cluster.pods:
+        return _ensemble_cost(cluster, arrivals, requests, warmup)
     engine = auto_engine(cluster)
     replicas = default_replicas(cluster, arrivals, requests, warmup)
     if engine == "lookahead":
@@ -85,16 +85,16 @@ def run_cost(system, arrivals, requests: int, warmup: float = DEFAULT_WARMUP) ->
     return RunCost(SETUP_SECONDS + seconds, BYTES_PER_REQUEST * requests, engine, replicas)
 
 
-def _ensemble_cost(ensemble, arrivals, requests: int, warmup: float) -> RunCost:
-    """An ensemble runs each stage on the look-ahead engine over all replicas, sorts each
-    stage's ready times, and keeps a few arrays per request and stage
+def _ensemble_cost(cluster, arrivals, requests: int, warmup: float) -> RunCost:
+    """An ensemble runs each stage on the look-ahead engine over all (replica, pod) lanes,
+    sorts each stage's ready times, and keeps a few arrays per request and stage
     (:mod:`qmodel.sim.ensemble`)."""
-    from .ensemble import _longest_need
+    from .ensemble import _longest_need, _pods_of
 
-    worst, source = _longest_need(ensemble, arrivals, warmup)
-    replicas = default_replicas(as_cluster(worst), source, requests, warmup)
-    stages = len(ensemble.stages)
-    steps = requests / replicas
+    worst, source = _longest_need(cluster, arrivals, warmup)
+    replicas = default_replicas(_pods_of(worst, cluster), source, requests, warmup)
+    stages = len(cluster.nodes[0].stages)
+    steps = requests / (replicas * len(cluster.nodes))
     seconds = stages * (steps * LOOKAHEAD_STEP_SECONDS + requests / LOOKAHEAD_RATE
                         + requests * SORT_SECONDS)
     return RunCost(SETUP_SECONDS + seconds,

@@ -31,11 +31,12 @@ import warnings
 
 import numpy as np
 
-from ..system import Cluster, Renewal, Trace
+from ..system import Cluster, Renewal, Trace, as_cluster
 from .arrivals import replica_arrivals
 from .backend import get_backend
 from .lookahead import run_lookahead
 from .nodetypes import NodeTypes
+from .routing import split_by_node, static_assignment
 from .window import batch_places, cool_down_arrivals
 
 __all__ = ["simulate_ensemble", "run_stages", "stage_arrival_scv", "arrivals_per_replica"]
@@ -139,40 +140,56 @@ def run_stages(bk, ensemble, arrival: np.ndarray, totals: np.ndarray, progress=N
     return out
 
 
-def simulate_ensemble(ensemble, source, requests: int, seed, replicas, warmup: float,
+def _pods_of(node, cluster):
+    """``node`` in place of each pod of ``cluster`` (same count and router)."""
+    return Cluster(node, count=len(cluster.nodes), router=cluster.router)
+
+
+def simulate_ensemble(cluster, source, requests: int, seed, replicas, warmup: float,
                       backend: str, progress=None):
-    """The end-to-end sojourn times of ``ensemble``, with ``.stages``; called by
-    :func:`qmodel.simulate`, which has checked the arguments (see its documentation)."""
+    """The end-to-end sojourn times of a cluster of Ensemble pods behind a static router
+    (one pod: the Ensemble alone), with ``.stages``; called by :func:`qmodel.simulate`,
+    which has checked the arguments (see its documentation). Each replica's arrivals are
+    split among its pods by the router, one lane per (replica, pod)."""
     from .run import _assemble, _plan_replicas
 
+    ensemble, pods = cluster.nodes[0], len(cluster.nodes)
     for name, node in ensemble.stages.items():
         if node.max_queue_size:
             raise ValueError(f"Ensemble stage {name!r} has max_queue_size="
                              f"{node.max_queue_size}: a request rejected midway through a "
                              "pipeline is not simulated; set max_queue_size=0 on its stages")
     rate = source.rate
-    worst, plan_source = _longest_need(ensemble, source, warmup)
-    replicas, per_replica, ask = _plan_replicas(Cluster(worst), plan_source, requests, replicas,
-                                                warmup)
-    cool = sum(cool_down_arrivals(Cluster(node), rate) for node in ensemble.stages.values())
-    phase = max(batch_places(Cluster(node)) for node in ensemble.stages.values())
+    worst, plan_source = _longest_need(cluster, source, warmup)
+    replicas, per_replica, ask = _plan_replicas(_pods_of(worst, cluster), plan_source,
+                                                requests, replicas, warmup)
+    nodes = ensemble.stages.values()
+    cool = sum(cool_down_arrivals(_pods_of(node, cluster), rate) for node in nodes)
+    phase = max(batch_places(_pods_of(node, cluster)) for node in nodes)
     bk = get_backend(backend, seed)
     times, start, counts, totals = replica_arrivals(bk, source, replicas, per_replica,
                                                     cool=cool, phase=phase, requests=requests)
+    if pods > 1:
+        width = int(bk.asnumpy(totals).max())
+        assign = static_assignment(bk, cluster.router, pods, (replicas, width))
+        arrival, totals = split_by_node(bk, times[:, :width], assign, pods, pad=0)
+    else:
+        arrival = times
     times, start, counts = bk.asnumpy(times), bk.asnumpy(start), bk.asnumpy(counts)
     totals = bk.asnumpy(totals)
     width = int(totals.max())
-    arrival = times[:, :width]
+    arrival = bk.asnumpy(arrival)[:, :width]
     stages = run_stages(bk, ensemble, arrival, totals, progress)
-    lane_replica = np.arange(replicas)
+    lanes = replicas * pods
+    lane_replica = np.arange(lanes) // pods         # lane = replica * pods + pod
 
     def outcome(ready, done, record=None):
         """The engine-adapter record :func:`qmodel.sim.run._assemble` takes: the requests
         (ready at ``ready``, done at ``done``, lane by lane) and ``record``'s batches."""
-        lanes = [ready[r, :totals[r]] for r in range(replicas)]
-        out = {"arrival": lanes, "segment_replica": lane_replica,
-               "sojourn": np.concatenate([done[r, :totals[r]] - lanes[r]
-                                          for r in range(replicas)]),
+        rows = [ready[r, :totals[r]] for r in range(lanes)]
+        out = {"arrival": rows, "segment_replica": lane_replica,
+               "sojourn": np.concatenate([done[r, :totals[r]] - rows[r]
+                                          for r in range(lanes)]),
                "rejected_arrival": np.zeros(0), "rejected": np.zeros(replicas, dtype=np.int64)}
         if record is None:
             return out
@@ -194,8 +211,10 @@ def simulate_ensemble(ensemble, source, requests: int, seed, replicas, warmup: f
         warnings.simplefilter("ignore")
         for name in ensemble.order:
             s = stages[name]
+            # the stage's instance count, in every pod
+            types = NodeTypes(bk, [ensemble.stages[name]] * pods)
             result = _assemble(outcome(s["ready"], s["done"], s["record"]), times, start,
-                               counts, s["types"], warmup, "lookahead", bk.name, requests, ask)
+                               counts, types, warmup, "lookahead", bk.name, requests, ask)
             result.method = f"simulation of ensemble stage {name!r} ({result.method})"
             per_stage[name] = result
 
@@ -208,10 +227,11 @@ def simulate_ensemble(ensemble, source, requests: int, seed, replicas, warmup: f
     e2e = outcome(arrival, end)
     e2e.update(pooled)
     result = _assemble(e2e, times, start, counts,
-                       NodeTypes(bk, [ensemble.stages[n] for n in ensemble.order]), warmup,
-                       "lookahead", bk.name, requests, ask)
-    result.method = (f"simulation of a {len(ensemble.stages)}-stage ensemble (lookahead engine "
-                     f"per stage, {bk.name}, {replicas} replicas)")
+                       NodeTypes(bk, [ensemble.stages[n] for n in ensemble.order] * pods),
+                       warmup, "lookahead", bk.name, requests, ask)
+    where = f" x {pods} pods, {cluster.router.name}" if pods > 1 else ""
+    result.method = (f"simulation of a {len(ensemble.stages)}-stage ensemble{where} (lookahead "
+                     f"engine per stage, {bk.name}, {replicas} replicas)")
     result.stages = per_stage
     return result
 
@@ -227,26 +247,31 @@ def _pool_records(stage_runs, outcome) -> dict:
     return flat
 
 
-def arrivals_per_replica(ensemble, source, warmup: float = 0.1) -> float:
-    """Arrivals each replica of an ensemble simulation needs: those of the stage that needs
-    the most (:func:`qmodel.sim.run.arrivals_per_replica_node`, with the stage's arrival scv
-    from :func:`stage_arrival_scv`)."""
-    return max(_needs(ensemble, source, warmup)[0].values())
+def arrivals_per_replica(system, source, warmup: float = 0.1) -> float:
+    """Arrivals each replica of a simulation of an Ensemble (or a cluster of Ensemble pods)
+    needs: those of the stage that needs the most
+    (:func:`qmodel.sim.run.arrivals_per_replica_node`, for that stage in every pod, with the
+    stage's arrival scv from :func:`stage_arrival_scv`)."""
+    cluster = as_cluster(system)
+    return len(cluster.nodes) * max(_needs(cluster, source, warmup)[0].values())
 
 
-def _needs(ensemble, source, warmup: float):
+def _needs(cluster, source, warmup: float):
     from .run import arrivals_per_replica_node
 
+    ensemble = cluster.nodes[0]
     scv = stage_arrival_scv(ensemble, source.scv)
-    return {name: arrivals_per_replica_node(Cluster(ensemble.stages[name]), source.rate,
-                                            scv[name], warmup)
+    return {name: arrivals_per_replica_node(_pods_of(ensemble.stages[name], cluster),
+                                            source.rate, scv[name], warmup)
             for name in ensemble.order}, scv
 
 
-def _longest_need(ensemble, source, warmup: float):
+def _longest_need(system, source, warmup: float):
     """The stage whose replicas must be longest, and the arrivals to plan them with (its
     arrival scv from :func:`stage_arrival_scv`)."""
-    need, scv = _needs(ensemble, source, warmup)
+    cluster = as_cluster(system)
+    ensemble = cluster.nodes[0]
+    need, scv = _needs(cluster, source, warmup)
     worst = max(ensemble.order, key=lambda n: need[n])
     if isinstance(source, Trace) or scv[worst] == source.scv:
         return ensemble.stages[worst], source

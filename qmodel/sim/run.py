@@ -26,7 +26,6 @@ import numpy as np
 
 from ..checks import positive_int
 from ..latency import Accuracy, SampledLatency, SimulationEstimate
-from ..ensemble import Ensemble
 from ..system import Trace, arrivals_from, as_cluster, check_stable
 from .arrivals import replica_arrivals
 from .backend import get_backend
@@ -130,11 +129,13 @@ def _replica_length(relaxation: float) -> float:
 def simulate(system, rate=None, *, arrivals=None, requests: int | None = None, seed=None,
              replicas: int | None = None, warmup: float = DEFAULT_WARMUP, backend: str = "auto",
              engine: str = "auto", progress=False) -> SampledLatency:
-    """Simulate a Node or Cluster and return its sojourn-time distribution.
+    """Simulate a Node, Cluster or Ensemble and return its sojourn-time distribution.
 
     Parameters
     ----------
-    system : Node or Cluster
+    system : Node, Cluster, Ensemble, or Cluster of Ensemble pods
+        An Ensemble runs stage by stage (:mod:`qmodel.sim.ensemble`); its result's
+        ``stages`` holds each stage's own latency, batches and utilization.
     rate : float, optional
         Poisson arrival rate (requests/s). Give this or ``arrivals``.
     arrivals : Poisson, Renewal or Trace, optional
@@ -183,8 +184,7 @@ def simulate(system, rate=None, *, arrivals=None, requests: int | None = None, s
     >>> bool(lo < 0.0230259 < hi)                     # exact p99: ln(100) / (mu - lambda)
     True
     """
-    ensemble = isinstance(system, Ensemble)
-    cluster = None if ensemble else as_cluster(system)
+    cluster = as_cluster(system)
     source = arrivals_from(rate, arrivals)
     check_stable(system, source.rate)
     if requests is None:
@@ -201,14 +201,14 @@ def simulate(system, rate=None, *, arrivals=None, requests: int | None = None, s
     if isinstance(source, Trace) and requests > source.times.size:
         raise ValueError(f"requests={requests} exceeds the {source.times.size} arrivals of the "
                          "Trace; leave requests out to replay the whole trace")
-    if ensemble:
+    if cluster.pods:
         if engine == "events":
             raise ValueError("engine='events' does not run an Ensemble; its stages run on the "
                              "look-ahead engine ('auto' or 'lookahead')")
         report = _progress_callback(progress, requests)
         try:
-            return simulate_ensemble(system, source, requests, seed, replicas, warmup, backend,
-                                     report)
+            return simulate_ensemble(cluster, source, requests, seed, replicas, warmup,
+                                     backend, report)
         finally:
             if hasattr(report, "close"):
                 report.close()

@@ -57,6 +57,7 @@ DESCRIPTIONS = {
     "least_outstanding_as_round_robin_renewal":
         "least-outstanding clusters of batching nodes under renewal arrivals",
     "fast_server": "several-instance nodes without batching (GI/G/c)",
+    "ensemble": "ensembles of 2-4 batching stages (chains, fan-out, fan-in)",
 }
 
 
@@ -79,6 +80,8 @@ FEATURES = {
     "nodes": "nodes behind the router",
     "preferred_below_max": "preferred batch sizes below max_batch_size",
     "queue_limit": "1 with a finite max_queue_size, 0 without",
+    "stages": "stages of an ensemble (its other features: the largest over its stages)",
+    "utilization": "an ensemble's largest stage utilization, as its stages' models predict",
 }
 
 

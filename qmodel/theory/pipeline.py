@@ -5,7 +5,10 @@ and combines the stages' sojourn-time distributions here. Three approximations, 
 the result's accuracy and measured together against the simulator (validation/ensemble_accuracy.py):
 
 1. **A stage's arrivals are a renewal stream** (gamma gaps) at the ensemble's rate with the scv
-   of what its upstream releases (:func:`departure_scv`). A batching stage releases the K
+   of what its upstream releases (:func:`departure_scv`), blended with the ensemble's own
+   arrival scv the more the busier the stage (:func:`blended_scv`); below a single batching
+   upstream, a stream of its clumps (:func:`clumped_stage`). A fan-in is fed by the upstream
+   whose mean completion time is the latest: the branch a request waits for most often. A batching stage releases the K
    requests of a batch together at its completion epoch. For a stream of clumps (marks K, iid
    and independent of the epochs) the index of dispersion of counts over long windows is
    ``E[K] c_e^2 + Var K / E[K]`` (Cox & Lewis 1966, 4.6; the batch rule of Whitt's Queueing
@@ -14,7 +17,7 @@ the result's accuracy and measured together against the simulator (validation/en
    station, ``1 + (1 - rho^2)(c_b^2 - 1) + rho^2 (c_s^2 - 1) / sqrt(c)``, taken for batches:
    ``rho`` the stage's utilization, ``c_s^2`` the scv of a batch of the mean size, and
    ``c_b^2 = c_a^2 / E[K]`` the scv of the gaps between batch formations at light load (a
-   batch collects E[K] arrivals). A fan-in receives the largest of its upstreams' scv.
+   batch collects E[K] arrivals).
 2. **Stage sojourns are independent**: a request's completion at a stage is the latest of its
    upstreams' completions (product of the cdfs) plus the stage's sojourn (a convolution).
    Successive stages of a tandem are positively correlated in truth (a burst delays a request
@@ -33,7 +36,8 @@ from scipy import signal
 
 from ..accuracy import Accuracy, Approximation, least_exact
 
-__all__ = ["departure_scv", "blended_scv", "batch_service_scv", "clumped_stage", "unclumped", "stage_arrival_scvs", "combine", "ensemble_features",
+__all__ = ["pipeline_latency", "departure_scv", "blended_scv", "batch_service_scv",
+           "clumped_stage", "unclumped", "combine", "ensemble_features",
            "ensemble_family", "FAMILY", "GRID_POINTS", "TAIL"]
 
 # the measured family of ensembles (qmodel/theory/measured_errors.json)
@@ -42,6 +46,8 @@ FAMILY = "ensemble"
 # lattice points of the combined distribution, and the tail level that bounds it
 GRID_POINTS = 1 << 14
 TAIL = 1e-7
+# the largest relative difference between whole clumps per batch (times the clump) and B
+CLUMP_ROUNDING = 0.05
 # Renewal arrivals are described up to this scv (qmodel.Renewal)
 MOST_SCV = 100.0
 
@@ -71,9 +77,10 @@ def departure_scv(utilization: float, batch_sizes: dict, instances: int, service
 
     >>> round(departure_scv(0.6, {1: 1.0}, 1, 0.0, 1.0), 6)
     0.64
-    >>> # batches of 8 at light load: clumps of 8, as bursty as scv ~ 8
+    >>> # batches of 8 at light load: each collects 8 Poisson arrivals, so the epochs are
+    >>> # Erlang-8 (scv 1/8) and over long windows the clumps count as Poisson again
     >>> round(departure_scv(0.05, {8: 1.0}, 1, 0.0, 1.0), 3)
-    1.031
+    0.998
     """
     sizes = np.array(sorted(batch_sizes), dtype=float)
     probs = np.array([batch_sizes[k] for k in sorted(batch_sizes)], dtype=float)
@@ -93,9 +100,9 @@ def blended_scv(interval: float, long_run: float, load: float) -> float:
     w long_run`` with ``w = load^2``.
 
     ``interval`` is the scv of the gaps its upstream releases (:func:`departure_scv`, the
-    stationary-interval view); ``long_run`` that of the upstream's own arrivals, which its
-    output keeps over windows long against the upstream's busy periods (the asymptotic
-    view: a stable stage passes every request on). A lightly loaded stage clears each gap's
+    stationary-interval view); ``long_run`` that of the ensemble's arrivals, which every
+    stage's output keeps over windows long against its busy periods (the asymptotic view: a
+    stable stage passes every request on, each within a bounded time). A lightly loaded stage clears each gap's
     work and sees the intervals; a busy one integrates over long windows. Whitt (1983, the
     Queueing Network Analyzer) blends the same two views with a weight growing with the
     downstream load; the weight here is simpler and measured with the rest
@@ -137,7 +144,9 @@ def clumped_stage(node, clump: float):
     clumps: ``(m, node')`` with m the mean clump (the upstream's mean batch size) and node'
     taking up to round(B / m) clumps per batch, a batch of j clumps served as one of j m
     requests. None where that does not apply: clumps of fewer than 1.5 requests on average,
-    a service law other than affine, preferred batch sizes, or clumps larger than B.
+    a service law other than affine, preferred batch sizes, clumps larger than B, or
+    round(B / m) m more than CLUMP_ROUNDING away from B (whole clumps would misstate the
+    capacity).
 
     The upstream releases each batch's requests at one instant; a downstream batcher takes
     them whole, which a stream of single requests (however bursty) does not reproduce.
@@ -158,9 +167,11 @@ def clumped_stage(node, clump: float):
             or node.preferred_batch_sizes or clump > node.max_batch_size):
         return None
     size = float(clump)
+    most = max(1, round(node.max_batch_size / size))
+    if abs(most * size / node.max_batch_size - 1.0) > CLUMP_ROUNDING:
+        return None          # whole clumps would misstate the stage's capacity
     service = replace(node.service, per_item=node.service.per_item * size)
-    return size, replace(node, service=service,
-                         max_batch_size=max(1, round(node.max_batch_size / size)))
+    return size, replace(node, service=service, max_batch_size=most)
 
 
 def unclumped(result, clump: float, rate: float):
@@ -179,31 +190,6 @@ def unclumped(result, clump: float, rate: float):
         "clumps of the mean batch size, arriving as a renewal stream of completion epochs",
         clump)])
     return result
-
-
-def stage_arrival_scvs(ensemble, entry_scv: float, released: dict) -> dict:
-    """Each stage's arrival scv: ``entry_scv`` without upstream, else the largest ``released``
-    scv among its upstreams (``released``: stage name -> :func:`departure_scv`; only the
-    upstreams of the stages asked about need be there).
-
-    Examples
-    --------
-    >>> import qmodel as qm
-    >>> s = qm.ServiceTime.affine(1e-3)
-    >>> ens = qm.Ensemble({"a": qm.Node(s), "b": qm.Node(s), "c": qm.Node(s)},
-    ...                   [("a", "c"), ("b", "c")])
-    >>> stage_arrival_scvs(ens, 1.0, {"a": 0.5, "b": 2.0})
-    {'a': 1.0, 'b': 1.0, 'c': 2.0}
-    """
-    graph = ensemble.graph
-    out = {}
-    for name in ensemble.order:
-        ups = list(graph.predecessors(name))
-        if not ups:
-            out[name] = float(entry_scv)
-        elif all(u in released for u in ups):
-            out[name] = max(released[u] for u in ups)
-    return out
 
 
 def combine(ensemble, stages: dict):
@@ -260,10 +246,118 @@ def _latest(pmfs):
     return np.diff(np.concatenate([[0.0], cdf]))
 
 
-def ensemble_features(ensemble, process) -> dict:
+def pipeline_latency(ensemble, process, entry_scv: float, solve, notes=()):
+    """The end-to-end latency of ``ensemble`` from its stages' models (the approximations of
+    the module docstring), with ``.stages``.
+
+    Parameters
+    ----------
+    ensemble : Ensemble
+        Two stages or more.
+    process : Poisson or Renewal
+        The ensemble's arrivals (the entry stages' stream).
+    entry_scv : float
+        Its interarrival scv.
+    solve : callable
+        ``solve(name, node, arrivals)``: the stage's model (a Latency) under Poisson or Renewal
+        ``arrivals``; :func:`qmodel.predict` passes its checked node models.
+    notes : sequence of Approximation
+        Further approximations to state (how ``process`` was obtained).
+
+    Returns
+    -------
+    LatticeLatency
+        Approximation; its accuracy gathers the stages' and states the ensemble family's
+        measured error (:func:`ensemble_family`), not the stages' families.
+
+    Examples
+    --------
+    >>> import qmodel as qm
+    >>> s = qm.Node(qm.ServiceTime.affine(1e-3))
+    >>> ens = qm.Ensemble({"a": s, "b": s}, [("a", "b")])
+    >>> r = pipeline_latency(ens, qm.Poisson(1.0), 1.0,
+    ...                      lambda name, node, arrivals: qm.predict(node, arrivals=arrivals))
+    >>> round(r.p50 * 1e3, 1), sorted(r.stages)      # almost never a queue: 1 ms + 1 ms
+    (2.0, ['a', 'b'])
+    """
+    from dataclasses import replace
+
+    from ..latency import LatticeLatency
+    from ..system import Renewal
+
+    rate = float(process.rate)
+    graph = ensemble.graph
+    stages, released, epochs, scvs, finish = {}, {}, {}, {}, {}
+    for name in ensemble.order:
+        ups = list(graph.predecessors(name))
+        node = ensemble.stages[name]
+        load = rate / node.capacity
+        clump = None
+        if not ups:
+            scv, stream = entry_scv, process
+        else:
+            # a fan-in is fed by the branch a request waits for most often: the one with the
+            # latest mean completion
+            u = max(ups, key=lambda v: finish[v])
+            # what u releases (its interval scv) blended with what every stage passes on over
+            # long windows (the ensemble's own arrivals), the more the busier this stage
+            scv = blended_scv(released[u], entry_scv, load)
+            stream = Renewal(rate, scv)
+            clump = clumped_stage(node, stages[u].mean_batch_size)
+        if clump is None:
+            result = solve(name, node, stream)
+        else:
+            size, clumps = clump
+            given = Renewal(rate / size, blended_scv(epochs[u], entry_scv / size, load))
+            result = unclumped(solve(name, clumps, given), size, rate)
+        released[name], epochs[name] = departure_scv(
+            result.utilization, result.batch_size_distribution, node.instances,
+            batch_service_scv(node.service, result.batch_size_distribution), scv,
+            epochs_too=True)
+        stages[name], scvs[name] = result, scv
+        finish[name] = max((finish[v] for v in ups), default=0.0) + result.mean
+    pmf, h, lost = combine(ensemble, stages)
+    inner = [Approximation("stage_arrivals_renewal",
+                           "each stage below another takes renewal arrivals with the scv of "
+                           "what its upstream releases (a batch's requests together), blended "
+                           "with the ensemble's arrival scv by the stage's load (Whitt 1983); "
+                           "largest scv as value", max(scvs.values())),
+             Approximation("stage_sojourns_independent",
+                           "stage sojourns taken as independent: summed along each path, the "
+                           "latest taken at a fan-in"), *notes]
+    outer = Accuracy("approximation", f"{len(stages)} stages combined on a lattice",
+                     lattice_step=h, truncated_mass=lost, approximations=tuple(inner))
+    accuracy = Accuracy.combine(outer, [r.accuracy for r in stages.values()])
+    # the stages' own families and domains describe the stages (in result.stages), not the
+    # ensemble: its measured error is the ensemble family's
+    family = ensemble_family()
+    accuracy = replace(accuracy, measured=(family,) if family is not None else (),
+                       approximations=tuple(a for a in accuracy.approximations
+                                            if a.key != "outside_measured_domain"))
+    instances = np.array([ensemble.stages[n].instances for n in stages], float)
+    batches: dict = {}
+    for r in stages.values():
+        for k, p in r.batch_size_distribution.items():    # all stages' batches, per batch
+            batches[k] = batches.get(k, 0.0) + p / r.mean_batch_size
+    out = LatticeLatency(
+        pmf, h, method=f"ensemble of {len(stages)} stages (stage models combined: renewal "
+                       "arrivals downstream, independent sojourns)",
+        accuracy=accuracy, throughput=min(r.throughput for r in stages.values()),
+        utilization=float(np.dot([r.utilization for r in stages.values()], instances)
+                          / instances.sum()),
+        batch_size_distribution=batches)
+    out.stages = stages
+    return out
+
+
+def ensemble_features(ensemble, process, stages=None) -> dict:
     """The features the ensemble family's measured domain bounds: the number of stages and,
     over the stages, the largest max_batch_size, load (rate over the stage's capacity),
-    service cv, instances and max_queue_delay over S(1); and the arrivals' scv.
+    service cv, instances, max_queue_delay over S(1) and count of preferred sizes below B;
+    the arrivals' scv; and, given the stages' predicted results (``stages``: name ->
+    Latency), the largest utilization (busy fraction) among them: a stage whose preferred
+    size 1 sends requests one by one is far busier than its load (which counts full
+    batches) says.
 
     Examples
     --------
@@ -281,8 +375,11 @@ def ensemble_features(ensemble, process) -> dict:
     per = [configuration_features(node, rate / node.capacity, scv)
            for node in ensemble.stages.values()]
     out = {key: max(f[key] for f in per)
-           for key in ("max_batch_size", "load", "jitter_cv", "instances", "delay_over_s1")}
+           for key in ("max_batch_size", "load", "jitter_cv", "instances", "delay_over_s1",
+                       "preferred_below_max")}
     out.update(stages=len(ensemble.stages), arrival_scv=scv)
+    if stages:
+        out["utilization"] = max(float(r.utilization) for r in stages.values())
     return out
 
 

@@ -1,5 +1,5 @@
 """Triton Inference Server in and out: read a model's config.pbtxt into qmodel's knobs and
-write one back (:mod:`.config`), and read what a server measured (:mod:`.stats`: the
+write one back (:mod:`.config`; an ensemble's steps: :mod:`.ensemble`), and read what a server measured (:mod:`.stats`: the
 statistics API; :mod:`.metrics`: Prometheus metrics; :mod:`.trace`: the request trace;
 :mod:`.perf_analyzer`: its CSV), and calibrate a Node from those reports (:mod:`.calibrate`).
 :mod:`.server` runs a real server on loopback (docs/triton-server.md).
@@ -11,11 +11,13 @@ What Triton's dynamic batcher does, and how qmodel models it, is in docs/triton-
 
 from .calibrate import Calibration, calibrate
 from .config import TritonConfig, TritonConfigWarning, read_config, write_config
+from .ensemble import TritonEnsembleConfig
 from .metrics import TritonMetrics, read_metrics
 from .perf_analyzer import PerfAnalyzerRow, read_perf_analyzer
 from .stats import TritonStats, read_stats
 from .trace import TritonTrace, read_trace
 
-__all__ = ["TritonConfig", "TritonConfigWarning", "read_config", "write_config", "TritonStats",
+__all__ = ["TritonConfig", "TritonConfigWarning", "read_config", "write_config",
+           "TritonEnsembleConfig", "TritonStats",
            "read_stats", "TritonMetrics", "read_metrics", "PerfAnalyzerRow",
            "read_perf_analyzer", "TritonTrace", "read_trace", "Calibration", "calibrate"]

@@ -200,7 +200,7 @@ def _instances(message, gpus, where: str, text: str, notes: list) -> int:
     return total
 
 
-def read_config(source, *, gpus: int | None = None) -> TritonConfig:
+def read_config(source, *, gpus: int | None = None, repository=None):
     """Read a Triton model's config.pbtxt into qmodel's knobs.
 
     Parameters
@@ -210,16 +210,20 @@ def read_config(source, *, gpus: int | None = None) -> TritonConfig:
     gpus : int, optional
         GPUs the server sees, for instance groups that list none (KIND_GPU and KIND_AUTO
         groups without ``gpus``, or no instance group at all). None takes 1 and notes it.
+    repository : str or pathlib.Path, optional
+        For an ensemble given as text: the model repository holding its composing models
+        (by default the directory above the ensemble's own).
 
     Returns
     -------
-    TritonConfig
+    TritonConfig, or TritonEnsembleConfig for an ensemble (``ensemble_scheduling``: its
+    steps' models read from the repository, :mod:`qmodel.triton.ensemble`)
 
     Raises
     ------
     ValueError
-        Naming the file and line: a malformed file, a field out of range, sequence batching or
-        an ensemble (not modelled).
+        Naming the file and line: a malformed file, a field out of range, sequence batching
+        (not modelled), an ensemble step that reads a tensor nobody writes.
     ImportError
         Without protobuf and tritonclient (``pip install 'qmodel[triton]'``).
 
@@ -250,13 +254,20 @@ def read_config(source, *, gpus: int | None = None) -> TritonConfig:
         place = f"{where}:{line}:{column}" if line else where
         raise ValueError(f"{place}: {detail} (config.pbtxt is the protobuf text format of "
                          f"Triton's inference.ModelConfig: fix that line)") from None
-    for block, what in (("sequence_batching", "sequence batching (stateful models, one "
-                                              "sequence per instance slot)"),
-                        ("ensemble_scheduling", "an ensemble (a pipeline of models)")):
-        if message.HasField(block):
-            raise ValueError(f"{_at(where, text, block)}: this model uses {what}, which "
-                             f"qmodel does not model; qmodel reads models served by the "
-                             f"dynamic batcher (read each composing model's config)")
+    if message.HasField("sequence_batching"):
+        raise ValueError(f"{_at(where, text, 'sequence_batching')}: this model uses sequence "
+                         "batching (stateful models, one sequence per instance slot), which "
+                         "qmodel does not model; qmodel reads models served by the dynamic "
+                         "batcher, and ensembles of them")
+    if message.HasField("ensemble_scheduling") or message.platform == "ensemble":
+        from .ensemble import read_ensemble
+
+        if repository is None and where != "<text>":
+            repository = Path(where).parent.parent
+        config, notes = read_ensemble(message, text, where, repository, gpus, read_config)
+        for note in notes:
+            warnings.warn(f"{where}: {note}", TritonConfigWarning, stacklevel=2)
+        return config
     notes: list[str] = []
     triton_b = int(message.max_batch_size)
     if triton_b < 0:
@@ -312,13 +323,17 @@ def read_config(source, *, gpus: int | None = None) -> TritonConfig:
     return config
 
 
-def write_config(node: Node, name: str, *, backend: str = "python", platform: str = "",
-                 inputs=(), outputs=(), kind: str = "KIND_GPU", gpus=None) -> str:
+def write_config(node, name: str, *, backend: str = "python", platform: str = "",
+                 inputs=(), outputs=(), kind: str = "KIND_GPU", gpus=None):
     """A config.pbtxt for ``node``'s knobs, as text (write it to ``<repo>/<name>/config.pbtxt``).
+
+    For an :class:`~qmodel.Ensemble`: a dict from model directory to text, the ensemble
+    ``name`` and one model per stage (:func:`qmodel.triton.ensemble.write_ensemble`; its
+    tensors are FP32 of shape [1]).
 
     Parameters
     ----------
-    node : Node
+    node : Node or Ensemble
     name : str
         The model's name (its directory in the model repository).
     backend, platform : str
@@ -351,9 +366,16 @@ def write_config(node: Node, name: str, *, backend: str = "python", platform: st
     True
     """
     text_format, model_config_pb2 = _proto()
+    if type(node).__name__ == "Ensemble":
+        from .ensemble import write_ensemble
+
+        if inputs or outputs or platform:
+            raise ValueError("write_config(ensemble, ...) writes its own tensors and "
+                             "platform; drop inputs, outputs and platform")
+        return write_ensemble(node, name, write_config, backend=backend, kind=kind, gpus=gpus)
     if not isinstance(node, Node):
-        raise ValueError(f"write_config(node, ...): node must be a qmodel.Node, got "
-                         f"{type(node).__name__}")
+        raise ValueError(f"write_config(node, ...): node must be a qmodel.Node or Ensemble, "
+                         f"got {type(node).__name__}")
     if not isinstance(name, str) or not name or "/" in name:
         raise ValueError(f"write_config: name must be the model's directory name (no '/'), "
                          f"got {name!r}")

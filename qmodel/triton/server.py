@@ -27,6 +27,7 @@ from pathlib import Path
 from .http import fetch
 
 __all__ = ["Installation", "find_installation", "TritonServer", "run_perf_analyzer",
+           "write_sleeping_ensemble",
            "free_port", "write_sleeping_model"]
 
 # Where the unpacked wheels lie: nvidia-pytriton's pytriton/tritonserver and
@@ -260,6 +261,7 @@ import numpy as np
 import triton_python_backend_utils as pb_utils
 
 BASE, PER_ITEM, CV, SEED = {base!r}, {per_item!r}, {cv!r}, {seed!r}
+INPUTS, OUTPUT = {inputs!r}, {output!r}
 SIGMA = math.sqrt(math.log1p(CV * CV))
 
 
@@ -275,9 +277,16 @@ class TritonPythonModel:
         time.sleep(seconds)
         responses = []
         for request in requests:
-            x = pb_utils.get_input_tensor_by_name(request, "x").as_numpy()
-            y = x.sum(axis=1, keepdims=True).astype(np.float32)
-            responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("y", y)]))
+            xs = [pb_utils.get_input_tensor_by_name(request, name).as_numpy()
+                  for name in INPUTS]
+            y = np.zeros((xs[0].shape[0], 1), dtype=np.float32)
+            for x in xs:
+                y += x.sum(axis=1, keepdims=True, dtype=np.float32)
+            # pb_utils.Tensor(name, array) sends an empty tensor under NumPy 2 (the stub is
+            # built against NumPy 1: "output tensor shape does not match size of output");
+            # DLPack hands the buffer over intact
+            out = pb_utils.Tensor.from_dlpack(OUTPUT, y)
+            responses.append(pb_utils.InferenceResponse([out]))
         return responses
 """
 
@@ -293,11 +302,42 @@ def write_sleeping_model(repository, name: str, node, *, cv: float = 0.0, seed: 
         raise ValueError("write_sleeping_model needs an affine service law "
                          "(ServiceTime.affine(base, per_item))")
     folder = Path(repository) / name
-    (folder / "1").mkdir(parents=True, exist_ok=True)
+    folder.mkdir(parents=True, exist_ok=True)
     (folder / "config.pbtxt").write_text(write_config(
         node, name, kind="KIND_CPU", inputs=[("x", "TYPE_FP32", [4])],
         outputs=[("y", "TYPE_FP32", [1])]))
+    _write_sleeper(folder, service, ["x"], "y", cv, seed)
+    return folder
+
+
+def _write_sleeper(folder: Path, service, inputs, output: str, cv: float, seed: int) -> None:
+    """The Python backend's model.py: sleep S(k) per batch, answer the inputs' sum."""
+    (folder / "1").mkdir(parents=True, exist_ok=True)
     (folder / "1" / "model.py").write_text(SLEEPING_MODEL.format(
         base=float(service.base), per_item=float(service.per_item), cv=float(cv),
-        seed=int(seed)))
-    return folder
+        seed=int(seed), inputs=list(inputs), output=output))
+
+
+def write_sleeping_ensemble(repository, name: str, ensemble, *, cv: float = 0.0,
+                            seed: int = 0):
+    """``ensemble`` as a Triton ensemble ``name`` in ``repository``: its config
+    (:func:`qmodel.triton.write_config`) and, per stage, a sleeping Python-backend model as
+    in :func:`write_sleeping_model` (CPU instances) that reads the stage's inputs (FP32 [1])
+    and writes OUTPUT. Returns the ensemble's folder."""
+    from .config import write_config
+
+    texts = write_config(ensemble, name, kind="KIND_CPU")
+    graph = ensemble.graph
+    for stage, node in ensemble.stages.items():
+        if node.service.kind != "affine":
+            raise ValueError(f"write_sleeping_ensemble: stage {stage!r} needs an affine "
+                             "service law (ServiceTime.affine(base, per_item))")
+        ups = sorted(graph.predecessors(stage))
+        inputs = [f"IN_{u}" for u in ups] or ["INPUT"]
+        _write_sleeper(Path(repository) / stage, node.service, inputs, "OUTPUT", cv, seed)
+    for model, text in texts.items():
+        folder = Path(repository) / model
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "config.pbtxt").write_text(text)
+    (Path(repository) / name / "1").mkdir(exist_ok=True)    # an ensemble's empty version
+    return Path(repository) / name
