@@ -15,6 +15,7 @@ from .latency import Accuracy, Latency, SampledLatency
 from .predict import predict
 from .profiling import Profile, profile
 from .sim import Replay, ShortRunWarning, replay, simulate
+from .sizing import Plan, size
 from .system import (Cluster, Node, Poisson, Renewal, Router, ServiceTime, Trace, UnstableError,
                      check_stable, parse_duration)
 from .theory.budget import Budget
@@ -26,6 +27,7 @@ __all__ = [
     "Latency", "SampledLatency", "Accuracy",
     "simulate", "replay", "Replay", "ShortRunWarning", "predict", "compare_routers",
     "router_table", "Budget", "profile", "Profile", "Ensemble", "bottleneck", "Bottleneck",
+    "size", "Plan",
 ]
 
 __version__ = "0.1.0"

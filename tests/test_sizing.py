@@ -1,0 +1,130 @@
+"""qmodel.size (issue 24): the cheapest deployment meeting an SLO, against brute force."""
+
+import math
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+import qmodel as qm
+from qmodel.sizing import LEVELS, trusted_quantile
+
+SVC = qm.ServiceTime.affine(2e-3, 0.2e-3, jitter=("lognormal", 0.2))
+SMALL = dict(nodes=range(1, 13), gpus_per_node=1, instances_per_gpu=(1, 2),
+             max_batch_size=(1, 4, 16), max_queue_delay=(0, 1e-3, 4e-3),
+             routers=("random", "round_robin"))
+
+
+def _brute_force(service, rate, slo, network=0.0, failures=0, **space):
+    """Every configuration at every node count, predicted: the cheapest feasible cost."""
+    best = math.inf
+    for i in space["instances_per_gpu"]:
+        for B in space["max_batch_size"]:
+            for D in space["max_queue_delay"]:
+                if B == 1 and D > 0:
+                    continue
+                node = qm.Node(service, max_batch_size=B, max_queue_delay=D,
+                               instances=space["gpus_per_node"] * i)
+                for router in space["routers"]:
+                    for n in space["nodes"]:
+                        active = n - failures
+                        if active < 1 or rate >= active * node.capacity:
+                            continue
+                        system = node if active == 1 else qm.Cluster(node, count=active,
+                                                                     router=router)
+                        try:
+                            r = qm.predict(system, rate=rate, fallback="raise")
+                        except NotImplementedError:
+                            continue
+                        if all(trusted_quantile(r, LEVELS[k]) + network <= t
+                               for k, t in slo.items()):
+                            best = min(best, n * space["gpus_per_node"])
+    return best
+
+
+@pytest.mark.parametrize("rate, slo", [(3000.0, {"p99": 12e-3}), (6000.0, {"p95": 8e-3}),
+                                       (1500.0, {"p50": 4e-3, "p99": 9e-3})])
+def test_the_search_finds_the_brute_force_optimum(rate, slo):
+    plan = qm.size(SVC, rate=rate, slo=slo, verify=False, **SMALL)
+    assert plan.feasible
+    assert plan.cost == _brute_force(SVC, rate, slo, **SMALL)
+    assert plan.candidates == 14 * 2 * 12      # 2 x (B=1, and B=4, 16 x 3 delays) x routers
+    assert plan.evaluated < plan.candidates / 3     # pruning and bisection: a fraction
+    for key, target in slo.items():
+        assert trusted_quantile(plan.predicted, LEVELS[key]) <= target
+
+
+def test_a_verified_plan_meets_the_slo_in_an_independent_simulation():
+    slo = {"p95": 6e-3}
+    plan = qm.size(SVC, rate=5000.0, slo=slo, network=0.5e-3, seed=3, **SMALL)
+    assert plan.feasible and plan.simulated is not None
+    assert "95% CI upper end meets its target" in plan.verification
+    other = qm.simulate(plan.system, rate=5000.0, requests=1_000_000, seed=11)
+    assert other.p95 + 0.5e-3 <= slo["p95"]
+    assert plan.alternatives[0].cost == plan.cost
+    assert all(c.feasible for c in plan.alternatives)
+
+
+def test_headroom_peak_and_failures_take_more_nodes():
+    slo = {"p99": 12e-3}
+    base = qm.size(SVC, rate=3000.0, slo=slo, verify=False, **SMALL)
+    peak = qm.size(SVC, rate=3000.0, slo=slo, peak=1.5, verify=False, **SMALL)
+    down = qm.size(SVC, rate=3000.0, slo=slo, failures=1, verify=False, **SMALL)
+    assert peak.cost >= base.cost and down.cost >= base.cost + 1
+    assert down.cost == _brute_force(SVC, 3000.0, slo, failures=1, **SMALL)
+    # the plan was predicted with one node down, at the whole rate
+    assert down.predicted.throughput == pytest.approx(3000.0, rel=1e-6)
+
+
+def test_a_model_is_trusted_only_as_far_as_its_measured_error():
+    node = qm.Node(SVC, max_batch_size=8, max_queue_delay=1e-3, instances=2)
+    r = qm.predict(node, rate=2500.0)
+    family = r.accuracy.measured[0]
+    assert trusted_quantile(r, 0.99) == pytest.approx(
+        r.p99 / (1 + min(family.p99.low, 0.0)) + (r.accuracy.quantile_error or 0.0))
+    assert trusted_quantile(r, 0.99) >= r.p99
+
+
+def test_an_slo_no_deployment_meets_is_a_plan_that_says_why():
+    # above S(1) = 2.2 ms, below its jitter's p99 (about 3.5 ms)
+    plan = qm.size(SVC, rate=3000.0, slo={"p99": 3e-3}, verify=False, **SMALL)
+    assert not plan.feasible
+    assert "no deployment within 12 nodes meets the SLO; the closest" in plan.reason
+    assert plan.system is not None and plan.cost > 0          # the closest plan
+    slow = qm.size(SVC, rate=3000.0, slo={"p99": 2e-3}, network=0.5e-3, verify=False, **SMALL)
+    assert not slow.feasible and slow.reason.startswith(
+        "S(1) alone, 2.2 ms, plus the network budget 0.5 ms already reaches the p99 target")
+    few = qm.size(SVC, rate=30_000.0, slo={"p99": 12e-3}, verify=False,
+                  **{**SMALL, "nodes": range(1, 3)})
+    assert not few.feasible and "even the configuration with the most capacity" in few.reason
+    assert few.nodes == 2
+
+
+def test_an_executor_gives_the_same_plan():
+    with ThreadPoolExecutor(2) as pool:
+        parallel = qm.size(SVC, rate=3000.0, slo={"p99": 12e-3}, verify=False, executor=pool,
+                           **SMALL)
+    serial = qm.size(SVC, rate=3000.0, slo={"p99": 12e-3}, verify=False, **SMALL)
+    assert parallel.cost == serial.cost and parallel.system == serial.system
+
+
+def test_the_plan_writes_its_config(tmp_path):
+    pytest.importorskip("tritonclient.grpc", reason="needs the triton extra")
+    plan = qm.size(SVC, rate=3000.0, slo={"p99": 12e-3}, verify=False, **SMALL)
+    text = plan.config_pbtxt("ranker", kind="KIND_CPU")
+    node = plan.system if isinstance(plan.system, qm.Node) else plan.system.nodes[0]
+    assert qm.triton.read_config(text).node(SVC) == node
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"slo": {"p97": 5e-3}}, "slo key 'p97' is not a quantile"),
+    ({"slo": {"p95": 5.0 * 1000}}, "longer than a minute: qmodel takes seconds"),
+    ({"slo": {"p95": 5e-3}, "network": 6e-3}, "leaves nothing after network"),
+    ({"slo": {"p95": 5e-3}, "peak": 0.5}, "peak=0.5 must be >= 1"),
+    ({"slo": {"p95": 5e-3}, "routers": ("power_of_two",)}, "'power_of_two' is not sized"),
+    ({"slo": {"p95": 5e-3}, "max_batch_size": ()}, "max_batch_size is empty"),
+    ({"slo": {"p95": 5e-3}, "gpus_per_node": 0}, "gpus_per_node must be a whole number >= 1"),
+    ({"slo": {}}, "slo must be a dict of targets in seconds"),
+])
+def test_bad_input_names_the_field(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        qm.size(SVC, rate=3000.0, verify=False, **kwargs)
