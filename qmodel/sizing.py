@@ -152,12 +152,14 @@ class Plan:
     notes: tuple = field(default_factory=tuple)
     rival: object = None
 
-    def config_pbtxt(self, name: str = "model", **kwargs) -> str:
+    def config_pbtxt(self, name: str = "model", **kwargs):
         """The chosen node's config.pbtxt (:func:`qmodel.triton.write_config`; keyword
-        arguments pass on), for every node of the deployment."""
+        arguments pass on), for every node of the deployment; for Ensemble pods, a dict from
+        model directory to text (the ensemble and each stage)."""
         from .triton import write_config
 
-        node = self.system if isinstance(self.system, Node) else self.system.nodes[0]
+        node = self.system if isinstance(self.system, (Node, Ensemble)) \
+            else self.system.nodes[0]
         return write_config(node, name, **kwargs)
 
     def summary(self) -> str:
@@ -168,8 +170,9 @@ class Plan:
         See :func:`size`.
         """
         head = ("feasible" if self.feasible else f"infeasible: {self.reason}; closest")
-        node = self.system if isinstance(self.system, Node) else self.system.nodes[0]
-        router = "" if isinstance(self.system, Node) else f", {self.system.router.name}"
+        single = isinstance(self.system, (Node, Ensemble))
+        node = self.system if single else self.system.nodes[0]
+        router = "" if single else f", {self.system.router.name}"
         lines = [f"{head}: {self.nodes} node(s) x {node.describe()}{router}",
                  f"cost {self.cost:g} ({self.gpus} GPUs); {self.candidates:,} candidates, "
                  f"{self.evaluated:,} predictions"]
@@ -291,6 +294,14 @@ def size(service, rate: float, slo: dict, *, nodes=range(1, 65), gpus_per_node: 
             raise ValueError(f"routers: {r!r} is not sized; use 'random', 'round_robin' or "
                              "'least_outstanding'")
     load = rate * peak
+    if isinstance(service, Ensemble):
+        for r in routers:
+            if r == "least_outstanding":
+                raise ValueError("routers: 'least_outstanding' over Ensemble pods is not "
+                                 "modelled; use 'random' or 'round_robin'")
+        return _size_ensemble(service, rate, load, slo, network, failures, counts,
+                              gpus_per_node, cost_per_gpu, per_gpu, batches, delays, routers,
+                              verify, verify_requests, seed, budget)
     services, notes, overhead = _services(service, per_gpu)
 
     configs = []
@@ -524,13 +535,131 @@ def _infeasible_reason(search, feasible, closest) -> str:
             f"{closest.worst_ratio:.2f} x its target")
 
 
+def _size_ensemble(ensemble, rate, load, slo, network, failures, counts, gpus_per_node,
+                   cost_per_gpu, per_gpu, batches, delays, routers, verify, verify_requests,
+                   seed, budget) -> Plan:
+    """Pods, each serving the whole ensemble on gpus_per_node GPUs shared by its stages: the
+    fewest pods for which stage knobs meeting the SLO exist.
+
+    For a pod count N, each stage takes the configuration (instances per GPU, max_batch_size,
+    max_queue_delay) whose own trusted quantile at the highest SLO level is lowest, solved
+    alone under Poisson arrivals at the pod's rate; the ensemble so configured is then
+    predicted end to end (by simulation where no model covers it) and checked against the
+    SLO. Pod counts gallop up from the stable minimum as for a node. Choosing each stage for
+    its own tail is a heuristic (the stages interact only through their arrival streams); the
+    plan is verified end to end, not stage by stage.
+    """
+    notes = ["each stage's knobs chosen for its own tail at the pod's rate; instances of all "
+             "stages share the pod's GPUs, and sharing is taken not to slow them (give "
+             "measured S(k) under sharing where it does)"]
+    stages = ensemble.order
+    level = LEVELS[max(slo, key=lambda k: LEVELS[k])]     # each stage chosen for this tail
+    options = {}
+    for name in stages:
+        base = ensemble.stages[name]
+        options[name] = [Node(base.service, max_batch_size=B, max_queue_delay=D,
+                              instances=gpus_per_node * i, overhead=base.overhead)
+                         for i in per_gpu for B in batches for D in delays
+                         if not (B == 1 and D > 0)]
+    best_node: dict = {}
+    predictions = [0]
+
+    def stage_choice(name, pod_rate):
+        key = (name, pod_rate)
+        if key not in best_node:
+            ranked = []
+            for node in options[name]:
+                if pod_rate >= node.capacity:
+                    continue
+                predictions[0] += 1
+                try:
+                    r = predict(node, rate=pod_rate, fallback="raise", extrapolate=True,
+                                budget=budget)
+                except NotImplementedError:
+                    continue
+                ranked.append((trusted_quantile(r, level), -node.capacity, id(node), node))
+            best_node[key] = min(ranked)[3] if ranked else None
+        return best_node[key]
+
+    results: dict = {}
+
+    def pods_feasible(count, router):
+        active = count - failures
+        if active < 1:
+            return False
+        chosen = {n: stage_choice(n, load / active) for n in stages}
+        if any(node is None for node in chosen.values()):
+            return False
+        pod = Ensemble(chosen, list(ensemble.edges))
+        system = _system(pod, router, active)
+        predictions[0] += 1
+        r = predict(system, rate=load, budget=budget)
+        trusted = {k: trusted_quantile(r, LEVELS[k]) + network for k in slo}
+        results[(count, router)] = (pod, r, max(trusted[k] / slo[k] for k in slo))
+        return all(trusted[k] <= slo[k] for k in slo)
+
+    plans = []
+    for router in routers:
+        fewest = max(math.floor(load / max(o.capacity for o in options[n])) + 1
+                     for n in stages) + failures
+        allowed = [n for n in counts if n >= fewest]
+        if not allowed:
+            continue
+        below, at, step = -1, 0, 1
+        found = True
+        while not pods_feasible(allowed[at], router):
+            below = at
+            if at == len(allowed) - 1:
+                found = False
+                break
+            at, step = min(at + step, len(allowed) - 1), 2 * step
+        if not found:
+            continue
+        lo, hi = below + 1, at
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if pods_feasible(allowed[mid], router):
+                hi = mid
+            else:
+                lo = mid + 1
+        plans.append((allowed[hi], router))
+    space = math.prod(len(options[n]) for n in stages) * len(routers) * len(counts)
+    cost_of = gpus_per_node * cost_per_gpu
+    if not plans:
+        if results:
+            (count, router), (pod, r, ratio) = min(results.items(), key=lambda kv: kv[1][2])
+            reason = (f"no pod count within {counts[-1]} meets the SLO; the closest, {count} "
+                      f"pods, reaches {ratio:.2f} x its target")
+            system, predicted = _system(pod, router, count), r
+        else:
+            count, reason = counts[-1], (f"no pod count within {counts[-1]} carries "
+                                         f"{load:,.0f} req/s")
+            system, predicted = ensemble, None
+        return Plan(False, reason, system, count, count * gpus_per_node, count * cost_of,
+                    predicted, None, "not verified (infeasible)", (), (), space,
+                    predictions[0], dict(slo), rate, tuple(notes))
+    count, router = min(plans, key=lambda p: (p[0], results[p][2]))
+    pod, predicted, _ = results[(count, router)]
+    simulated, verification, misses = None, "not verified (verify=False)", []
+    if verify:
+        simulated = _simulate(_system(pod, router, count - failures), load, verify_requests,
+                              seed)
+        misses = [k for k in slo if simulated.ci(LEVELS[k])[1] + network > slo[k]]
+        verification = (f"simulated {simulated.requests:,} requests (seed {seed}) at "
+                        f"{load:,.6g} req/s with {failures} pod(s) down: "
+                        + (f"missed {', '.join(misses)}" if misses else
+                           "every SLO quantile's 95% CI upper end meets its target"))
+    reason = (f"the chosen pods' simulation missed {', '.join(misses)} (the stage-by-stage "
+              "choice found no verified plan)" if misses else "")
+    return Plan(not misses, reason, _system(pod, router, count), count, count * gpus_per_node,
+                count * cost_of, predicted, simulated, verification, (), (), space,
+                predictions[0], dict(slo), rate, tuple(notes))
+
+
 def _services(service, per_gpu):
     """{instances per GPU: ServiceTime}, the notes about it, and the node overhead."""
     from .profiling import Profile
 
-    if isinstance(service, Ensemble):
-        raise NotImplementedError("size(ensemble, ...): sizing the stages of an Ensemble is "
-                                  "not implemented yet; size each stage's model as a node")
     notes, overhead = [], 0.0
     if isinstance(service, Node):
         overhead = service.overhead

@@ -128,3 +128,45 @@ def test_the_plan_writes_its_config(tmp_path):
 def test_bad_input_names_the_field(kwargs, message):
     with pytest.raises(ValueError, match=message):
         qm.size(SVC, rate=3000.0, verify=False, **kwargs)
+
+
+def _two_towers():
+    s = qm.ServiceTime.affine
+    node = qm.Node(s(1e-3, 0.1e-3))
+    return qm.Ensemble({"user": qm.Node(s(1e-3, 0.1e-3)), "item": qm.Node(s(1.5e-3, 0.2e-3)),
+                        "score": node}, [("user", "score"), ("item", "score")])
+
+
+ENSEMBLE_SPACE = dict(gpus_per_node=1, instances_per_gpu=(1, 2), max_batch_size=(1, 4),
+                      max_queue_delay=(0,), routers=("round_robin",))
+
+
+def test_an_ensemble_is_sized_per_stage_and_verified_end_to_end():
+    ens = _two_towers()
+    slo = {"p99": 6e-3}
+    plan = qm.size(ens, rate=3000.0, slo=slo, nodes=range(1, 9), **ENSEMBLE_SPACE)
+    assert plan.feasible and plan.simulated is not None
+    assert plan.simulated.ci(0.99)[1] <= slo["p99"]
+    pod = plan.system.nodes[0] if isinstance(plan.system, qm.Cluster) else plan.system
+    assert isinstance(pod, qm.Ensemble) and set(pod.stages) == {"user", "item", "score"}
+    assert plan.candidates == 4 ** 3 * 1 * 8            # 4 configurations per stage
+    # one pod fewer: the search finds nothing (its fewest feasible count is the plan's)
+    fewer = qm.size(ens, rate=3000.0, slo=slo, nodes=range(1, plan.nodes), verify=False,
+                    **ENSEMBLE_SPACE)
+    assert not fewer.feasible and "no pod count within" in fewer.reason
+    texts = plan.config_pbtxt("recommender") if _has_triton() else {"recommender": ""}
+    assert "recommender" in texts
+
+
+def _has_triton():
+    try:
+        import tritonclient.grpc  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def test_an_ensemble_takes_static_routers_only():
+    with pytest.raises(ValueError, match="'least_outstanding' over Ensemble pods"):
+        qm.size(_two_towers(), rate=1000.0, slo={"p99": 6e-3},
+                **{**ENSEMBLE_SPACE, "routers": ("least_outstanding",)})
