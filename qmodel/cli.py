@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import derive, ensemble_command
+from . import derive, ensemble_command, size_command
 from .campaign import validate
 from . import system as qs
 from .sim import simulate
@@ -254,6 +254,12 @@ def build_parser() -> argparse.ArgumentParser:
     prof.add_argument("--out", required=True, metavar="FILE", help="the profile (JSON)")
     prof.add_argument("--plot", default=None, metavar="FILE",
                       help="the plot (default: --out with .png)")
+    size_command.add_arguments(sub.add_parser(
+        "size", help="the cheapest deployment whose tail latency meets an SLO",
+        description="Search batching knobs, instances and node counts for the cheapest "
+                    "deployment meeting --slo at --rate, verify it by simulation, and write "
+                    "config.pbtxt, report.md and figures to --out. Exit status 1 when no "
+                    "deployment meets the SLO (the report says why)."))
     ensemble_command.add_arguments(sub.add_parser(
         "ensemble", help="a Triton ensemble from its model repository, predicted end to end",
         description="Read an ensemble's config.pbtxt and its composing models' configs, take "
@@ -401,6 +407,8 @@ def _run(argv) -> int:
         return derive.run(args)
     if args.command == "ensemble":
         return ensemble_command.run(args)
+    if args.command == "size":
+        return size_command.run(args)
     if args.command == "validate":
         return validate.run(args)
     try:

@@ -11,7 +11,8 @@ from typing import Mapping
 
 import numpy as np
 
-__all__ = ["plot_latency", "plot_router_comparison", "plot_profile", "plot_bottleneck"]
+__all__ = ["plot_latency", "plot_router_comparison", "plot_profile", "plot_bottleneck",
+           "plot_pareto", "plot_rate_sweep", "plot_batch_sweep"]
 
 
 def _pyplot():
@@ -180,4 +181,79 @@ def plot_bottleneck(report, path, title: str = "") -> Path:
     ax.set_title(title or f"end-to-end {name} per knob change (dominant stage: "
                           f"{report.dominant})", fontsize=10)
     ax.legend(fontsize=8, loc="lower right")
+    return _save(fig, path)
+
+
+def _slo_level(plan):
+    from .sizing import LEVELS
+
+    key = max(plan.slo, key=lambda k: LEVELS[k])
+    return key, plan.slo[key]
+
+
+def plot_pareto(plan, path) -> Path:
+    """A sizing plan's cost-latency front: at each cost, the best configuration's trusted SLO
+    quantile over its target (1 is the SLO), the plan marked."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6, 4))
+    costs = [c.cost for c in plan.pareto]
+    ratios = [c.worst_ratio for c in plan.pareto]
+    ax.plot(costs, ratios, "o-", label="best configuration at each cost")
+    ax.axhline(1.0, color="tab:red", linestyle="--", label="SLO")
+    if plan.feasible:
+        ax.plot([plan.cost], [max(c.worst_ratio for c in plan.alternatives[:1])], "*",
+                markersize=14, color="tab:green", label="plan")
+    ax.set_xlabel("cost")
+    ax.set_ylabel("trusted quantile / target (worst SLO key)")
+    ax.set_title("cost against the tail", fontsize=10)
+    ax.legend(fontsize=8)
+    return _save(fig, path)
+
+
+def plot_rate_sweep(plan, sweep, path) -> Path:
+    """The SLO quantile against the rate for the plan and its alternatives
+    (:func:`qmodel.sizing_report.rate_sweep`), with the SLO (less the network budget) and the
+    sized rate."""
+    plt = _pyplot()
+    key, target = _slo_level(plan)
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for label, (rates, values) in sweep.items():
+        if rates.size:
+            ax.plot(rates, values * 1e3, "o-", markersize=3, label=label[:60])
+    ax.axhline((target - plan.network) * 1e3, color="tab:red", linestyle="--",
+               label=f"{key} target less the network")
+    if plan.predicted is not None:
+        from .sizing import LEVELS, trusted_quantile
+
+        level = LEVELS[key]
+        # the plan is held to its trusted quantile: the prediction may reach this line
+        share = float(plan.predicted.quantile(level)) / trusted_quantile(plan.predicted, level)
+        if share < 1:
+            ax.axhline((target - plan.network) * share * 1e3, color="tab:orange",
+                       linestyle=":", label="less the model's stated error")
+    ax.axvline(plan.load, color="grey", linestyle=":", label="sized rate")
+    ax.set_xlabel("rate (req/s)")
+    ax.set_ylabel(f"predicted {key} (ms)")
+    ax.legend(fontsize=7)
+    return _save(fig, path)
+
+
+def plot_batch_sweep(plan, batches, path) -> Path:
+    """The SLO quantile against max_batch_size with every other knob as planned
+    (:func:`qmodel.sizing_report.batch_sweep`): the largest batch under the wall."""
+    plt = _pyplot()
+    key, target = _slo_level(plan)
+    sizes, values, largest = batches
+    fig, ax = plt.subplots(figsize=(6, 4))
+    pts = [(b, v) for b, v in zip(sizes, values) if v is not None]
+    ax.plot([b for b, _ in pts], [v * 1e3 for _, v in pts], "o-")
+    ax.axhline((target - plan.network) * 1e3, color="tab:red", linestyle="--",
+               label=f"{key} target less the network")
+    if largest is not None:
+        ax.axvline(largest, color="tab:green", linestyle=":",
+                   label=f"largest batch under it: {largest}")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("max_batch_size")
+    ax.set_ylabel(f"predicted {key} (ms)")
+    ax.legend(fontsize=8)
     return _save(fig, path)

@@ -151,6 +151,16 @@ class Plan:
     rate: float
     notes: tuple = field(default_factory=tuple)
     rival: object = None
+    network: float = 0.0
+    load: float = 0.0
+    failures: int = 0
+
+    def write(self, folder, name: str = "model") -> list:
+        """config.pbtxt (one per model directory), report.md and the figures into ``folder``
+        (:mod:`qmodel.sizing_report`); returns the paths written."""
+        from .sizing_report import write_plan
+
+        return write_plan(self, folder, name)
 
     def config_pbtxt(self, name: str = "model", **kwargs):
         """The chosen node's config.pbtxt (:func:`qmodel.triton.write_config`; keyword
@@ -423,6 +433,7 @@ class _Search:
         verification = "not verified (verify=False)"
         simulated, rival = None, None
         chosen = None
+        extra = {"network": self.network, "load": self.load, "failures": self.failures}
         for candidate in feasible:
             if not verify:
                 chosen = candidate
@@ -454,11 +465,11 @@ class _Search:
                         closest.nodes * self.gpus_per_node, closest.cost,
                         _predicted(closest, self), None, "not verified (infeasible)",
                         tuple(feasible), tuple(pareto), candidates_total, self.predictions,
-                        dict(self.slo), rate, tuple(notes))
+                        dict(self.slo), rate, tuple(notes), **extra)
         return Plan(True, "", chosen.system(), chosen.nodes, chosen.nodes * self.gpus_per_node,
                     chosen.cost, _predicted(chosen, self), simulated, verification,
                     tuple(feasible), tuple(pareto), candidates_total, self.predictions,
-                    dict(self.slo), rate, tuple(notes), rival)
+                    dict(self.slo), rate, tuple(notes), rival, **extra)
 
 
 def _system(node, router, count):
@@ -625,6 +636,15 @@ def _size_ensemble(ensemble, rate, load, slo, network, failures, counts, gpus_pe
         plans.append((allowed[hi], router))
     space = math.prod(len(options[n]) for n in stages) * len(routers) * len(counts)
     cost_of = gpus_per_node * cost_per_gpu
+    extra = {"network": network, "load": load, "failures": failures}
+    evaluated = [Candidate(pod, router, count, count * cost_of, ratio <= 1.0,
+                           {k: float(r.quantile(LEVELS[k])) for k in slo},
+                           {k: trusted_quantile(r, LEVELS[k]) + network for k in slo},
+                           ratio, r.method)
+                 for (count, router), (pod, r, ratio) in results.items()]
+    alternatives = tuple(sorted((c for c in evaluated if c.feasible),
+                                key=lambda c: (c.cost, c.worst_ratio)))
+    pareto = tuple(_pareto(evaluated))
     if not plans:
         if results:
             (count, router), (pod, r, ratio) = min(results.items(), key=lambda kv: kv[1][2])
@@ -636,8 +656,8 @@ def _size_ensemble(ensemble, rate, load, slo, network, failures, counts, gpus_pe
                                          f"{load:,.0f} req/s")
             system, predicted = ensemble, None
         return Plan(False, reason, system, count, count * gpus_per_node, count * cost_of,
-                    predicted, None, "not verified (infeasible)", (), (), space,
-                    predictions[0], dict(slo), rate, tuple(notes))
+                    predicted, None, "not verified (infeasible)", alternatives, pareto, space,
+                    predictions[0], dict(slo), rate, tuple(notes), **extra)
     count, router = min(plans, key=lambda p: (p[0], results[p][2]))
     pod, predicted, _ = results[(count, router)]
     simulated, verification, misses = None, "not verified (verify=False)", []
@@ -652,8 +672,8 @@ def _size_ensemble(ensemble, rate, load, slo, network, failures, counts, gpus_pe
     reason = (f"the chosen pods' simulation missed {', '.join(misses)} (the stage-by-stage "
               "choice found no verified plan)" if misses else "")
     return Plan(not misses, reason, _system(pod, router, count), count, count * gpus_per_node,
-                count * cost_of, predicted, simulated, verification, (), (), space,
-                predictions[0], dict(slo), rate, tuple(notes))
+                count * cost_of, predicted, simulated, verification, alternatives, pareto,
+                space, predictions[0], dict(slo), rate, tuple(notes), **extra)
 
 
 def _services(service, per_gpu):

@@ -170,3 +170,27 @@ def test_an_ensemble_takes_static_routers_only():
     with pytest.raises(ValueError, match="'least_outstanding' over Ensemble pods"):
         qm.size(_two_towers(), rate=1000.0, slo={"p99": 6e-3},
                 **{**ENSEMBLE_SPACE, "routers": ("least_outstanding",)})
+
+
+def test_qmodel_size_writes_the_plan(tmp_path, capsys):
+    from qmodel.cli import main
+
+    out = tmp_path / "plan"
+    args = ["size", "--service-base", "2ms", "--per-item", "0.2ms", "--jitter", "lognormal:0.2",
+            "--rate", "3000", "--slo", "p99=12ms", "--nodes", "1-12", "--instances-per-gpu",
+            "1,2", "--max-batch-size", "1,4,16", "--max-queue-delay", "0,1ms,4ms",
+            "--routers", "random,round_robin", "--out", str(out), "--no-verify"]
+    assert main(args) == 0
+    text = capsys.readouterr().out
+    plan = qm.size(SVC, rate=3000.0, slo={"p99": 12e-3}, verify=False, **SMALL)
+    assert text.startswith(plan.summary().splitlines()[0])
+    report = (out / "report.md").read_text()
+    assert "| p99 | 12.000 |" in report and "## Cheapest alternatives" in report
+    for figure in ("pareto.png", "rate_sweep.png", "batch_sweep.png"):
+        assert (out / figure).stat().st_size > 0
+    # an SLO below S(1): exit 1, the report says why, and no config is written
+    assert main(args[:10] + ["p99=1ms"] + args[11:] + ["--out", str(tmp_path / "no")]) == 1
+    assert "S(1) alone" in (tmp_path / "no" / "report.md").read_text()
+    assert not (tmp_path / "no" / "model").exists()
+    assert main(["size", "--rate", "100", "--slo", "p95=5ms"]) == 2
+    assert "give the service one way" in capsys.readouterr().err
