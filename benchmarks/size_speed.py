@@ -15,7 +15,6 @@ Run: ``.venv/bin/python benchmarks/size_speed.py`` (about a minute).
 
 from __future__ import annotations
 
-import math
 import time
 
 import qmodel as qm
@@ -60,29 +59,13 @@ def timed_size(**kwargs):
 
 
 def brute_force(space) -> tuple[float, int, float]:
-    """Every candidate predicted: (cheapest feasible cost, candidates, seconds)."""
-    start, count, best = time.perf_counter(), 0, math.inf
-    for i in space["instances_per_gpu"]:
-        for B in space["max_batch_size"]:
-            for D in space["max_queue_delay"]:
-                if B == 1 and D > 0:
-                    continue
-                node = qm.Node(SVC, max_batch_size=B, max_queue_delay=D,
-                               instances=space["gpus_per_node"] * i)
-                for router in space["routers"]:
-                    for n in space["nodes"]:
-                        count += 1
-                        if RATE >= n * node.capacity:
-                            continue
-                        system = node if n == 1 else qm.Cluster(node, count=n, router=router)
-                        try:
-                            r = qm.predict(system, rate=RATE, fallback="raise")
-                        except NotImplementedError:
-                            continue
-                        key = next(iter(SLO))
-                        if (sizing.trusted_quantile(r, sizing.LEVELS[key]) + NETWORK
-                                <= SLO[key]):
-                            best = min(best, n * space["gpus_per_node"])
+    """Every candidate predicted (:func:`qmodel.sizing.exhaustive`): (cheapest feasible
+    cost, candidates, seconds)."""
+    count = sum(len(space["routers"]) * len(space["nodes"])
+                for _ in space["instances_per_gpu"] for B in space["max_batch_size"]
+                for D in space["max_queue_delay"] if not (B == 1 and D > 0))
+    start = time.perf_counter()
+    best = sizing.exhaustive(SVC, RATE, SLO, network=NETWORK, **space)
     return best, count, time.perf_counter() - start
 
 

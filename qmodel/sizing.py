@@ -51,7 +51,7 @@ from .ensemble import Ensemble
 from .predict import predict
 from .system import Cluster, Node, ServiceTime
 
-__all__ = ["size", "Plan", "Candidate", "trusted_quantile", "LEVELS"]
+__all__ = ["size", "Plan", "Candidate", "trusted_quantile", "exhaustive", "LEVELS"]
 
 # SLO keys and their quantile levels
 LEVELS = {"p50": 0.5, "p90": 0.9, "p95": 0.95, "p99": 0.99, "p99.9": 0.999}
@@ -470,6 +470,46 @@ class _Search:
                     chosen.cost, _predicted(chosen, self), simulated, verification,
                     tuple(feasible), tuple(pareto), candidates_total, self.predictions,
                     dict(self.slo), rate, tuple(notes), rival, **extra)
+
+
+def exhaustive(service, rate: float, slo: dict, *, nodes, gpus_per_node: int = 1,
+               instances_per_gpu=(1,), max_batch_size=DEFAULT_BATCHES,
+               max_queue_delay=DEFAULT_DELAYS, routers=("round_robin",),
+               cost_per_gpu: float = 1.0, network: float = 0.0, failures: int = 0) -> float:
+    """The cheapest feasible cost found by predicting every candidate of the space, the
+    reference :func:`size` is checked against (tests/test_sizing.py) and timed against
+    (benchmarks/size_speed.py); inf where none is feasible. ``service``: a ServiceTime.
+
+    Examples
+    --------
+    >>> import qmodel as qm
+    >>> exhaustive(qm.ServiceTime.affine(2e-3, 0.2e-3), 4000, {"p99": 15e-3},
+    ...            nodes=range(1, 5), max_batch_size=(4, 16), max_queue_delay=(0,),
+    ...            routers=("random",))
+    2.0
+    """
+    best = math.inf
+    for i in instances_per_gpu:
+        for B in max_batch_size:
+            for D in max_queue_delay:
+                if B == 1 and D > 0:
+                    continue
+                node = Node(service, max_batch_size=B, max_queue_delay=D,
+                            instances=gpus_per_node * i)
+                for router in routers:
+                    for n in nodes:
+                        active = n - failures
+                        if active < 1 or rate >= active * node.capacity:
+                            continue
+                        try:
+                            r = predict(_system(node, router, active), rate=rate,
+                                        fallback="raise")
+                        except NotImplementedError:
+                            continue
+                        if all(trusted_quantile(r, LEVELS[k]) + network <= t
+                               for k, t in slo.items()):
+                            best = min(best, n * gpus_per_node * cost_per_gpu)
+    return best
 
 
 def _system(node, router, count):

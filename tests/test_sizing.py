@@ -1,12 +1,11 @@
 """qmodel.size (issue 24): the cheapest deployment meeting an SLO, against brute force."""
 
-import math
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
 import qmodel as qm
-from qmodel.sizing import LEVELS, trusted_quantile
+from qmodel.sizing import LEVELS, exhaustive, trusted_quantile
 
 SVC = qm.ServiceTime.affine(2e-3, 0.2e-3, jitter=("lognormal", 0.2))
 SMALL = dict(nodes=range(1, 13), gpus_per_node=1, instances_per_gpu=(1, 2),
@@ -14,31 +13,9 @@ SMALL = dict(nodes=range(1, 13), gpus_per_node=1, instances_per_gpu=(1, 2),
              routers=("random", "round_robin"))
 
 
-def _brute_force(service, rate, slo, network=0.0, failures=0, **space):
-    """Every configuration at every node count, predicted: the cheapest feasible cost."""
-    best = math.inf
-    for i in space["instances_per_gpu"]:
-        for B in space["max_batch_size"]:
-            for D in space["max_queue_delay"]:
-                if B == 1 and D > 0:
-                    continue
-                node = qm.Node(service, max_batch_size=B, max_queue_delay=D,
-                               instances=space["gpus_per_node"] * i)
-                for router in space["routers"]:
-                    for n in space["nodes"]:
-                        active = n - failures
-                        if active < 1 or rate >= active * node.capacity:
-                            continue
-                        system = node if active == 1 else qm.Cluster(node, count=active,
-                                                                     router=router)
-                        try:
-                            r = qm.predict(system, rate=rate, fallback="raise")
-                        except NotImplementedError:
-                            continue
-                        if all(trusted_quantile(r, LEVELS[k]) + network <= t
-                               for k, t in slo.items()):
-                            best = min(best, n * space["gpus_per_node"])
-    return best
+def _brute_force(service, rate, slo, **space):
+    """Every candidate predicted: the cheapest feasible cost."""
+    return exhaustive(service, rate, slo, **space)
 
 
 @pytest.mark.parametrize("rate, slo", [(3000.0, {"p99": 12e-3}), (6000.0, {"p95": 8e-3}),
