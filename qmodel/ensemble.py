@@ -53,8 +53,9 @@ class Ensemble:
     Raises
     ------
     ValueError
-        Naming the stage or edge: no stages, a stage that is not a Node, an edge naming an
-        unknown stage (an input nobody produces), a stage fed by itself, or a cycle.
+        Naming the stage or edge: no stages, a stage that is not a Node or has a finite
+        queue, an edge naming an unknown stage (an input nobody produces), a stage fed by
+        itself, or a cycle.
     """
 
     def __init__(self, stages: Mapping, edges=()):
@@ -69,6 +70,11 @@ class Ensemble:
             if not isinstance(node, Node):
                 raise ValueError(f"Ensemble stage {name!r} must be a qmodel.Node, got "
                                  f"{type(node).__name__}")
+            if node.max_queue_size:
+                raise ValueError(f"Ensemble stage {name!r} has max_queue_size="
+                                 f"{node.max_queue_size}: a request rejected midway through a "
+                                 "pipeline is not modelled; set max_queue_size=0 on its "
+                                 "stages")
             graph.add_node(name, node=node)
         if isinstance(edges, (str, bytes, Mapping)):
             raise ValueError(f"Ensemble edges must be a list of (upstream, downstream) stage "

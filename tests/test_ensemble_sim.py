@@ -151,8 +151,7 @@ def test_ensemble_errors_name_the_stage():
     ens = qm.Ensemble({"fast": JITTERY, "slow": slow}, [("fast", "slow")])
     with pytest.raises(UnstableError, match="ensemble stage 'slow'"):
         qm.simulate(ens, rate=600.0, requests=10_000)
-    finite = qm.Ensemble({"q": qm.Node(qm.ServiceTime.affine(1e-3), max_queue_size=4)})
     with pytest.raises(ValueError, match="stage 'q' has max_queue_size=4"):
-        qm.simulate(finite, rate=100.0, requests=10_000)
+        qm.Ensemble({"q": qm.Node(qm.ServiceTime.affine(1e-3), max_queue_size=4)})
     with pytest.raises(ValueError, match="engine='events' does not run an Ensemble"):
         qm.simulate(ens, rate=100.0, requests=10_000, engine="events")

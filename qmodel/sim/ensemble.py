@@ -13,8 +13,8 @@ stages without downstream completes it.
 
 This decoupling is exact: a stage's batches depend only on when its requests become ready,
 never on what happens downstream, because every stage has an unlimited queue (Triton passes
-tensors between steps without back-pressure). A stage with a finite ``max_queue_size`` would
-drop requests midway and is refused.
+tensors between steps without back-pressure; :class:`qmodel.Ensemble` refuses a stage with a
+finite ``max_queue_size``, which would drop requests midway).
 
 Each replica's measured window, warm-up, random phase and confidence intervals are those of a
 node's simulation (:mod:`qmodel.sim.window`, :mod:`qmodel.sim.run`); the window is cut by the
@@ -154,11 +154,6 @@ def simulate_ensemble(cluster, source, requests: int, seed, replicas, warmup: fl
     from .run import _assemble, _plan_replicas
 
     ensemble, pods = cluster.nodes[0], len(cluster.nodes)
-    for name, node in ensemble.stages.items():
-        if node.max_queue_size:
-            raise ValueError(f"Ensemble stage {name!r} has max_queue_size="
-                             f"{node.max_queue_size}: a request rejected midway through a "
-                             "pipeline is not simulated; set max_queue_size=0 on its stages")
     rate = source.rate
     worst, plan_source = _longest_need(cluster, source, warmup)
     replicas, per_replica, ask = _plan_replicas(_pods_of(worst, cluster), plan_source,
