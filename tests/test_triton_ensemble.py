@@ -114,3 +114,15 @@ def test_what_qmodel_does_not_model_is_warned(tmp_path):
     text = " ".join(str(w.message) for w in caught)
     assert "max_inflight_requests 4" in text and "step 'scoring'" in text
     assert any("max_inflight_requests" in note for note in cfg.unmodelled)
+
+
+def test_a_step_with_a_queue_limit_is_refused_with_the_file(tmp_path):
+    limited = MODEL.replace("dynamic_batching { }",
+                            "dynamic_batching { default_queue_policy { max_queue_size: 8 } }")
+    repo = _repository(tmp_path, {"a": limited, "b": MODEL})
+    text = ('platform: "ensemble"\nmax_batch_size: 8\ninput [{ name: "IN", data_type: '
+            'TYPE_FP32, dims: [1] }]\noutput [{ name: "OUT", data_type: TYPE_FP32, dims: [1] '
+            '}]\nensemble_scheduling { step [ { model_name: "a", input_map { key: "x" value: '
+            '"IN" } output_map { key: "y" value: "OUT" } } ] }\n')
+    with pytest.raises(ValueError, match=r"^<text>: Ensemble stage 'a' has max_queue_size=8"):
+        read_config(text, repository=repo)

@@ -160,8 +160,11 @@ def read_ensemble(message, text: str, where: str, repository, gpus, read_model):
                              "one level of steps")
         stages[model] = config
     # Ensemble orders its stages; keep the steps' order for the stage dict
-    ensemble = Ensemble({m: cfg.node(ServiceTime.affine(1.0)) for m, cfg in stages.items()},
-                        edges)
+    try:
+        ensemble = Ensemble({m: cfg.node(ServiceTime.affine(1.0)) for m, cfg in stages.items()},
+                            edges)
+    except ValueError as err:          # a cycle, or a step with a queue limit
+        raise ValueError(f"{where}: {err}") from None
     ordered = {m: stages[m] for m in ensemble.order}
     return TritonEnsembleConfig(name=message.name, source=where, stages=ordered,
                                 edges=tuple(sorted(ensemble.edges)), unmodelled=tuple(notes),
