@@ -244,10 +244,12 @@ def size(service, rate: float, slo: dict, *, nodes=range(1, 65), gpus_per_node: 
 
     Parameters
     ----------
-    service : ServiceTime, Profile or Node
+    service : ServiceTime, Profile, Node or Ensemble
         S(k) of one instance; a Profile gives, for i instances per GPU, its samples at
         concurrency i where measured (their slower service, stated in the plan's notes); a
-        Node (e.g. calibrated from a Triton server) gives its service and overhead.
+        Node (e.g. calibrated from a Triton server) gives its service and overhead; an
+        Ensemble is sized as pods, each stage's knobs searched (:func:`_size_ensemble`;
+        ``executor`` is not used there).
     rate : float
         Requests per second to serve.
     slo : dict
