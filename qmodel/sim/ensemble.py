@@ -201,15 +201,16 @@ def simulate_ensemble(cluster, source, requests: int, seed, replicas, warmup: fl
         return out
 
     per_stage = {}
+    outcomes = {name: outcome(stages[name]["ready"], stages[name]["done"],
+                              stages[name]["record"]) for name in ensemble.order}
     with warnings.catch_warnings():
         # the end-to-end result below warns once for the whole run
         warnings.simplefilter("ignore")
         for name in ensemble.order:
-            s = stages[name]
             # the stage's instance count, in every pod
             types = NodeTypes(bk, [ensemble.stages[name]] * pods)
-            result = _assemble(outcome(s["ready"], s["done"], s["record"]), times, start,
-                               counts, types, warmup, "lookahead", bk.name, requests, ask)
+            result = _assemble(outcomes[name], times, start, counts, types, warmup,
+                               "lookahead", bk.name, requests, ask)
             result.method = f"simulation of ensemble stage {name!r} ({result.method})"
             per_stage[name] = result
 
@@ -218,7 +219,7 @@ def simulate_ensemble(cluster, source, requests: int, seed, replicas, warmup: fl
         end = np.maximum(end, stages[name]["finish"])    # done when the last exit is
     # Every stage's batches together: the end-to-end utilization is the busy fraction of all
     # the pipeline's instances, its batch sizes those of all its batches.
-    pooled = _pool_records([stages[name] for name in ensemble.order], outcome)
+    pooled = _pool_records(list(outcomes.values()))
     e2e = outcome(arrival, end)
     e2e.update(pooled)
     result = _assemble(e2e, times, start, counts,
@@ -231,9 +232,9 @@ def simulate_ensemble(cluster, source, requests: int, seed, replicas, warmup: fl
     return result
 
 
-def _pool_records(stage_runs, outcome) -> dict:
-    """All stages' batch records as flat arrays, for the end-to-end batch statistics."""
-    parts = [outcome(s["ready"], s["done"], s["record"]) for s in stage_runs]
+def _pool_records(parts) -> dict:
+    """All stages' batch records (their engine-adapter records) as flat arrays, for the
+    end-to-end batch statistics."""
     flat = {key: np.concatenate([np.broadcast_to(p[key], p["batch_start"].shape).ravel()
                                  for p in parts])
             for key in ("batch_start", "batch_service", "batch_size", "batch_replica")}
