@@ -16,7 +16,7 @@ import numpy as np
 
 __all__ = ["parse_duration", "positive_duration", "positive_int", "positive_rate", "real_array",
            "shown", "LONGEST_PLAUSIBLE_SECONDS", "MOST_REQUESTS_PER_BATCH", "MOST_INSTANCES",
-           "MOST_NODES", "MOST_QUEUED", "LEAST_RATE", "UnstableError", "check_below_capacity",
+           "MOST_NODES", "MOST_QUEUED", "MOST_RENEWAL_SCV", "LEAST_RATE", "UnstableError", "check_below_capacity",
            "read_json"]
 
 # A Triton max_queue_delay is configured in microseconds; a value this large in seconds almost
@@ -29,6 +29,9 @@ MOST_REQUESTS_PER_BATCH = 65_536     # max_batch_size, preferred and measured ba
 MOST_INSTANCES = 4_096               # model instances of one node
 MOST_NODES = 65_536                  # nodes of a cluster (and nodes sampled by power of d)
 MOST_QUEUED = 1_000_000_000          # max_queue_size (the simulator counts it in int64)
+# the largest interarrival scv a renewal stream is described with (gamma gaps): beyond it a
+# few huge gaps dominate, which the gamma family does not model well
+MOST_RENEWAL_SCV = 100.0
 # below this an arrival rate is a unit mistake, and the simulator's clock (float64 seconds)
 # would lose the service times against arrival times of 1e9 s and more
 LEAST_RATE = 1e-3                    # requests per second: one every 17 minutes

@@ -61,6 +61,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from .checks import MOST_RENEWAL_SCV
 from .latency import (Accuracy, Approximation, LatticeLatency, Latency, least_exact,
                       with_overhead)
 from .selfcheck import defects
@@ -101,7 +102,7 @@ FALLBACKS = ("simulate", "raise")
 # the Lindley lattice needs a spread, and the difference is far below the lattice step.
 MIN_SCV = 1e-3
 # A trace's interarrival scv above this (a few huge gaps) is taken as this
-MAX_TRACE_SCV = 100.0
+MAX_TRACE_SCV = MOST_RENEWAL_SCV
 
 
 def predict(system, rate=None, *, arrivals=None, resolution: int = DEFAULT_RESOLUTION,

@@ -16,7 +16,7 @@ from typing import Mapping
 
 import numpy as np
 
-from .checks import (MOST_INSTANCES, MOST_NODES, MOST_QUEUED,
+from .checks import (MOST_INSTANCES, MOST_NODES, MOST_QUEUED, MOST_RENEWAL_SCV,
                      MOST_REQUESTS_PER_BATCH, UnstableError, check_below_capacity,
                      parse_duration, positive_duration, positive_int, positive_rate, real_array,
                      shown)
@@ -389,8 +389,9 @@ class Renewal:
             raise ValueError(f"Renewal.scv must be a finite number >= 0, got {shown(scv)}")
         if scv < 0:
             raise ValueError(f"Renewal.scv={scv} must be >= 0 (0 deterministic, 1 Poisson)")
-        if scv > 100:
-            raise ValueError(f"Renewal.scv={scv} > 100 is outside what the gamma family models "
+        if scv > MOST_RENEWAL_SCV:
+            raise ValueError(f"Renewal.scv={scv} > {MOST_RENEWAL_SCV:g} is outside what the "
+                             "gamma family models "
                              "well; use a Trace of the measured arrivals")
         object.__setattr__(self, "scv", float(scv) + 0.0)    # -0.0 becomes 0.0
 

@@ -31,6 +31,7 @@ import warnings
 
 import numpy as np
 
+from ..checks import MOST_RENEWAL_SCV
 from ..system import Cluster, Renewal, Trace, as_cluster
 from .arrivals import replica_arrivals
 from .backend import get_backend
@@ -41,8 +42,6 @@ from .window import batch_places, cool_down_arrivals
 
 __all__ = ["simulate_ensemble", "run_stages", "stage_arrival_scv", "arrivals_per_replica"]
 
-# Renewal arrivals are described up to scv 100 (the gamma family's range in qmodel.Renewal).
-MOST_SCV = 100.0
 
 
 def stage_arrival_scv(ensemble, scv: float) -> dict:
@@ -64,7 +63,7 @@ def stage_arrival_scv(ensemble, scv: float) -> dict:
     for name in ensemble.order:
         ups = list(graph.predecessors(name))
         out[name] = (float(scv) if not ups else
-                     min(MOST_SCV, max(out[u] + ensemble.stages[u].max_batch_size - 1
+                     min(MOST_RENEWAL_SCV, max(out[u] + ensemble.stages[u].max_batch_size - 1
                                        for u in ups)))
     return out
 

@@ -35,6 +35,7 @@ import numpy as np
 from scipy import signal
 
 from ..accuracy import Accuracy, Approximation, least_exact
+from ..checks import MOST_RENEWAL_SCV
 
 __all__ = ["pipeline_latency", "departure_scv", "blended_scv", "batch_service_scv",
            "clumped_stage", "unclumped", "combine", "ensemble_features",
@@ -48,8 +49,6 @@ GRID_POINTS = 1 << 14
 TAIL = 1e-7
 # the largest relative difference between whole clumps per batch (times the clump) and B
 CLUMP_ROUNDING = 0.05
-# Renewal arrivals are described up to this scv (qmodel.Renewal)
-MOST_SCV = 100.0
 
 
 def departure_scv(utilization: float, batch_sizes: dict, instances: int, service_scv: float,
@@ -91,8 +90,8 @@ def departure_scv(utilization: float, batch_sizes: dict, instances: int, service
     epochs = (1.0 + (1.0 - rho2) * (arrival_scv / mean - 1.0)
               + rho2 * (service_scv - 1.0) / math.sqrt(instances))
     epochs = max(epochs, 0.0)
-    requests = float(min(MOST_SCV, mean * epochs + var / mean))
-    return (requests, float(min(MOST_SCV, epochs))) if epochs_too else requests
+    requests = float(min(MOST_RENEWAL_SCV, mean * epochs + var / mean))
+    return (requests, float(min(MOST_RENEWAL_SCV, epochs))) if epochs_too else requests
 
 
 def blended_scv(interval: float, long_run: float, load: float) -> float:
