@@ -343,16 +343,16 @@ def _simulated(system, process, reason: str, least: int, shortest) -> Latency:
 def _ensemble(ensemble, process, resolution: int, extrapolate: bool) -> Latency:
     """Each stage's model under the arrivals its upstreams release, combined along the graph
     (:mod:`qmodel.theory.pipeline`); NotImplementedError naming the stage none covers."""
-    note = None
-    if isinstance(process, Trace):
-        process = Renewal(process.rate, arrival_scv(process))
-        note = Approximation("trace_as_renewal", f"trace replaced by renewal arrivals with its "
-                             f"rate {process.rate:.6g}/s and interarrival scv {process.scv:.3g}")
     if len(ensemble.stages) == 1:            # the node itself, inside its own domain
         (name, node), = ensemble.stages.items()
         result = _checked_model(node, process, resolution, extrapolate)
         result.stages = {name: result}
         return result
+    note = None
+    if isinstance(process, Trace):
+        process = Renewal(process.rate, arrival_scv(process))
+        note = Approximation("trace_as_renewal", f"trace replaced by renewal arrivals with its "
+                             f"rate {process.rate:.6g}/s and interarrival scv {process.scv:.3g}")
     result = pipeline_latency(
         ensemble, process, arrival_scv(process),
         lambda name, node, stream: _stage_model(name, node, stream, resolution),

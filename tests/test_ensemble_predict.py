@@ -40,6 +40,14 @@ def test_a_one_stage_ensemble_predicts_as_the_node(rate):
     assert ens.accuracy == node.accuracy and list(ens.stages) == ["m"]
 
 
+def test_a_one_stage_ensemble_takes_a_trace_as_the_node_does():
+    times = np.cumsum(np.random.default_rng(6).exponential(1 / 1000.0, 20_000))
+    node = qm.predict(JITTERY, arrivals=qm.Trace(times), extrapolate=True)
+    ens = qm.predict(qm.Ensemble({"m": JITTERY}), arrivals=qm.Trace(times), extrapolate=True)
+    assert not node.accuracy.is_fallback      # the model's answer, with its trace note
+    assert ens.accuracy == node.accuracy and ens.p99 == node.p99
+
+
 def test_the_result_states_what_it_is():
     ens = qm.Ensemble({"a": A, "b": B, "join": qm.Node(qm.ServiceTime.affine(0.2e-3))},
                       [("a", "join"), ("b", "join")])
