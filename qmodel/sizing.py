@@ -316,15 +316,9 @@ def size(service, rate: float, slo: dict, *, nodes=range(1, 65), gpus_per_node: 
                               verify, verify_requests, seed, budget)
     services, notes, overhead = _services(service, per_gpu)
 
-    configs = []
-    for i in per_gpu:
-        for B in batches:
-            for D in delays:
-                if B == 1 and D > 0:
-                    continue        # a delay only waits for a batch to fill: none with B = 1
-                node = Node(services[i], max_batch_size=B, max_queue_delay=D,
-                            instances=gpus_per_node * i, overhead=overhead)
-                configs.extend((node, r) for r in routers)
+    configs = [(node, r) for node in _configurations(services, per_gpu, batches, delays,
+                                                      gpus_per_node, overhead)
+               for r in routers]
     candidates_total = len(configs) * len(counts)
     # largest capacity first: cheap plans are found early, and prune the rest
     configs.sort(key=lambda c: -c[0].capacity)
@@ -401,32 +395,12 @@ class _Search:
         return candidate
 
     def configuration(self, node, router) -> None:
-        """The fewest nodes of this configuration that meet the SLO: from the stable minimum,
-        counts 1, 2, 4, ... steps up until one is feasible, then bisection between it and the
-        last infeasible one.
-
-        Galloping up from the bottom, not bisecting the whole range, because with a delay the
-        tail is not monotone in the node count: at a low rate per node every request waits the
-        whole delay, so the feasible counts can end above as well as below.
-        """
+        """The fewest nodes of this configuration that meet the SLO (:func:`_fewest`), from
+        the stable minimum up to the best cost found so far."""
         stable = math.floor(self.load / node.capacity) + 1 + self.failures
         start = bisect.bisect_left(self.counts, stable)
         allowed = [n for n in self.counts[start:] if n * self.gpu_cost <= self.best]
-        if not allowed:
-            return
-        below, at, step = -1, 0, 1
-        while not self.evaluate(node, router, allowed[at]).feasible:
-            below = at
-            if at == len(allowed) - 1:
-                return                              # none feasible within the limit
-            at, step = min(at + step, len(allowed) - 1), 2 * step
-        lo, hi = below + 1, at
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if self.evaluate(node, router, allowed[mid]).feasible:
-                hi = mid
-            else:
-                lo = mid + 1
+        _fewest(allowed, lambda n: self.evaluate(node, router, n).feasible)
 
     def plan(self, rate, notes, verify, verify_requests, seed, candidates_total) -> Plan:
         feasible = sorted((c for c in self.seen.values() if c.feasible),
@@ -491,27 +465,64 @@ def exhaustive(service, rate: float, slo: dict, *, nodes, gpus_per_node: int = 1
     2.0
     """
     best = math.inf
-    for i in instances_per_gpu:
-        for B in max_batch_size:
-            for D in max_queue_delay:
-                if B == 1 and D > 0:
+    services = {i: service for i in instances_per_gpu}
+    for node in _configurations(services, instances_per_gpu, max_batch_size, max_queue_delay,
+                                gpus_per_node):
+        for router in routers:
+            for n in nodes:
+                active = n - failures
+                if active < 1 or rate >= active * node.capacity:
                     continue
-                node = Node(service, max_batch_size=B, max_queue_delay=D,
-                            instances=gpus_per_node * i)
-                for router in routers:
-                    for n in nodes:
-                        active = n - failures
-                        if active < 1 or rate >= active * node.capacity:
-                            continue
-                        try:
-                            r = predict(_system(node, router, active), rate=rate,
-                                        fallback="raise")
-                        except NotImplementedError:
-                            continue
-                        if all(trusted_quantile(r, LEVELS[k]) + network <= t
-                               for k, t in slo.items()):
-                            best = min(best, n * gpus_per_node * cost_per_gpu)
+                try:
+                    r = predict(_system(node, router, active), rate=rate, fallback="raise")
+                except NotImplementedError:
+                    continue
+                if all(trusted_quantile(r, LEVELS[k]) + network <= t for k, t in slo.items()):
+                    best = min(best, n * gpus_per_node * cost_per_gpu)
     return best
+
+
+def _configurations(services, per_gpu, batches, delays, gpus_per_node, overhead=0.0):
+    """Every node configuration searched: ``services[i]`` with i instances per GPU, each
+    max_batch_size and max_queue_delay (no delay at max_batch_size 1: a delay only waits for
+    a batch to fill)."""
+    return [Node(services[i], max_batch_size=B, max_queue_delay=D,
+                 instances=gpus_per_node * i, overhead=overhead)
+            for i in per_gpu for B in batches for D in delays if not (B == 1 and D > 0)]
+
+
+def _fewest(allowed, feasible):
+    """The index in ``allowed`` (increasing counts) of the fewest for which ``feasible(count)``
+    holds, or None: counts 1, 2, 4, ... steps up from the first until one is feasible, then
+    bisection between it and the last infeasible one.
+
+    Galloping up from the bottom, not bisecting the whole range, because with a delay the
+    tail is not monotone in the node count: at a low rate per node every request waits the
+    whole delay, so the feasible counts can end above as well as below.
+
+    Examples
+    --------
+    >>> _fewest([2, 3, 5, 8, 13], lambda n: n >= 5)
+    2
+    >>> _fewest([2, 3], lambda n: False) is None
+    True
+    """
+    if not allowed:
+        return None
+    below, at, step = -1, 0, 1
+    while not feasible(allowed[at]):
+        below = at
+        if at == len(allowed) - 1:
+            return None                             # none feasible within the limit
+        at, step = min(at + step, len(allowed) - 1), 2 * step
+    lo, hi = below + 1, at
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if feasible(allowed[mid]):
+            hi = mid
+        else:
+            lo = mid + 1
+    return hi
 
 
 def _system(node, router, count):
@@ -607,13 +618,9 @@ def _size_ensemble(ensemble, rate, load, slo, network, failures, counts, gpus_pe
              "measured S(k) under sharing where it does)"]
     stages = ensemble.order
     level = LEVELS[max(slo, key=lambda k: LEVELS[k])]     # each stage chosen for this tail
-    options = {}
-    for name in stages:
-        base = ensemble.stages[name]
-        options[name] = [Node(base.service, max_batch_size=B, max_queue_delay=D,
-                              instances=gpus_per_node * i, overhead=base.overhead)
-                         for i in per_gpu for B in batches for D in delays
-                         if not (B == 1 and D > 0)]
+    options = {name: _configurations({i: node.service for i in per_gpu}, per_gpu, batches,
+                                     delays, gpus_per_node, node.overhead)
+               for name, node in ensemble.stages.items()}
     best_node: dict = {}
     predictions = [0]
 
@@ -656,26 +663,9 @@ def _size_ensemble(ensemble, rate, load, slo, network, failures, counts, gpus_pe
         fewest = max(math.floor(load / max(o.capacity for o in options[n])) + 1
                      for n in stages) + failures
         allowed = [n for n in counts if n >= fewest]
-        if not allowed:
-            continue
-        below, at, step = -1, 0, 1
-        found = True
-        while not pods_feasible(allowed[at], router):
-            below = at
-            if at == len(allowed) - 1:
-                found = False
-                break
-            at, step = min(at + step, len(allowed) - 1), 2 * step
-        if not found:
-            continue
-        lo, hi = below + 1, at
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if pods_feasible(allowed[mid], router):
-                hi = mid
-            else:
-                lo = mid + 1
-        plans.append((allowed[hi], router))
+        index = _fewest(allowed, lambda n, router=router: pods_feasible(n, router))
+        if index is not None:
+            plans.append((allowed[index], router))
     space = math.prod(len(options[n]) for n in stages) * len(routers) * len(counts)
     cost_of = gpus_per_node * cost_per_gpu
     extra = {"network": network, "load": load, "failures": failures}
