@@ -184,13 +184,6 @@ def plot_bottleneck(report, path, title: str = "") -> Path:
     return _save(fig, path)
 
 
-def _slo_level(plan):
-    from .sizing import LEVELS
-
-    key = max(plan.slo, key=lambda k: LEVELS[k])
-    return key, plan.slo[key]
-
-
 def plot_pareto(plan, path) -> Path:
     """A sizing plan's cost-latency front: at each cost, the best configuration's trusted SLO
     quantile over its target (1 is the SLO), the plan marked."""
@@ -215,7 +208,9 @@ def plot_rate_sweep(plan, sweep, path) -> Path:
     (:func:`qmodel.sizing_report.rate_sweep`), with the SLO (less the network budget) and the
     sized rate."""
     plt = _pyplot()
-    key, target = _slo_level(plan)
+    from .sizing_report import tail
+
+    key, _, target = tail(plan)
     fig, ax = plt.subplots(figsize=(7, 4))
     for label, (rates, values) in sweep.items():
         if rates.size:
@@ -242,7 +237,9 @@ def plot_batch_sweep(plan, batches, path) -> Path:
     """The SLO quantile against max_batch_size with every other knob as planned
     (:func:`qmodel.sizing_report.batch_sweep`): the largest batch under the wall."""
     plt = _pyplot()
-    key, target = _slo_level(plan)
+    from .sizing_report import tail
+
+    key, _, target = tail(plan)
     sizes, values, largest = batches
     fig, ax = plt.subplots(figsize=(6, 4))
     pts = [(b, v) for b, v in zip(sizes, values) if v is not None]

@@ -51,7 +51,8 @@ from .ensemble import Ensemble
 from .predict import predict
 from .system import Cluster, Node, ServiceTime
 
-__all__ = ["size", "Plan", "Candidate", "trusted_quantile", "exhaustive", "LEVELS"]
+__all__ = ["size", "Plan", "Candidate", "trusted_quantile", "highest_quantile", "exhaustive",
+           "LEVELS"]
 
 # SLO keys and their quantile levels
 LEVELS = {"p50": 0.5, "p90": 0.9, "p95": 0.95, "p99": 0.99, "p99.9": 0.999}
@@ -198,6 +199,16 @@ class Plan:
             lines.append(line)
         lines.append(f"verification: {self.verification}")
         return "\n".join(lines)
+
+
+def highest_quantile(slo: dict) -> str:
+    """The key of the highest quantile an SLO names (what the report, the sweeps and the
+    ensemble's stage choice look at).
+
+    >>> highest_quantile({"p50": 2e-3, "p99": 9e-3})
+    'p99'
+    """
+    return max(slo, key=lambda k: LEVELS[k])
 
 
 def trusted_quantile(result, level: float) -> float:
@@ -617,7 +628,7 @@ def _size_ensemble(ensemble, rate, load, slo, network, failures, counts, gpus_pe
              "stages share the pod's GPUs, and sharing is taken not to slow them (give "
              "measured S(k) under sharing where it does)"]
     stages = ensemble.order
-    level = LEVELS[max(slo, key=lambda k: LEVELS[k])]     # each stage chosen for this tail
+    level = LEVELS[highest_quantile(slo)]     # each stage is chosen for this tail
     options = {name: _configurations({i: node.service for i in per_gpu}, per_gpu, batches,
                                      delays, gpus_per_node, node.overhead)
                for name, node in ensemble.stages.items()}

@@ -23,16 +23,16 @@ from .ensemble import Ensemble
 from .predict import predict
 from .system import Cluster, Node
 
-__all__ = ["write_plan", "rate_sweep", "batch_sweep"]
+__all__ = ["write_plan", "rate_sweep", "batch_sweep", "tail"]
 
 SWEEP = np.linspace(0.3, 1.3, 21)        # rates, as fractions of the sized rate
 
 
-def _level(plan) -> tuple[str, float, float]:
+def tail(plan) -> tuple[str, float, float]:
     """(key, level, target) of the plan's highest SLO quantile."""
-    from .sizing import LEVELS
+    from .sizing import LEVELS, highest_quantile
 
-    key = max(plan.slo, key=lambda k: LEVELS[k])
+    key = highest_quantile(plan.slo)
     return key, LEVELS[key], plan.slo[key]
 
 
@@ -48,7 +48,7 @@ def _answer(system, rate, level):
 def rate_sweep(plan, candidates=3) -> dict:
     """{label: (rates, quantiles)} for the plan and up to ``candidates - 1`` alternatives of
     other configurations: the SLO quantile predicted from 0.3 to 1.3 times the sized rate."""
-    _, level, _ = _level(plan)
+    _, level, _ = tail(plan)
     systems = [("plan", plan.system)]
     seen = {_describe(plan.system)}
     for c in plan.alternatives:
@@ -75,7 +75,7 @@ def batch_sweep(plan, sizes=(1, 2, 4, 8, 16, 32, 64, 128)) -> tuple:
     node = plan.system if isinstance(plan.system, Node) else plan.system.nodes[0]
     if isinstance(node, Ensemble):
         return None
-    _, level, target = _level(plan)
+    _, level, target = tail(plan)
     values = []
     for B in sizes:
         changed = replace(node, max_batch_size=B, preferred_batch_sizes=tuple(
@@ -112,7 +112,7 @@ def write_plan(plan, folder, name: str = "model") -> list:
             path = folder / model / "config.pbtxt"
             path.write_text(text)
             written.append(path)
-    key, level, target = _level(plan)
+    key, level, target = tail(plan)
     figures = []
     if plan.pareto:
         figures.append(plot_pareto(plan, folder / "pareto.png"))
@@ -176,7 +176,7 @@ def _markdown(plan, figures, batches, config_note, configs) -> str:
         lines.append("")
     if batches is not None and batches[2] is not None:
         lines += [f"**Batch size.** With every other knob as planned, the largest "
-                  f"max_batch_size whose {_level(plan)[0]} stays under the target is "
+                  f"max_batch_size whose {tail(plan)[0]} stays under the target is "
                   f"{batches[2]}.", ""]
     if figures:
         lines += ["## Figures", ""] + [f"![{p.stem}]({p.name})" for p in figures] + [""]
