@@ -42,28 +42,32 @@ def add_arguments(parser) -> None:
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
 
 
-def _services(args) -> dict:
-    from .jitter import CLI_FORM, parse_jitter
+def stage_services(services, profiles=()) -> dict:
+    """{stage: ServiceTime} from ``--service STAGE=BASE[+PER_ITEM][:JITTER[:CV]]`` and
+    ``--profile STAGE=FILE`` values."""
+    import argparse
+
+    from .cli import _jitter
     from .profiling import Profile
     from .system import ServiceTime, parse_duration
 
     out = {}
-    for item in args.service:
+    for item in services:
         stage, sep, spec = item.partition("=")
         if not sep or not spec:
             raise ValueError(f"--service {item!r}: write STAGE=BASE[+PER_ITEM][:JITTER], "
                              "e.g. scoring=0.4ms+0.05ms:lognormal:0.05")
         times, _, jitter = spec.partition(":")
         base, _, per_item = times.partition("+")
-        law = "deterministic"
-        if jitter:
-            name, _, cv = jitter.partition(":")
-            law = parse_jitter((name, float(cv)) if cv else name, form=CLI_FORM)
+        try:
+            law = _jitter(jitter) if jitter else "deterministic"
+        except argparse.ArgumentTypeError as err:
+            raise ValueError(f"--service {stage}: {err}") from None
         out[stage] = ServiceTime.affine(parse_duration(base, f"--service {stage} base"),
                                         parse_duration(per_item, f"--service {stage} "
                                                                  "per item")
                                         if per_item else 0.0, jitter=law)
-    for item in args.profile:
+    for item in profiles:
         stage, sep, path = item.partition("=")
         if not sep or not path:
             raise ValueError(f"--profile {item!r}: write STAGE=FILE")
@@ -84,7 +88,7 @@ def run(args) -> int:
         if not hasattr(config, "ensemble"):
             raise ValueError(f"{config.source}: {args.model!r} is not an ensemble; use "
                              "qmodel predict for one model")
-        ensemble = config.ensemble(_services(args))
+        ensemble = config.ensemble(stage_services(args.service, args.profile))
         system = (ensemble if args.pods == 1 else
                   Cluster(ensemble, count=args.pods, router=args.router))
         result = predict(system, rate=args.rate)

@@ -51,7 +51,8 @@ def add_arguments(parser) -> None:
     g.add_argument("--seed", type=int, default=1, help="seed of the verification")
     g.add_argument("--out", default="plan", metavar="DIR",
                    help="where config.pbtxt, report.md and the figures go (default plan/)")
-    g.add_argument("--name", default="model", help="the model's name in config.pbtxt")
+    g.add_argument("--name", default=None,
+                   help="the model's name in config.pbtxt (default --model, else 'model')")
 
 
 def _delays(text: str) -> tuple:
@@ -65,7 +66,7 @@ def _names(text: str) -> tuple:
 
 
 def _service(args):
-    from .ensemble_command import _services
+    from .ensemble_command import stage_services
     from .profiling import Profile
     from .system import ServiceTime
     from .triton import read_config
@@ -85,7 +86,7 @@ def _service(args):
     if not hasattr(config, "ensemble"):
         raise ValueError(f"{config.source}: {args.model!r} is not an ensemble; size one model "
                          "with --service-base or --profile")
-    return config.ensemble(_services(args))
+    return config.ensemble(stage_services(args.service))
 
 
 def _slo(items) -> dict:
@@ -112,7 +113,7 @@ def run(args) -> int:
                     routers=args.routers, cost_per_gpu=args.cost_per_gpu,
                     network=args.network, peak=args.peak, failures=args.failures,
                     verify=not args.no_verify, seed=args.seed)
-        paths = plan.write(args.out, args.name)
+        paths = plan.write(args.out, args.name or args.model or "model")
     except NotImplementedError as err:
         _say("not modelled yet", err)
         return 3

@@ -171,3 +171,24 @@ def test_qmodel_size_writes_the_plan(tmp_path, capsys):
     assert not (tmp_path / "no" / "model").exists()
     assert main(["size", "--rate", "100", "--slo", "p95=5ms"]) == 2
     assert "give the service one way" in capsys.readouterr().err
+
+
+def test_qmodel_size_sizes_a_triton_ensemble(tmp_path, capsys):
+    pytest.importorskip("tritonclient.grpc", reason="needs the triton extra")
+    from qmodel.cli import main
+
+    for model, text in qm.triton.write_config(_two_towers(), "recommender",
+                                              kind="KIND_CPU").items():
+        (tmp_path / model).mkdir()
+        (tmp_path / model / "config.pbtxt").write_text(text)
+    args = ["size", "--triton-repo", str(tmp_path), "--model", "recommender",
+            "--service", "user=1ms+0.1ms", "--service", "item=1.5ms+0.2ms",
+            "--service", "score=1ms+0.1ms", "--rate", "3000", "--slo", "p99=6ms",
+            "--nodes", "1-8", "--instances-per-gpu", "1,2", "--max-batch-size", "1,4",
+            "--max-queue-delay", "0", "--no-verify", "--out", str(tmp_path / "plan")]
+    assert main(args) == 0
+    assert "Ensemble(" in capsys.readouterr().out
+    assert (tmp_path / "plan" / "recommender" / "config.pbtxt").exists()
+    assert main(args[:-2] + ["--service", "user=1ms:lognormal:x", "--out",
+                             str(tmp_path / "p2")]) == 2
+    assert "--service user" in capsys.readouterr().err
