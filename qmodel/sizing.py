@@ -66,8 +66,9 @@ class Candidate:
 
     Attributes
     ----------
-    node : Node
-        The node configuration (its instances: gpus_per_node x instances_per_gpu).
+    node : Node or Ensemble
+        The node configuration (its instances: gpus_per_node x instances_per_gpu), or the
+        pod's configured Ensemble.
     router : str
     nodes : int
         Node count.
