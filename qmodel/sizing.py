@@ -260,7 +260,8 @@ def size(service, rate: float, slo: dict, *, nodes=range(1, 65), gpus_per_node: 
         S(k) of one instance; a Profile gives, for i instances per GPU, its samples at
         concurrency i where measured (their slower service, stated in the plan's notes); a
         Node (e.g. calibrated from a Triton server) gives its service and overhead; an
-        Ensemble is sized as pods, each stage's knobs searched (:func:`_size_ensemble`;
+        Ensemble is sized as pods, each stage's knobs searched
+        (:func:`qmodel.sizing_ensemble.size_pods`;
         ``executor`` is not used there).
     rate : float
         Requests per second to serve.
@@ -323,7 +324,9 @@ def size(service, rate: float, slo: dict, *, nodes=range(1, 65), gpus_per_node: 
             if r == "least_outstanding":
                 raise ValueError("routers: 'least_outstanding' over Ensemble pods is not "
                                  "modelled; use 'random' or 'round_robin'")
-        return _size_ensemble(service, rate, load, slo, network, failures, counts,
+        from .sizing_ensemble import size_pods
+
+        return size_pods(service, rate, load, slo, network, failures, counts,
                               gpus_per_node, cost_per_gpu, per_gpu, batches, delays, routers,
                               verify, verify_requests, seed, budget)
     services, notes, overhead = _services(service, per_gpu)
@@ -609,115 +612,6 @@ def _infeasible_reason(search, feasible, closest) -> str:
     return (f"no deployment within {search.counts[-1]} nodes meets the SLO; the closest, "
             f"{closest.nodes} x {closest.node.describe()} ({closest.router}), reaches "
             f"{closest.worst_ratio:.2f} x its target")
-
-
-def _size_ensemble(ensemble, rate, load, slo, network, failures, counts, gpus_per_node,
-                   cost_per_gpu, per_gpu, batches, delays, routers, verify, verify_requests,
-                   seed, budget) -> Plan:
-    """Pods, each serving the whole ensemble on gpus_per_node GPUs shared by its stages: the
-    fewest pods for which stage knobs meeting the SLO exist.
-
-    For a pod count N, each stage takes the configuration (instances per GPU, max_batch_size,
-    max_queue_delay) whose own trusted quantile at the highest SLO level is lowest, solved
-    alone under Poisson arrivals at the pod's rate; the ensemble so configured is then
-    predicted end to end (by simulation where no model covers it) and checked against the
-    SLO. Pod counts gallop up from the stable minimum as for a node. Choosing each stage for
-    its own tail is a heuristic (the stages interact only through their arrival streams); the
-    plan is verified end to end, not stage by stage.
-    """
-    notes = ["each stage's knobs chosen for its own tail at the pod's rate; instances of all "
-             "stages share the pod's GPUs, and sharing is taken not to slow them (give "
-             "measured S(k) under sharing where it does)"]
-    stages = ensemble.order
-    level = LEVELS[highest_quantile(slo)]     # each stage is chosen for this tail
-    options = {name: _configurations({i: node.service for i in per_gpu}, per_gpu, batches,
-                                     delays, gpus_per_node, node.overhead)
-               for name, node in ensemble.stages.items()}
-    best_node: dict = {}
-    predictions = [0]
-
-    def stage_choice(name, pod_rate):
-        key = (name, pod_rate)
-        if key not in best_node:
-            ranked = []
-            for node in options[name]:
-                if pod_rate >= node.capacity:
-                    continue
-                predictions[0] += 1
-                try:
-                    r = predict(node, rate=pod_rate, fallback="raise", extrapolate=True,
-                                budget=budget)
-                except NotImplementedError:
-                    continue
-                ranked.append((trusted_quantile(r, level), -node.capacity, id(node), node))
-            best_node[key] = min(ranked)[3] if ranked else None
-        return best_node[key]
-
-    results: dict = {}
-
-    def pods_feasible(count, router):
-        active = count - failures
-        if active < 1:
-            return False
-        chosen = {n: stage_choice(n, load / active) for n in stages}
-        if any(node is None for node in chosen.values()):
-            return False
-        pod = Ensemble(chosen, list(ensemble.edges))
-        system = _system(pod, router, active)
-        predictions[0] += 1
-        r = predict(system, rate=load, budget=budget)
-        trusted = {k: trusted_quantile(r, LEVELS[k]) + network for k in slo}
-        results[(count, router)] = (pod, r, max(trusted[k] / slo[k] for k in slo))
-        return all(trusted[k] <= slo[k] for k in slo)
-
-    plans = []
-    for router in routers:
-        fewest = max(math.floor(load / max(o.capacity for o in options[n])) + 1
-                     for n in stages) + failures
-        allowed = [n for n in counts if n >= fewest]
-        index = _fewest(allowed, lambda n, router=router: pods_feasible(n, router))
-        if index is not None:
-            plans.append((allowed[index], router))
-    space = math.prod(len(options[n]) for n in stages) * len(routers) * len(counts)
-    cost_of = gpus_per_node * cost_per_gpu
-    extra = {"network": network, "load": load, "failures": failures}
-    evaluated = [Candidate(pod, router, count, count * cost_of, ratio <= 1.0,
-                           {k: float(r.quantile(LEVELS[k])) for k in slo},
-                           {k: trusted_quantile(r, LEVELS[k]) + network for k in slo},
-                           ratio, r.method)
-                 for (count, router), (pod, r, ratio) in results.items()]
-    alternatives = tuple(sorted((c for c in evaluated if c.feasible),
-                                key=lambda c: (c.cost, c.worst_ratio)))
-    pareto = tuple(_pareto(evaluated))
-    if not plans:
-        if results:
-            (count, router), (pod, r, ratio) = min(results.items(), key=lambda kv: kv[1][2])
-            reason = (f"no pod count within {counts[-1]} meets the SLO; the closest, {count} "
-                      f"pods, reaches {ratio:.2f} x its target")
-            system, predicted = _system(pod, router, count), r
-        else:
-            count, reason = counts[-1], (f"no pod count within {counts[-1]} carries "
-                                         f"{load:,.0f} req/s")
-            system, predicted = ensemble, None
-        return Plan(False, reason, system, count, count * gpus_per_node, count * cost_of,
-                    predicted, None, "not verified (infeasible)", alternatives, pareto, space,
-                    predictions[0], dict(slo), rate, tuple(notes), **extra)
-    count, router = min(plans, key=lambda p: (p[0], results[p][2]))
-    pod, predicted, _ = results[(count, router)]
-    simulated, verification, misses = None, "not verified (verify=False)", []
-    if verify:
-        simulated = _simulate(_system(pod, router, count - failures), load, verify_requests,
-                              seed)
-        misses = [k for k in slo if simulated.ci(LEVELS[k])[1] + network > slo[k]]
-        verification = (f"simulated {simulated.requests:,} requests (seed {seed}) at "
-                        f"{load:,.6g} req/s with {failures} pod(s) down: "
-                        + (f"missed {', '.join(misses)}" if misses else
-                           "every SLO quantile's 95% CI upper end meets its target"))
-    reason = (f"the chosen pods' simulation missed {', '.join(misses)} (the stage-by-stage "
-              "choice found no verified plan)" if misses else "")
-    return Plan(not misses, reason, _system(pod, router, count), count, count * gpus_per_node,
-                count * cost_of, predicted, simulated, verification, alternatives, pareto,
-                space, predictions[0], dict(slo), rate, tuple(notes), **extra)
 
 
 def _services(service, per_gpu):
