@@ -185,9 +185,14 @@ class Plan:
         single = isinstance(self.system, (Node, Ensemble))
         node = self.system if single else self.system.nodes[0]
         router = "" if single else f", {self.system.router.name}"
-        lines = [f"{head}: {self.nodes} node(s) x {node.describe()}{router}",
-                 f"cost {self.cost:g} ({self.gpus} GPUs); {self.candidates:,} candidates, "
-                 f"{self.evaluated:,} predictions"]
+        if isinstance(node, Ensemble):     # a pod: one line per stage
+            edges = ", ".join(f"{a}->{b}" for a, b in sorted(node.edges))
+            lines = [f"{head}: {self.nodes} pod(s) x ensemble ({edges}){router}"]
+            lines += [f"  {name}: {node.stages[name].describe()}" for name in node.order]
+        else:
+            lines = [f"{head}: {self.nodes} node(s) x {node.describe()}{router}"]
+        lines += [f"cost {self.cost:g} ({self.gpus} GPUs); {self.candidates:,} candidates, "
+                  f"{self.evaluated:,} predictions"]
         for key, target in self.slo.items():
             level = LEVELS[key]
             line = f"{key}: target {target * 1e3:.3f} ms, predicted " + (
@@ -251,7 +256,7 @@ def size(service, rate: float, slo: dict, *, nodes=range(1, 65), gpus_per_node: 
          max_queue_delay=DEFAULT_DELAYS, routers=("round_robin",), cost_per_gpu: float = 1.0,
          network: float = 0.0, peak: float = 1.0, failures: int = 0, verify: bool = True,
          verify_requests: int = 1_000_000, seed: int = 1, executor=None,
-         budget=None) -> Plan:
+         budget=None, profiles=None) -> Plan:
     """The cheapest deployment that meets ``slo`` at ``rate`` (see the module docstring).
 
     Parameters
@@ -291,6 +296,9 @@ def size(service, rate: float, slo: dict, *, nodes=range(1, 65), gpus_per_node: 
         turn, with pruning.
     budget : qmodel.Budget, optional
         Passed to every prediction.
+    profiles : dict of str to Profile, optional
+        For an Ensemble: measured profiles by stage name, which replace those stages'
+        S(k) as a Profile ``service`` does a node's (concurrency i for i instances per GPU).
 
     Returns
     -------
@@ -319,6 +327,7 @@ def size(service, rate: float, slo: dict, *, nodes=range(1, 65), gpus_per_node: 
             raise ValueError(f"routers: {r!r} is not sized; use 'random', 'round_robin' or "
                              "'least_outstanding'")
     load = rate * peak
+    profiles = _checked_profiles(profiles, service)
     if isinstance(service, Ensemble):
         for r in routers:
             if r == "least_outstanding":
@@ -328,7 +337,7 @@ def size(service, rate: float, slo: dict, *, nodes=range(1, 65), gpus_per_node: 
 
         return size_pods(service, rate, load, slo, network, failures, counts,
                               gpus_per_node, cost_per_gpu, per_gpu, batches, delays, routers,
-                              verify, verify_requests, seed, budget)
+                              verify, verify_requests, seed, budget, profiles)
     services, notes, overhead = _services(service, per_gpu)
 
     configs = [(node, r) for node in _configurations(services, per_gpu, batches, delays,
@@ -645,6 +654,28 @@ def _services(service, per_gpu):
         return out, tuple(notes), overhead
     raise ValueError(f"size(service, ...): service must be a qmodel.ServiceTime, Profile or "
                      f"Node, got {type(service).__name__}")
+
+
+def _checked_profiles(profiles, service) -> dict:
+    """Stage name -> Profile, checked against the ensemble's stages."""
+    from .profiling import Profile
+
+    if profiles is None:
+        return {}
+    if not isinstance(service, Ensemble):
+        raise ValueError("profiles= names an Ensemble's stages; for one model give its "
+                         "Profile as the service")
+    if not isinstance(profiles, dict):
+        raise ValueError("profiles must map stage names to qmodel.Profile, e.g. "
+                         "{'item_tower': qm.Profile.load('item-tower.json')}")
+    for name, prof in profiles.items():
+        if name not in service.stages:
+            raise ValueError(f"profiles: {name!r} is not a stage of the ensemble; its stages "
+                             f"are {', '.join(service.stages)}")
+        if not isinstance(prof, Profile):
+            raise ValueError(f"profiles[{name!r}] must be a qmodel.Profile (Profile.load(path)"
+                             f"), got {type(prof).__name__}")
+    return dict(profiles)
 
 
 def _checked_slo(slo, network) -> dict:
