@@ -37,6 +37,7 @@ test-slow: $(VENV)/.installed-test
 bench: $(VENV)/.installed-bench
 	$(BIN)/python benchmarks/sim_speed.py
 	$(BIN)/python benchmarks/predict_speed.py
+	$(BIN)/python benchmarks/size_speed.py
 
 clean:
 	rm -rf $(VENV) demo-out .pytest_cache

@@ -121,7 +121,8 @@ def size_pods(ensemble, rate, load, slo, network, failures, counts, gpus_per_nod
         verification = (f"simulated {simulated.requests:,} requests (seed {seed}) at "
                         f"{load:,.6g} req/s with {failures} pod(s) down: "
                         + (f"missed {', '.join(misses)}" if misses else
-                           "every SLO quantile's 95% CI upper end meets its target"))
+                           "every SLO quantile's 95% CI upper end meets its target plus the "
+                           "network budget"))
     reason = (f"the chosen pods' simulation missed {', '.join(misses)} (the stage-by-stage "
               "choice found no verified plan)" if misses else "")
     return Plan(not misses, reason, _system(pod, router, count), count, count * gpus_per_node,
