@@ -22,9 +22,11 @@ $(VENV)/.installed-bench: pyproject.toml | $(BIN)/activate
 	$(BIN)/python -m pip install --quiet -e '.[test,bench]'
 	touch $(VENV)/.installed $(VENV)/.installed-test $@
 
+# The main job, sizing (about 30 s here), then one deployment predicted against simulated.
+# examples/ensemble_case_study.py (the ensemble explained stage by stage) runs on its own.
 demo: $(VENV)/.installed
+	$(BIN)/python examples/size_case_study.py --out demo-out
 	$(BIN)/python examples/demo.py --out demo-out
-	$(BIN)/python examples/ensemble_case_study.py --out demo-out
 
 test: $(VENV)/.installed-test
 	$(BIN)/python -m pytest -q
@@ -35,6 +37,7 @@ test-slow: $(VENV)/.installed-test
 bench: $(VENV)/.installed-bench
 	$(BIN)/python benchmarks/sim_speed.py
 	$(BIN)/python benchmarks/predict_speed.py
+	$(BIN)/python benchmarks/size_speed.py
 
 clean:
 	rm -rf $(VENV) demo-out .pytest_cache

@@ -8,8 +8,9 @@ max_queue_delay 1 ms; 10,000 requests per second; a 5 ms p95 SLO, of which 0.5 m
 the network.
 
 The case study gives no execution times. Those below are illustrative GPU towers (lognormal
-jitter), chosen in the 0.2-5 ms range the seed quotes for model execution. Run: make demo
-(or python examples/ensemble_case_study.py --out demo-out).
+jitter), chosen in the 0.2-5 ms range the seed quotes for model execution (the sizing demo,
+examples/size_case_study.py, uses measured ones). Run: python examples/ensemble_case_study.py
+--out demo-out (about 25 s).
 
 1. The ensemble predicted end to end and simulated (95% confidence intervals), with each
    stage's own latency, utilization and batch size.

@@ -242,7 +242,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "with NumPy or on the GPU with CuPy, at one or more concurrencies, and "
                     "write the profile (JSON) and a plot of S(k) with its spread.")
     prof.add_argument("--workload", default="two-tower", metavar="NAME",
-                      help="two-tower, matmul, conv, or module:function taking a batch size")
+                      help="two-tower, user-tower, item-tower, scoring, matmul, conv, or "
+                           "module:function taking a batch size")
     prof.add_argument("--batch-sizes", type=_size_ranges, default=tuple(range(1, 65)),
                       metavar="K-K,K", help="e.g. 1-64 or 1,2,4,8 (default 1-64)")
     prof.add_argument("--repeats", type=_count, default=30, metavar="N")
@@ -251,6 +252,9 @@ def build_parser() -> argparse.ArgumentParser:
                       help="copies running at once, e.g. 1-4 or 1,2 (default 1)")
     prof.add_argument("--backend", default="numpy", choices=["numpy", "cupy"],
                       help="CPU with NumPy, or the GPU with CuPy (CUDA events, streams)")
+    prof.add_argument("--blas-threads", type=_count, default=None, metavar="N",
+                      help="BLAS threads per copy on the CPU (1: copies share the cores as "
+                           "instances would; default: the BLAS's own choice)")
     prof.add_argument("--out", required=True, metavar="FILE", help="the profile (JSON)")
     prof.add_argument("--plot", default=None, metavar="FILE",
                       help="the plot (default: --out with .png)")
@@ -394,6 +398,13 @@ def main(argv=None) -> int:
 
 def _run(argv) -> int:
     parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["size"]:
+        try:
+            argv = size_command.expand_spec(argv)
+        except ValueError as err:
+            _say("error", err)
+            return 2
     args, unknown = parser.parse_known_args(argv)
     if unknown:
         parser.commands[args.command].error(f"unrecognized arguments: {' '.join(unknown)}")
@@ -532,7 +543,7 @@ def _profile_command(args) -> int:
     try:
         result = profile(args.workload, args.batch_sizes, repeats=args.repeats,
                          warmup=args.warmup, concurrency=args.concurrency,
-                         backend=args.backend)
+                         backend=args.backend, blas_threads=args.blas_threads)
         result.save(args.out)
     except (ValueError, OSError) as err:
         _say("error", err)

@@ -240,17 +240,23 @@ def plot_batch_sweep(plan, batches, path) -> Path:
     from .sizing_report import tail
 
     key, _, target = tail(plan)
-    sizes, values, largest = batches
+    sizes, values, largest, stage = batches
     fig, ax = plt.subplots(figsize=(6, 4))
+    if stage is not None:
+        ax.set_title(f"max_batch_size of {stage}, the other stages as planned", fontsize=9)
     pts = [(b, v) for b, v in zip(sizes, values) if v is not None]
     ax.plot([b for b, _ in pts], [v * 1e3 for _, v in pts], "o-")
+    missing = [b for b, v in zip(sizes, values) if v is None]
+    if missing:     # over capacity, or no model: marked where the wall is, not left out
+        ax.plot(missing, [(target - plan.network) * 1e3] * len(missing), "x", color="black",
+                label="unstable or no model")
     ax.axhline((target - plan.network) * 1e3, color="tab:red", linestyle="--",
                label=f"{key} target less the network")
     if largest is not None:
         ax.axvline(largest, color="tab:green", linestyle=":",
                    label=f"largest batch under it: {largest}")
     ax.set_xscale("log", base=2)
-    ax.set_xlabel("max_batch_size")
+    ax.set_xlabel("max_batch_size" if stage is None else f"max_batch_size of {stage}")
     ax.set_ylabel(f"predicted {key} (ms)")
     ax.legend(fontsize=8)
     return _save(fig, path)

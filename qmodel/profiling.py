@@ -8,8 +8,9 @@ needs: :meth:`Profile.service` (``ServiceTime.empirical``, the jitter kept) or
 :meth:`Profile.fit` (an affine law with lognormal jitter, and its fit error).
 
 Workloads: the built-in ``"two-tower"`` (the recommender of the case study: a user and an
-item MLP tower and a dot-product score), ``"matmul"`` and ``"conv"`` (a small 3x3
-convolution), all in float32, or any callable ``f(batch_size)`` that runs one batch
+item MLP tower and a dot-product score, in one call), its three models of the ensemble
+apart, larger (``"user-tower"``, ``"item-tower"``, ``"scoring"``), ``"matmul"`` and
+``"conv"`` (a small 3x3 convolution), all in float32, or any callable ``f(batch_size)`` that runs one batch
 (``"module:function"`` names one). On the CPU they run with NumPy, copies at concurrency m in
 m threads (NumPy's BLAS releases the GIL), timed by the wall clock; on a GPU with CuPy, copies
 on m CUDA streams, each run timed by CUDA events on its stream.
@@ -25,9 +26,11 @@ True
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import math
+import os
 import platform
 import threading
 import time
@@ -42,6 +45,7 @@ from .system import ServiceTime
 __all__ = ["Profile", "profile", "fit_line", "WORKLOADS"]
 
 FORMAT = "qmodel-profile-1"
+BLAS_THREADS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 
 def _two_tower(k: int, rng, xp=np) -> callable:
@@ -55,6 +59,35 @@ def _two_tower(k: int, rng, xp=np) -> callable:
         v = xp.maximum(xp.maximum(item @ w[2], 0) @ w[3], 0)
         return (u * v).sum(axis=1)
     return run
+
+
+def _mlp(dims, k: int, rng, xp=np) -> callable:
+    """A batch of k inputs through dense layers of the given widths, ReLU after each."""
+    x = xp.asarray(rng.standard_normal((k, dims[0])), dtype=xp.float32)
+    w = [xp.asarray(rng.standard_normal((a, b)) * 0.05, dtype=xp.float32)
+         for a, b in zip(dims, dims[1:])]
+
+    def run():
+        h = x
+        for layer in w:
+            h = xp.maximum(h @ layer, 0)
+        return h
+    return run
+
+
+def _user_tower(k: int, rng, xp=np) -> callable:
+    """The case study's user tower as one model: 512 -> 2048 -> 1024 -> 256 (13.6 MB)."""
+    return _mlp((512, 2048, 1024, 256), k, rng, xp)
+
+
+def _item_tower(k: int, rng, xp=np) -> callable:
+    """The case study's item tower as one model: 512 -> 2048 -> 2048 -> 256 (22 MB)."""
+    return _mlp((512, 2048, 2048, 256), k, rng, xp)
+
+
+def _scoring(k: int, rng, xp=np) -> callable:
+    """The case study's scoring model: both towers' outputs, 512 -> 512 -> 128 -> 1."""
+    return _mlp((512, 512, 128, 1), k, rng, xp)
 
 
 def _matmul(k: int, rng, xp=np) -> callable:
@@ -79,7 +112,8 @@ def _conv(k: int, rng, xp=np) -> callable:
 
 
 # name -> builder(batch_size, rng) returning the timed call (inputs made outside the timing)
-WORKLOADS = {"two-tower": _two_tower, "matmul": _matmul, "conv": _conv}
+WORKLOADS = {"two-tower": _two_tower, "user-tower": _user_tower, "item-tower": _item_tower,
+             "scoring": _scoring, "matmul": _matmul, "conv": _conv}
 
 
 def fit_line(sizes, means, weights=None) -> tuple[float, float]:
@@ -181,6 +215,17 @@ class Profile:
                    samples)
 
 
+def _cpu_name() -> str:
+    """The CPU's model name where /proc/cpuinfo gives it, else the platform's."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.partition(":")[2].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
 def _workload(workload):
     """(name, builder(k, rng) -> timed call) for a built-in name, 'module:function' or a
     callable f(batch_size) (which is then timed whole)."""
@@ -254,7 +299,7 @@ def _time_streams(cp, calls, warmup: int, repeats: int) -> list:
 
 def profile(workload="two-tower", batch_sizes=range(1, 65), *, repeats: int = 30,
             warmup: int = 5, concurrency=(1,), backend: str = "numpy",
-            seed: int = 0) -> Profile:
+            seed: int = 0, blas_threads: int | None = None) -> Profile:
     """Time ``workload`` at each batch size, ``repeats`` times after ``warmup`` runs, at each
     concurrency (m copies at once: m threads on the CPU, m CUDA streams on a GPU).
 
@@ -263,6 +308,10 @@ def profile(workload="two-tower", batch_sizes=range(1, 65), *, repeats: int = 30
     backend : {"numpy", "cupy"}
         CPU with NumPy (wall time per call), or the GPU with CuPy (CUDA events per call; a
         callable workload must then launch its own GPU work).
+    blas_threads : int, optional
+        BLAS threads per copy on the CPU (threadpoolctl's limit during the timing, recorded in
+        ``versions``). One makes m copies share the cores as m instances would; the default
+        leaves the BLAS's own choice, under which concurrent copies oversubscribe the cores.
 
     Returns
     -------
@@ -281,8 +330,10 @@ def profile(workload="two-tower", batch_sizes=range(1, 65), *, repeats: int = 30
     from . import __version__
     versions = {"numpy": np.__version__, "qmodel": __version__,
                 "python": platform.python_version()}
+    # BLAS threads decide what m copies sharing the CPU means: say how many each copy had
+    versions.update({name: os.environ[name] for name in BLAS_THREADS if name in os.environ})
     if backend == "numpy":
-        xp, device = np, f"cpu: {platform.processor() or platform.machine()}, numpy"
+        xp, device = np, f"cpu: {_cpu_name()}, {os.cpu_count()} cores, numpy"
         timed = _time_threads
     elif backend == "cupy":
         try:
@@ -300,9 +351,18 @@ def profile(workload="two-tower", batch_sizes=range(1, 65), *, repeats: int = 30
         raise ValueError(f"backend must be 'numpy' or 'cupy', got {backend!r}")
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise ValueError(f"seed must be a whole number >= 0, got {seed!r}")
+    limit = contextlib.nullcontext()
+    if blas_threads is not None:
+        if isinstance(blas_threads, bool) or not isinstance(blas_threads, int) \
+                or blas_threads < 1:
+            raise ValueError(f"blas_threads must be a whole number >= 1, got {blas_threads!r}")
+        from threadpoolctl import threadpool_limits
+        limit = threadpool_limits(limits=blas_threads, user_api="blas")
+        versions["blas_threads"] = blas_threads
     rng = np.random.default_rng(seed)
     samples: dict = {m: {} for m in levels}
-    for m in levels:
-        for k in sizes:
-            samples[m][k] = timed([build(k, rng, xp) for _ in range(m)], warmup, repeats)
+    with limit:
+        for m in levels:
+            for k in sizes:
+                samples[m][k] = timed([build(k, rng, xp) for _ in range(m)], warmup, repeats)
     return Profile(name, device, versions, samples)

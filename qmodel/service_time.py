@@ -349,7 +349,19 @@ class EmpiricalService(MeasuredService):
         return None
 
     def describe(self) -> str:
-        return "empirical " + ", ".join(f"{k}:{len(v)} samples" for k, v in self.samples)
+        """The measured sizes, how many samples each, and the range of their means: short
+        enough for a plan's one-line summary however many sizes were measured."""
+        sizes = [k for k, _ in self.samples]
+        counts = {len(v) for _, v in self.samples}
+        if sizes == list(range(sizes[0], sizes[-1] + 1)) and len(sizes) > 2:
+            shown_sizes = f"k {sizes[0]}-{sizes[-1]}"
+        else:
+            shown_sizes = "k " + ",".join(map(str, sizes))
+        each = (f"{counts.pop()} samples each" if len(counts) == 1 else
+                f"{min(counts)}-{max(counts)} samples")
+        means = [float(np.mean(v)) * 1e3 for _, v in self.samples]
+        return (f"empirical, {shown_sizes} ({each}), mean {min(means):.3g}-{max(means):.3g} "
+                "ms")
 
 
 def _checked_size_map(mapping, name, example="seconds, e.g. {1: 3.1e-3, 8: 6.7e-3}"):

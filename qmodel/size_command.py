@@ -1,14 +1,24 @@
 """``qmodel size``: the cheapest deployment meeting an SLO, from the command line.
 
 The service comes from ``--service-base/--per-item/--jitter``, a measured ``--profile``, or a
-Triton ensemble (``--triton-repo DIR --model NAME --service STAGE=...``); the search space
-from lists (``--max-batch-size 1,2,4,8``, ``--max-queue-delay 0,0.5ms,1ms``, ``--nodes 1-64``).
-The plan is printed and written to ``--out`` (config.pbtxt, report.md, figures).
+Triton ensemble (``--triton-repo DIR --model NAME`` with ``--service STAGE=...`` or
+``--profile STAGE=FILE`` per stage); the search space from lists (``--max-batch-size
+1,2,4,8``, ``--max-queue-delay 0,0.5ms,1ms``, ``--nodes 1-64``). ``--spec FILE.toml`` gives
+any of these in a file (:func:`spec_arguments`); flags on the command line come after it and
+win. The plan is printed and written to ``--out`` (config.pbtxt, report.md, figures).
 """
 
 from __future__ import annotations
 
-__all__ = ["add_arguments", "run"]
+from pathlib import Path
+
+__all__ = ["add_arguments", "run", "spec_arguments", "expand_spec"]
+
+# spec keys written as flags: a list joins with commas, a path is taken from the spec's folder
+SPEC_KEYS = {"rate", "network", "peak", "failures", "nodes", "gpus_per_node",
+             "instances_per_gpu", "max_batch_size", "max_queue_delay", "routers",
+             "cost_per_gpu", "seed", "out", "name", "no_verify", "slo", "service"}
+SERVICE_KEYS = {"base", "per_item", "jitter", "profile", "triton_repo", "model", "stages"}
 
 
 def add_arguments(parser) -> None:
@@ -19,14 +29,18 @@ def add_arguments(parser) -> None:
                    help="S(k) = base + per_item k of one instance")
     g.add_argument("--per-item", type=_service_duration, default=0.0, metavar="TIME")
     g.add_argument("--jitter", type=_jitter, default="deterministic", metavar="NAME[:CV]")
-    g.add_argument("--profile", default=None, metavar="FILE",
+    g.add_argument("--profile", action="append", default=[], metavar="[STAGE=]FILE",
                    help="a measured profile (qmodel profile --out): concurrency i gives the "
-                        "service of i instances per GPU")
+                        "service of i instances per GPU; with --triton-repo, STAGE=FILE per "
+                        "stage")
     g.add_argument("--triton-repo", default=None, metavar="DIR",
                    help="with --model: a Triton ensemble to size pod by pod")
     g.add_argument("--model", default=None, metavar="NAME")
     g.add_argument("--service", action="append", default=[], metavar="STAGE=S",
                    help="an ensemble stage's S(k), as for qmodel ensemble")
+    parser.add_argument("--spec", default=None, metavar="FILE.toml",
+                        help="the sizing question in a TOML file (keys as the flags, with "
+                             "underscores); flags given too override it")
     g = parser.add_argument_group("target")
     g.add_argument("--rate", type=float, required=True, metavar="REQ/S")
     g.add_argument("--slo", action="append", required=True, metavar="KEY=TIME",
@@ -66,27 +80,149 @@ def _names(text: str) -> tuple:
 
 
 def _service(args):
+    """(service, stage profiles or None) from the service flags."""
     from .ensemble_command import stage_services
     from .profiling import Profile
     from .system import ServiceTime
     from .triton import read_config
 
-    given = [args.service_base is not None, args.profile is not None,
+    given = [args.service_base is not None, bool(args.profile) and args.triton_repo is None,
              args.triton_repo is not None]
     if sum(given) != 1:
         raise ValueError("give the service one way: --service-base (with --per-item, "
                          "--jitter), --profile FILE, or --triton-repo DIR --model NAME")
-    if args.profile is not None:
-        return Profile.load(args.profile)
     if args.service_base is not None:
-        return ServiceTime.affine(args.service_base, args.per_item, jitter=args.jitter)
+        return ServiceTime.affine(args.service_base, args.per_item, jitter=args.jitter), None
+    if args.triton_repo is None:
+        if len(args.profile) > 1:
+            raise ValueError("--profile: one file sizes one model; per stage of an ensemble "
+                             "write --triton-repo DIR --model NAME --profile STAGE=FILE")
+        return Profile.load(args.profile[0]), None
     if args.model is None:
         raise ValueError("--triton-repo needs --model NAME (the ensemble)")
     config = read_config(f"{args.triton_repo}/{args.model}")
     if not hasattr(config, "ensemble"):
         raise ValueError(f"{config.source}: {args.model!r} is not an ensemble; size one model "
                          "with --service-base or --profile")
-    return config.ensemble(stage_services(args.service))
+    profiles = {}
+    for item in args.profile:
+        stage, sep, path = item.partition("=")
+        if not sep or not path:
+            raise ValueError(f"--profile {item!r}: with --triton-repo write STAGE=FILE")
+        profiles[stage] = Profile.load(path)
+    return config.ensemble(stage_services(args.service, args.profile)), profiles or None
+
+
+def expand_spec(argv) -> list:
+    """``qmodel size`` arguments with ``--spec FILE`` replaced by the flags the file stands
+    for, placed first so that flags on the command line win."""
+    argv = list(argv)
+    for i, item in enumerate(argv):
+        if item == "--spec" or item.startswith("--spec="):
+            value = item.partition("=")[2] if "=" in item else None
+            if value is None:
+                if i + 1 >= len(argv):
+                    raise ValueError("--spec needs a file: --spec plan.toml")
+                value = argv[i + 1]
+                rest = argv[:i] + argv[i + 2:]
+            else:
+                rest = argv[:i] + argv[i + 1:]
+            return rest[:1] + spec_arguments(value) + rest[1:]
+    return argv
+
+
+def spec_arguments(path) -> list:
+    """The flags a TOML spec file stands for, in the order ``qmodel size`` parses them.
+
+    Keys are the flags' names with underscores; a list is joined with commas (``nodes`` may
+    also be a range such as "1-16"); ``slo`` is a table of quantile to duration; ``service``
+    a table with ``base``/``per_item``/``jitter``, ``profile``, or ``triton_repo`` and
+    ``model`` with a ``stages`` table of ``{service = "..."}`` or ``{profile = "..."}``.
+    Paths in ``service`` are read from the spec file's folder.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> spec = pathlib.Path(tempfile.mkdtemp()) / "s.toml"
+    >>> _ = spec.write_text('rate = 3000\\nslo = {p99 = "6ms"}\\nmax_batch_size = [1, 4]\\n'
+    ...                     '[service]\\nbase = "1ms"\\njitter = "lognormal:0.2"\\n')
+    >>> spec_arguments(spec)
+    ['--rate', '3000', '--slo', 'p99=6ms', '--max-batch-size', '1,4', '--service-base', '1ms', '--jitter', 'lognormal:0.2']
+    """
+    try:
+        import tomllib
+    except ImportError:                     # Python 3.10: the same parser, as a package
+        import tomli as tomllib
+    path = Path(path)
+    try:
+        body = tomllib.loads(path.read_text())
+    except OSError as err:
+        raise ValueError(f"--spec {path}: cannot read it ({err.strerror})") from None
+    except tomllib.TOMLDecodeError as err:
+        raise ValueError(f"--spec {path}: not TOML: {err}") from None
+    unknown = sorted(set(body) - SPEC_KEYS)
+    if unknown:
+        raise ValueError(f"{path}: unknown key {unknown[0]!r}; the keys are "
+                         f"{', '.join(sorted(SPEC_KEYS))}")
+    argv = []
+    for key, value in body.items():
+        if key == "slo":
+            if not isinstance(value, dict):
+                raise ValueError(f'{path}: slo must be a table, e.g. slo = {{p95 = "5ms"}}')
+            for level, target in value.items():
+                argv += ["--slo", f"{level}={_scalar(path, f'slo.{level}', target)}"]
+        elif key == "service":
+            argv += _service_arguments(path, value)
+        elif key == "no_verify":
+            if not isinstance(value, bool):
+                raise ValueError(f"{path}: no_verify must be true or false")
+            argv += ["--no-verify"] if value else []
+        else:
+            flag = "--" + key.replace("_", "-")
+            if isinstance(value, list):
+                argv += [flag, ",".join(_scalar(path, key, v) for v in value)]
+            else:
+                argv += [flag, _scalar(path, key, value)]
+    return argv
+
+
+def _scalar(path, key, value) -> str:
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise ValueError(f"{path}: {key} = {value!r} must be a number or a string such as "
+                         '"0.5ms"')
+    return str(value)
+
+
+def _service_arguments(path, service) -> list:
+    if not isinstance(service, dict):
+        raise ValueError(f"{path}: service must be a table, e.g. [service] base = \"2ms\"")
+    unknown = sorted(set(service) - SERVICE_KEYS)
+    if unknown:
+        raise ValueError(f"{path}: unknown key service.{unknown[0]}; the keys are "
+                         f"{', '.join(sorted(SERVICE_KEYS))}")
+    here = path.parent
+    argv = []
+    for key, flag in (("base", "--service-base"), ("per_item", "--per-item"),
+                      ("jitter", "--jitter"), ("model", "--model")):
+        if key in service:
+            argv += [flag, _scalar(path, f"service.{key}", service[key])]
+    for key, flag in (("profile", "--profile"), ("triton_repo", "--triton-repo")):
+        if key in service:
+            argv += [flag, str(here / _scalar(path, f"service.{key}", service[key]))]
+    stages = service.get("stages", {})
+    if not isinstance(stages, dict):
+        raise ValueError(f"{path}: service.stages must be a table of stage = {{profile = "
+                         "...}} or {service = ...}")
+    for stage, given in stages.items():
+        if not isinstance(given, dict) or len(given) != 1 \
+                or not set(given) <= {"profile", "service"}:
+            raise ValueError(f"{path}: service.stages.{stage} must be {{profile = \"FILE\"}} "
+                             "or {service = \"BASE+PER_ITEM:JITTER\"}")
+        (kind, value), = given.items()
+        value = _scalar(path, f"service.stages.{stage}.{kind}", value)
+        argv += ([f"--{kind}", f"{stage}={here / value}"] if kind == "profile"
+                 else [f"--{kind}", f"{stage}={value}"])
+    return argv
 
 
 def _slo(items) -> dict:
@@ -106,13 +242,14 @@ def run(args) -> int:
     from .sizing import size
 
     try:
-        plan = size(_service(args), rate=args.rate, slo=_slo(args.slo), nodes=args.nodes,
+        service, profiles = _service(args)
+        plan = size(service, rate=args.rate, slo=_slo(args.slo), nodes=args.nodes,
                     gpus_per_node=args.gpus_per_node,
                     instances_per_gpu=args.instances_per_gpu,
                     max_batch_size=args.max_batch_size, max_queue_delay=args.max_queue_delay,
                     routers=args.routers, cost_per_gpu=args.cost_per_gpu,
                     network=args.network, peak=args.peak, failures=args.failures,
-                    verify=not args.no_verify, seed=args.seed)
+                    verify=not args.no_verify, seed=args.seed, profiles=profiles)
         paths = plan.write(args.out, args.name or args.model or "model")
     except NotImplementedError as err:
         _say("not modelled yet", err)

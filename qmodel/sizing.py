@@ -16,12 +16,16 @@ The search, for one model served by identical nodes (each ``gpus_per_node`` GPUs
 3. **Margins.** A prediction is trusted only as far as it claims: the SLO is checked against
    the predicted quantile raised by its own stated error (:func:`trusted_quantile`: the lowest
    measured error of its family, the lattice step, or a simulation's confidence interval), plus
-   the network budget. Headroom: ``peak`` multiplies the rate, and ``failures=k`` asks that
-   the SLO hold with k nodes down (N - k nodes carry the whole rate).
+   the network budget. Outside a family's measured domain (round robin over nodes of several
+   instances, for one) the model's own answer is taken (:func:`model_answer`), and the
+   plan's simulation vouches for it. Headroom: ``peak`` multiplies the rate, and
+   ``failures=k`` asks that the SLO hold with k nodes down (N - k nodes carry the rate).
 4. **Verification.** The cheapest plan is simulated (``verify_requests``, ``seed``) and kept
    only if the upper end of its simulated quantiles' 95% confidence intervals meets the SLO;
-   otherwise the next plan is tried. The best configuration one node cheaper is simulated too,
-   to show what the margins cost.
+   otherwise the next plan is tried. The best configuration one node cheaper is simulated too:
+   where its simulation meets the SLO that the model's margin said it would miss, it becomes
+   the plan (and so on down), since the simulation is the reference; otherwise it stays as
+   ``plan.rival``, what one node fewer would have given.
 
 Examples
 --------
@@ -49,10 +53,11 @@ from dataclasses import dataclass, field
 from .checks import UnstableError
 from .ensemble import Ensemble
 from .predict import predict
+from .sizing_report import knobs
 from .system import Cluster, Node, ServiceTime
 
 __all__ = ["size", "Plan", "Candidate", "trusted_quantile", "highest_quantile", "exhaustive",
-           "LEVELS"]
+           "model_answer", "is_extrapolated", "LEVELS"]
 
 # SLO keys and their quantile levels
 LEVELS = {"p50": 0.5, "p90": 0.9, "p95": 0.95, "p99": 0.99, "p99.9": 0.999}
@@ -85,6 +90,9 @@ class Candidate:
         The largest trusted quantile over its target (<= 1: feasible).
     method : str
         The model that answered, or why none did.
+    extrapolated : bool
+        Whether the answer lies outside its family's measured domain (the model's own answer
+        there, :func:`model_answer`).
     """
 
     node: Node
@@ -96,6 +104,7 @@ class Candidate:
     trusted: dict
     worst_ratio: float
     method: str
+    extrapolated: bool = False
 
     def system(self, failures: int = 0):
         """The deployment as a qmodel system (a Node where one node serves), with
@@ -134,6 +143,9 @@ class Plan:
         How many predictions the search made.
     notes : tuple of str
         What the plan assumed (service of instances sharing a GPU, and so on).
+    rival : (Candidate, SampledLatency) or None
+        The best configuration one node cheaper than the plan and its simulation, which
+        missed the SLO (had it met it, it would be the plan).
     """
 
     feasible: bool
@@ -185,9 +197,14 @@ class Plan:
         single = isinstance(self.system, (Node, Ensemble))
         node = self.system if single else self.system.nodes[0]
         router = "" if single else f", {self.system.router.name}"
-        lines = [f"{head}: {self.nodes} node(s) x {node.describe()}{router}",
-                 f"cost {self.cost:g} ({self.gpus} GPUs); {self.candidates:,} candidates, "
-                 f"{self.evaluated:,} predictions"]
+        if isinstance(node, Ensemble):     # a pod: one line per stage
+            edges = ", ".join(f"{a}->{b}" for a, b in sorted(node.edges))
+            lines = [f"{head}: {self.nodes} pod(s) x ensemble ({edges}){router}"]
+            lines += [f"  {name}: {node.stages[name].describe()}" for name in node.order]
+        else:
+            lines = [f"{head}: {self.nodes} node(s) x {node.describe()}{router}"]
+        lines += [f"cost {self.cost:g} ({self.gpus} GPUs); {self.candidates:,} candidates, "
+                  f"{self.evaluated:,} predictions"]
         for key, target in self.slo.items():
             level = LEVELS[key]
             line = f"{key}: target {target * 1e3:.3f} ms, predicted " + (
@@ -210,6 +227,24 @@ def highest_quantile(slo: dict) -> str:
     'p99'
     """
     return max(slo, key=lambda k: LEVELS[k])
+
+
+def model_answer(system, rate: float, budget=None):
+    """The answer a candidate is ranked by: the model's, never a simulation, and outside its
+    family's measured domain the model's own (``extrapolate=True``, marked in its accuracy).
+
+    Within the domain a model is trusted to its measured error (:func:`trusted_quantile`).
+    Outside it, nothing measured says how far off it is; the search still ranks by it, because
+    refusing would leave whole spaces unsized (round robin over nodes of several instances, for
+    one), and the plan's simulation is what vouches for the chosen one. Raises UnstableError,
+    or NotImplementedError where no model covers the system at all.
+    """
+    return predict(system, rate=rate, fallback="raise", extrapolate=True, budget=budget)
+
+
+def is_extrapolated(result) -> bool:
+    """Whether ``result`` is a model's answer outside its family's measured domain."""
+    return any(a.key == "outside_measured_domain" for a in result.accuracy.approximations)
 
 
 def trusted_quantile(result, level: float) -> float:
@@ -251,7 +286,7 @@ def size(service, rate: float, slo: dict, *, nodes=range(1, 65), gpus_per_node: 
          max_queue_delay=DEFAULT_DELAYS, routers=("round_robin",), cost_per_gpu: float = 1.0,
          network: float = 0.0, peak: float = 1.0, failures: int = 0, verify: bool = True,
          verify_requests: int = 1_000_000, seed: int = 1, executor=None,
-         budget=None) -> Plan:
+         budget=None, profiles=None) -> Plan:
     """The cheapest deployment that meets ``slo`` at ``rate`` (see the module docstring).
 
     Parameters
@@ -291,6 +326,9 @@ def size(service, rate: float, slo: dict, *, nodes=range(1, 65), gpus_per_node: 
         turn, with pruning.
     budget : qmodel.Budget, optional
         Passed to every prediction.
+    profiles : dict of str to Profile, optional
+        For an Ensemble: measured profiles by stage name, which replace those stages'
+        S(k) as a Profile ``service`` does a node's (concurrency i for i instances per GPU).
 
     Returns
     -------
@@ -319,6 +357,7 @@ def size(service, rate: float, slo: dict, *, nodes=range(1, 65), gpus_per_node: 
             raise ValueError(f"routers: {r!r} is not sized; use 'random', 'round_robin' or "
                              "'least_outstanding'")
     load = rate * peak
+    profiles = _checked_profiles(profiles, service)
     if isinstance(service, Ensemble):
         for r in routers:
             if r == "least_outstanding":
@@ -328,7 +367,7 @@ def size(service, rate: float, slo: dict, *, nodes=range(1, 65), gpus_per_node: 
 
         return size_pods(service, rate, load, slo, network, failures, counts,
                               gpus_per_node, cost_per_gpu, per_gpu, batches, delays, routers,
-                              verify, verify_requests, seed, budget)
+                              verify, verify_requests, seed, budget, profiles)
     services, notes, overhead = _services(service, per_gpu)
 
     configs = [(node, r) for node in _configurations(services, per_gpu, batches, delays,
@@ -384,26 +423,26 @@ class _Search:
             return self.seen[key]
         cost = count * self.gpu_cost
         quantiles, trusted, method = {}, {k: math.inf for k in self.slo}, ""
+        extrapolated = False
         if active < 1:
             method = f"{count} node(s) with {self.failures} down serve nothing"
         else:
             self.predictions += 1
             try:
-                result = predict(_system(node, router, active), rate=self.load,
-                                 fallback="raise", budget=self.budget)
+                result = model_answer(_system(node, router, active), self.load, self.budget)
             except UnstableError:
                 method = "over capacity"
             except NotImplementedError as err:
                 method = f"no model: {err}"
             else:
-                method = result.method
+                method, extrapolated = result.method, is_extrapolated(result)
                 for name in self.slo:
                     level = LEVELS[name]
                     quantiles[name] = float(result.quantile(level))
                     trusted[name] = trusted_quantile(result, level) + self.network
         worst = max(trusted[k] / self.slo[k] for k in self.slo)
         candidate = Candidate(node, router, count, cost, worst <= 1.0, quantiles, trusted,
-                              worst, method)
+                              worst, method, extrapolated)
         self.seen[key] = candidate
         if candidate.feasible:
             self.best = min(self.best, cost)
@@ -416,6 +455,17 @@ class _Search:
         start = bisect.bisect_left(self.counts, stable)
         allowed = [n for n in self.counts[start:] if n * self.gpu_cost <= self.best]
         _fewest(allowed, lambda n: self.evaluate(node, router, n).feasible)
+
+    def misses(self, sim) -> list:
+        """The SLO keys whose simulated 95% CI upper end, plus the network, exceeds the
+        target."""
+        return [key for key in self.slo
+                if sim.ci(LEVELS[key])[1] + self.network > self.slo[key]]
+
+    def verified(self, sim, seed) -> str:
+        return (f"simulated {sim.requests:,} requests (seed {seed}) at {self.load:,.6g} req/s "
+                f"with {self.failures} node(s) down: every SLO quantile's 95% CI upper end "
+                "meets its target" + (" plus the network budget" if self.network else ""))
 
     def plan(self, rate, notes, verify, verify_requests, seed, candidates_total) -> Plan:
         feasible = sorted((c for c in self.seen.values() if c.feasible),
@@ -430,20 +480,31 @@ class _Search:
                 chosen = candidate
                 break
             sim = _simulate(candidate.system(self.failures), self.load, verify_requests, seed)
-            misses = [key for key in self.slo
-                      if sim.ci(LEVELS[key])[1] + self.network > self.slo[key]]
+            misses = self.misses(sim)
             if not misses:
                 chosen, simulated = candidate, sim
-                verification = (f"simulated {sim.requests:,} requests (seed {seed}) at "
-                                f"{self.load:,.6g} req/s with {self.failures} node(s) down: "
-                                "every SLO quantile's 95% CI upper end meets its target"
-                                + (" plus the network budget" if self.network else ""))
+                verification = self.verified(sim, seed)
                 break
-            notes = (*notes, f"{candidate.nodes} x {candidate.node.describe()} "
+            notes = (*notes, f"{candidate.nodes} x {knobs(candidate.node)} "
                              f"({candidate.router}) was predicted to meet the SLO but its "
                              f"simulation missed {', '.join(misses)}: rejected")
-        if chosen is not None and verify:
+        # one node fewer, simulated: taken where its simulation meets the SLO that the
+        # model's margin said it would miss (the simulation is the reference)
+        while chosen is not None and verify:
             rival = _cheaper_rival(self, chosen, verify_requests, seed)
+            if rival is None or self.misses(rival[1]):
+                break
+            best, sim = rival
+            notes = (*notes, f"{best.nodes} x {knobs(best.node)} ({best.router}): the model's "
+                             f"margin put it at {best.worst_ratio:.2f} x its target, but its "
+                             "simulation meets the SLO: taken, one node fewer")
+            chosen, simulated, rival = best, sim, None
+            verification = self.verified(sim, seed)
+        if chosen is not None and chosen.extrapolated:
+            notes = (*notes, "the plan lies outside the measured domain of its model's family: "
+                             "the model's own answer ranked it"
+                             + (", and its simulation verified it" if verify else
+                                " (not verified: verify=False)"))
         if chosen is None:
             if not self.seen:
                 # every configuration is unstable at the largest count allowed: the closest
@@ -489,7 +550,7 @@ def exhaustive(service, rate: float, slo: dict, *, nodes, gpus_per_node: int = 1
                 if active < 1 or rate >= active * node.capacity:
                     continue
                 try:
-                    r = predict(_system(node, router, active), rate=rate, fallback="raise")
+                    r = model_answer(_system(node, router, active), rate)
                 except NotImplementedError:
                     continue
                 if all(trusted_quantile(r, LEVELS[k]) + network <= t for k, t in slo.items()):
@@ -545,10 +606,13 @@ def _system(node, router, count):
 
 
 def _predicted(candidate, search):
-    """The candidate predicted at the sized rate (None where it cannot carry it)."""
+    """The candidate's answer at the sized rate, as it was ranked (:func:`model_answer`);
+    a labelled simulation where no model covers it, None where it cannot carry the rate."""
+    system = candidate.system(search.failures)
     try:
-        return predict(candidate.system(search.failures), rate=search.load,
-                       budget=search.budget)
+        return model_answer(system, search.load, search.budget)
+    except NotImplementedError:
+        return predict(system, rate=search.load, budget=search.budget)
     except UnstableError:
         return None
 
@@ -645,6 +709,28 @@ def _services(service, per_gpu):
         return out, tuple(notes), overhead
     raise ValueError(f"size(service, ...): service must be a qmodel.ServiceTime, Profile or "
                      f"Node, got {type(service).__name__}")
+
+
+def _checked_profiles(profiles, service) -> dict:
+    """Stage name -> Profile, checked against the ensemble's stages."""
+    from .profiling import Profile
+
+    if profiles is None:
+        return {}
+    if not isinstance(service, Ensemble):
+        raise ValueError("profiles= names an Ensemble's stages; for one model give its "
+                         "Profile as the service")
+    if not isinstance(profiles, dict):
+        raise ValueError("profiles must map stage names to qmodel.Profile, e.g. "
+                         "{'item_tower': qm.Profile.load('item-tower.json')}")
+    for name, prof in profiles.items():
+        if name not in service.stages:
+            raise ValueError(f"profiles: {name!r} is not a stage of the ensemble; its stages "
+                             f"are {', '.join(service.stages)}")
+        if not isinstance(prof, Profile):
+            raise ValueError(f"profiles[{name!r}] must be a qmodel.Profile (Profile.load(path)"
+                             f"), got {type(prof).__name__}")
+    return dict(profiles)
 
 
 def _checked_slo(slo, network) -> dict:

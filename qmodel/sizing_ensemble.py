@@ -10,15 +10,15 @@ import math
 
 from .ensemble import Ensemble
 from .predict import predict
-from .sizing import (LEVELS, Candidate, Plan, _configurations, _fewest, _pareto, _simulate,
-                     _system, highest_quantile, trusted_quantile)
+from .sizing import (LEVELS, Candidate, Plan, _configurations, _fewest, _pareto, _services,
+                     _simulate, _system, highest_quantile, trusted_quantile)
 
 __all__ = ["size_pods"]
 
 
 def size_pods(ensemble, rate, load, slo, network, failures, counts, gpus_per_node,
                    cost_per_gpu, per_gpu, batches, delays, routers, verify, verify_requests,
-                   seed, budget) -> Plan:
+                   seed, budget, profiles) -> Plan:
     """Pods, each serving the whole ensemble on gpus_per_node GPUs shared by its stages: the
     fewest pods for which stage knobs meeting the SLO exist.
 
@@ -28,16 +28,20 @@ def size_pods(ensemble, rate, load, slo, network, failures, counts, gpus_per_nod
     predicted end to end (by simulation where no model covers it) and checked against the
     SLO. Pod counts gallop up from the stable minimum as for a node. Choosing each stage for
     its own tail is a heuristic (the stages interact only through their arrival streams); the
-    plan is verified end to end, not stage by stage.
+    plan is verified end to end, not stage by stage. A stage named in ``profiles`` takes its
+    S(k) at i instances per GPU from the profile's concurrency i.
     """
     notes = ["each stage's knobs chosen for its own tail at the pod's rate; instances of all "
-             "stages share the pod's GPUs, and sharing is taken not to slow them (give "
-             "measured S(k) under sharing where it does)"]
+             "stages share the pod's GPUs, and a stage's S(k) is not slowed by the other "
+             "stages' instances"]
     stages = ensemble.order
     level = LEVELS[highest_quantile(slo)]     # each stage is chosen for this tail
-    options = {name: _configurations({i: node.service for i in per_gpu}, per_gpu, batches,
-                                     delays, gpus_per_node, node.overhead)
-               for name, node in ensemble.stages.items()}
+    options = {}
+    for name, node in ensemble.stages.items():
+        services, stage_notes, _ = _services(profiles.get(name, node.service), per_gpu)
+        notes += [f"{name}: {note}" for note in stage_notes]
+        options[name] = _configurations(services, per_gpu, batches, delays, gpus_per_node,
+                                        node.overhead)
     best_node: dict = {}
     predictions = [0]
 
@@ -117,7 +121,8 @@ def size_pods(ensemble, rate, load, slo, network, failures, counts, gpus_per_nod
         verification = (f"simulated {simulated.requests:,} requests (seed {seed}) at "
                         f"{load:,.6g} req/s with {failures} pod(s) down: "
                         + (f"missed {', '.join(misses)}" if misses else
-                           "every SLO quantile's 95% CI upper end meets its target"))
+                           "every SLO quantile's 95% CI upper end meets its target plus the "
+                           "network budget"))
     reason = (f"the chosen pods' simulation missed {', '.join(misses)} (the stage-by-stage "
               "choice found no verified plan)" if misses else "")
     return Plan(not misses, reason, _system(pod, router, count), count, count * gpus_per_node,

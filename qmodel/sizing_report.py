@@ -9,8 +9,12 @@
 - ``pareto.png``: the trusted SLO quantile of the best configuration at each cost;
 - ``rate_sweep.png``: the SLO quantile of the plan and its nearest alternatives against the
   rate, with the SLO line;
-- ``batch_sweep.png`` (a node plan): the SLO quantile against max_batch_size with everything
-  else as planned, and the largest batch that stays under the SLO.
+- ``batch_sweep.png``: the SLO quantile against max_batch_size with everything else as
+  planned (for Ensemble pods, that of the stage with the longest own tail), and the largest
+  batch that stays under the SLO.
+
+The sweeps are the model's answers, not simulations. For Ensemble pods they take the model's
+own answer beyond its measured domain (``extrapolate=True``), and the report says so.
 """
 
 from __future__ import annotations
@@ -21,9 +25,9 @@ import numpy as np
 
 from .ensemble import Ensemble
 from .predict import predict
-from .system import Cluster, Node
+from .system import Cluster
 
-__all__ = ["write_plan", "rate_sweep", "batch_sweep", "tail"]
+__all__ = ["write_plan", "rate_sweep", "batch_sweep", "tail", "knobs"]
 
 SWEEP = np.linspace(0.3, 1.3, 21)        # rates, as fractions of the sized rate
 
@@ -36,11 +40,34 @@ def tail(plan) -> tuple[str, float, float]:
     return key, LEVELS[key], plan.slo[key]
 
 
+def knobs(system) -> str:
+    """A node's description, or for an Ensemble pod each stage's batching knobs on one line.
+
+    >>> import qmodel as qm
+    >>> s = qm.ServiceTime.affine(1e-3)
+    >>> pod = qm.Ensemble({"a": qm.Node(s, max_batch_size=4, max_queue_delay=1e-3),
+    ...                    "b": qm.Node(s, instances=2)}, [("a", "b")])
+    >>> knobs(pod)
+    'a: B 4, delay 1 ms, 1 instance; b: B 1, delay 0 ms, 2 instances'
+    """
+    if not isinstance(system, Ensemble):
+        return system.describe()
+    return "; ".join(
+        f"{name}: B {n.max_batch_size}, delay {n.max_queue_delay * 1e3:g} ms, "
+        + (f"preferred {'/'.join(map(str, n.preferred_batch_sizes))}, "
+           if n.preferred_batch_sizes else "")
+        + f"{n.instances} instance{'s' * (n.instances > 1)}"
+        for name, n in ((m, system.stages[m]) for m in system.order))
+
+
 def _answer(system, rate, level):
     """The model's quantile at ``level`` (seconds), or None where it is unstable or no model
-    covers it (the sweeps do not simulate)."""
+    covers it (the sweeps do not simulate). Ensemble pods take the model's own answer beyond
+    its measured domain, which the report states."""
+    pods = isinstance(_unit(system), Ensemble)
     try:
-        return float(predict(system, rate=rate, fallback="raise").quantile(level))
+        return float(predict(system, rate=rate, fallback="raise",
+                             extrapolate=pods).quantile(level))
     except (ValueError, NotImplementedError, ArithmeticError):
         return None
 
@@ -57,7 +84,7 @@ def rate_sweep(plan, candidates=3) -> dict:
         system = c.system()
         if _describe(system) not in seen:
             seen.add(_describe(system))
-            systems.append((f"{c.nodes} x {c.node.describe()}", system))
+            systems.append((f"{c.nodes} x {knobs(c.node)}", system))
     out = {}
     for label, system in systems:
         rates = plan.load * SWEEP
@@ -68,23 +95,55 @@ def rate_sweep(plan, candidates=3) -> dict:
 
 
 def batch_sweep(plan, sizes=(1, 2, 4, 8, 16, 32, 64, 128)) -> tuple:
-    """(sizes, quantiles, largest size under the SLO) with every other knob as planned; None
-    for an Ensemble plan."""
+    """(sizes, quantiles, largest size under the SLO, stage) with every other knob as
+    planned. For Ensemble pods the stage is the one with the longest own tail in the plan's
+    prediction, and only its max_batch_size changes; stage is None for a node plan.
+
+    Sizes beyond the largest a measured S(k) holds (a table or samples) are not swept: the
+    law there is an extrapolation.
+    """
+    node = _unit(plan.system)
+    _, level, target = tail(plan)
+    stage = None
+    if isinstance(node, Ensemble):
+        stages = getattr(plan.predicted, "stages", None) or {}
+        if not stages:
+            return None
+        stage = max(stages, key=lambda name: stages[name].quantile(level))
+        swept = node.stages[stage]
+    else:
+        swept = node
+    sizes = [B for B in sizes if B <= _largest_measured(swept.service)]
+    values = [_answer(_with_batch(plan, node, stage, B), plan.load, level) for B in sizes]
+    under = [B for B, v in zip(sizes, values) if v is not None and v + plan.network <= target]
+    return sizes, values, (max(under) if under else None), stage
+
+
+def _with_batch(plan, node, stage, B):
+    """The plan's system with max_batch_size B at ``node`` (or at its stage ``stage``)."""
     from dataclasses import replace
 
-    node = plan.system if isinstance(plan.system, Node) else plan.system.nodes[0]
-    if isinstance(node, Ensemble):
-        return None
-    _, level, target = tail(plan)
-    values = []
-    for B in sizes:
-        changed = replace(node, max_batch_size=B, preferred_batch_sizes=tuple(
-            p for p in node.preferred_batch_sizes if p <= B))
-        system = changed if isinstance(plan.system, Node) else Cluster(
-            changed, count=len(plan.system.nodes), router=plan.system.router)
-        values.append(_answer(system, plan.load, level))
-    under = [B for B, v in zip(sizes, values) if v is not None and v + plan.network <= target]
-    return list(sizes), values, (max(under) if under else None)
+    def changed(n):
+        return replace(n, max_batch_size=B, preferred_batch_sizes=tuple(
+            p for p in n.preferred_batch_sizes if p <= B))
+    if stage is not None:
+        node = Ensemble({**node.stages, stage: changed(node.stages[stage])}, list(node.edges))
+    else:
+        node = changed(node)
+    if isinstance(plan.system, Cluster):
+        return Cluster(node, count=len(plan.system.nodes), router=plan.system.router)
+    return node
+
+
+def _unit(system):
+    """What a plan repeats: its Node or Ensemble pod (the system itself where it is one)."""
+    return system.nodes[0] if isinstance(system, Cluster) else system
+
+
+def _largest_measured(service) -> float:
+    """The largest batch size a measured law holds; infinity for a formula."""
+    sizes = [k for k, _ in (service.samples or service.points)]
+    return max(sizes) if sizes else float("inf")
 
 
 def _describe(system) -> str:
@@ -154,7 +213,7 @@ def _markdown(plan, figures, batches, config_note, configs) -> str:
         rival, sim = plan.rival
         key = next(iter(plan.slo))
         lines += [f"**One node cheaper.** The best configuration at {rival.nodes} node(s), "
-                  f"{rival.node.describe()} ({rival.router}), simulated {key} "
+                  f"{knobs(rival.node)} ({rival.router}), simulated {key} "
                   f"{ms(sim.quantile(LEVELS[key]))} ms against the target "
                   f"{ms(plan.slo[key])} ms (the model's trusted value: "
                   f"{ms(rival.trusted[key])} ms).", ""]
@@ -163,7 +222,7 @@ def _markdown(plan, figures, batches, config_note, configs) -> str:
                   "| nodes | cost | configuration | router | worst trusted / target |",
                   "|---|---|---|---|---|"]
         for c in plan.alternatives[:10]:
-            lines.append(f"| {c.nodes} | {c.cost:g} | {c.node.describe()} | {c.router} | "
+            lines.append(f"| {c.nodes} | {c.cost:g} | {knobs(c.node)} | {c.router} | "
                          f"{c.worst_ratio:.3f} |")
         lines.append("")
     if plan.pareto:
@@ -171,13 +230,18 @@ def _markdown(plan, figures, batches, config_note, configs) -> str:
                   "| nodes | cost | best configuration | worst trusted / target |",
                   "|---|---|---|---|"]
         for c in plan.pareto:
-            lines.append(f"| {c.nodes} | {c.cost:g} | {c.node.describe()} ({c.router}) | "
+            lines.append(f"| {c.nodes} | {c.cost:g} | {knobs(c.node)} ({c.router}) | "
                          f"{c.worst_ratio:.3f} |")
         lines.append("")
     if batches is not None and batches[2] is not None:
+        where = "" if batches[3] is None else f" of {batches[3]} (the longest own tail)"
         lines += [f"**Batch size.** With every other knob as planned, the largest "
-                  f"max_batch_size whose {tail(plan)[0]} stays under the target is "
+                  f"max_batch_size{where} whose {tail(plan)[0]} stays under the target is "
                   f"{batches[2]}.", ""]
+    if isinstance(_unit(plan.system), Ensemble):
+        lines += ["The sweeps in the figures are the model's own answers, extrapolated where "
+                  "a stage lies beyond the ensemble family's measured domain; the plan itself "
+                  "is checked by simulation.", ""]
     if figures:
         lines += ["## Figures", ""] + [f"![{p.stem}]({p.name})" for p in figures] + [""]
     if plan.notes or config_note:

@@ -24,7 +24,8 @@ def test_every_run_after_the_warm_up_is_a_sample_at_every_concurrency():
     assert all(x > 0 for m in p.samples for k in p.samples[m] for x in p.samples[m][k])
 
 
-@pytest.mark.parametrize("workload", ["two-tower", "matmul", "conv", "math:sqrt"])
+@pytest.mark.parametrize("workload", ["two-tower", "user-tower", "item-tower", "scoring",
+                                      "matmul", "conv", "math:sqrt"])
 def test_built_in_and_named_workloads_run(workload):
     p = profile(workload, batch_sizes=[1, 3], repeats=2, warmup=0)
     assert p.workload == workload and p.versions["numpy"] == np.__version__
@@ -60,6 +61,20 @@ def test_save_and_load_round_trip_and_errors(tmp_path):
         p.service(3)
 
 
+def test_blas_threads_are_limited_while_timing_and_recorded():
+    from threadpoolctl import threadpool_info
+
+    seen = []
+
+    def workload(k):
+        seen.append({i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"})
+
+    p = profile(workload, batch_sizes=[1], repeats=2, warmup=0, blas_threads=1)
+    assert p.versions["blas_threads"] == 1 and seen and all(s <= {1} for s in seen)
+    assert "blas_threads" not in profile(workload, batch_sizes=[1], repeats=1,
+                                         warmup=0).versions
+
+
 @pytest.mark.parametrize("kwargs, message", [
     (dict(workload="resnet"), "workload must be one of"),
     (dict(workload="no_such_module:f"), "cannot import it"),
@@ -68,6 +83,7 @@ def test_save_and_load_round_trip_and_errors(tmp_path):
     (dict(repeats=0), "repeats must be a whole number >= 1"),
     (dict(concurrency=0), "concurrency must be whole numbers >= 1"),
     (dict(seed=-1), "seed must be a whole number >= 0"),
+    (dict(blas_threads=0), "blas_threads must be a whole number >= 1"),
 ])
 def test_bad_arguments_name_the_field(kwargs, message):
     args = dict(workload="matmul", batch_sizes=[1], repeats=1, warmup=0) | kwargs

@@ -75,7 +75,9 @@ def test_describe_and_spread_of_each_kind():
     t = qm.ServiceTime.table({1: 1e-3, 4: 2e-3}, jitter="exponential")
     assert t.describe() == "table 1:1ms, 4:2ms, exponential jitter cv 1"
     e = qm.ServiceTime.empirical({1: [1e-3, 3e-3], 4: [4e-3, 6e-3, 5e-3]})
-    assert e.describe() == "empirical 1:2 samples, 4:3 samples"
+    assert e.describe() == "empirical, k 1,4 (2-3 samples), mean 2-5 ms"
+    f = qm.ServiceTime.empirical({k: [k * 1e-3] * 3 for k in range(1, 17)})
+    assert f.describe() == "empirical, k 1-16 (3 samples each), mean 1-16 ms"
     assert (a.scv(8), t.scv(1)) == (0.25, 1.0)
     assert e.scv(1) == pytest.approx(0.25) and e.scv(3) == pytest.approx(2 / 3 / 25)
     assert e.scaled_samples(2) == pytest.approx([1.5e-3, 4.5e-3])    # mean(2) = 3 ms

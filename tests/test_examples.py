@@ -1,0 +1,36 @@
+"""The example scripts run to the end and print their story (slow: make demo runs two of them).
+
+Each runs in a fresh interpreter, as ``make demo`` runs it, writing into a temporary folder.
+"""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# script -> lines its output must hold (the conclusions, not the numbers)
+EXPECTED = {
+    "size_case_study.py": ["feasible:", "planned together (qmodel.size)", "5. the plan:"],
+    "demo.py": ["1. random router: predicted against simulated", "plot:"],
+    "ensemble_case_study.py": ["1. end to end", "3. which stage holds the tail", "plots:"],
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("script", sorted(EXPECTED))
+def test_example_runs(script, tmp_path):
+    done = subprocess.run([sys.executable, str(ROOT / "examples" / script), "--out",
+                           str(tmp_path)], capture_output=True, text=True, timeout=600,
+                          cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-3000:]
+    for line in EXPECTED[script]:
+        assert line in done.stdout, f"{script} did not print {line!r}:\n{done.stdout[-3000:]}"
+    if script == "size_case_study.py":
+        # the plan's folder: a config per model of the ensemble, the report and its figures
+        plan = tmp_path / "plan"
+        for path in ("recommender/config.pbtxt", "item_tower/config.pbtxt", "report.md",
+                     "pareto.png", "rate_sweep.png", "batch_sweep.png"):
+            assert (plan / path).is_file(), path
