@@ -6,6 +6,7 @@ a window.
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 from typing import Mapping
 
@@ -214,7 +215,9 @@ def plot_rate_sweep(plan, sweep, path) -> Path:
     fig, ax = plt.subplots(figsize=(7, 4))
     for label, (rates, values) in sweep.items():
         if rates.size:
-            ax.plot(rates, values * 1e3, "o-", markersize=3, label=label[:60])
+            # an ensemble's knobs run long: wrapped, not cut
+            shown = "\n".join(textwrap.wrap(label, 70)[:4])
+            ax.plot(rates, values * 1e3, "o-", markersize=3, label=shown)
     ax.axhline((target - plan.network) * 1e3, color="tab:red", linestyle="--",
                label=f"{key} target less the network")
     if plan.predicted is not None:
