@@ -11,8 +11,10 @@ The search, for one model served by identical nodes (each ``gpus_per_node`` GPUs
    search starts there; above it, the tail falls as nodes are added (each node's share of the
    rate falls), so the fewest feasible count is found by bisection over the allowed counts, a
    few predictions per configuration. Configurations are taken largest capacity first, and
-   one whose stable minimum already costs more than the best plan found is skipped (it cannot
-   win).
+   each is tried only at counts cheaper than the best plan found (one whose stable minimum
+   costs as much is skipped): the search does not predict a configuration only to break a
+   tie in cost, which halves its predictions. Among plans of equal cost it takes the first
+   in that order, the one with the most capacity, with an executor as without.
 3. **Margins.** A prediction is trusted only as far as it claims: the SLO is checked against
    the predicted quantile raised by its own stated error (:func:`trusted_quantile`: the lowest
    measured error of its family, the lattice step, or a simulation's confidence interval), plus
@@ -38,7 +40,7 @@ Examples
 (True, 2, 16)
 >>> print(plan.summary())
 feasible: 2 node(s) x Node(B=16, delay=0ms, instances=1, S(k)=2 ms + 0.2 ms x k), random
-cost 2 (2 GPUs); 96 candidates, 4 predictions
+cost 2 (2 GPUs); 96 candidates, 1 prediction
 p99: target 15.000 ms, predicted 8.425 ms
 verification: not verified (verify=False)
 """
@@ -133,7 +135,7 @@ class Plan:
     verification : str
         How the plan was verified, in words.
     alternatives : tuple of Candidate
-        The feasible candidates, cheapest first (ties: most slack first).
+        The feasible candidates, cheapest first (ties: most capacity first).
     pareto : tuple of Candidate
         For each node count evaluated, the configuration with the lowest trusted quantile over
         target: the cost-latency front.
@@ -204,7 +206,7 @@ class Plan:
         else:
             lines = [f"{head}: {self.nodes} node(s) x {node.describe()}{router}"]
         lines += [f"cost {self.cost:g} ({self.gpus} GPUs); {self.candidates:,} candidates, "
-                  f"{self.evaluated:,} predictions"]
+                  f"{self.evaluated:,} prediction{'s' * (self.evaluated != 1)}"]
         for key, target in self.slo.items():
             level = LEVELS[key]
             line = f"{key}: target {target * 1e3:.3f} ms, predicted " + (
@@ -379,6 +381,8 @@ def size(service, rate: float, slo: dict, *, nodes=range(1, 65), gpus_per_node: 
     gpu_cost = gpus_per_node * cost_per_gpu
     search = _Search(load, slo, network, failures, counts, gpus_per_node, gpu_cost, budget)
     search.services, search.largest = list(services.values()), configs[0]
+    # ties in cost go to the configuration the search takes first, with or without executor
+    search.rank = {config: i for i, config in enumerate(configs)}
     if executor is None:
         for node, router in configs:
             search.configuration(node, router)
@@ -398,6 +402,7 @@ class _Search:
         self.seen: dict = {}
         self.best = math.inf
         self.predictions = 0
+        self.rank: dict = {}
 
     def isolated(self, config):
         """Evaluate one configuration in a fresh search (for an executor); returns its
@@ -450,10 +455,10 @@ class _Search:
 
     def configuration(self, node, router) -> None:
         """The fewest nodes of this configuration that meet the SLO (:func:`_fewest`), from
-        the stable minimum up to the best cost found so far."""
+        the stable minimum up to, not including, the best cost found so far."""
         stable = math.floor(self.load / node.capacity) + 1 + self.failures
         start = bisect.bisect_left(self.counts, stable)
-        allowed = [n for n in self.counts[start:] if n * self.gpu_cost <= self.best]
+        allowed = [n for n in self.counts[start:] if n * self.gpu_cost < self.best]
         _fewest(allowed, lambda n: self.evaluate(node, router, n).feasible)
 
     def misses(self, sim) -> list:
@@ -469,7 +474,8 @@ class _Search:
 
     def plan(self, rate, notes, verify, verify_requests, seed, candidates_total) -> Plan:
         feasible = sorted((c for c in self.seen.values() if c.feasible),
-                          key=lambda c: (c.cost, c.worst_ratio))
+                          key=lambda c: (c.cost, self.rank.get((c.node, c.router), math.inf),
+                                         c.worst_ratio))
         pareto = _pareto(self.seen.values())
         verification = "not verified (verify=False)"
         simulated, rival = None, None
