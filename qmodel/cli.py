@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import derive, ensemble_command, size_command
+from . import derive, ensemble_command, size_command, triton_check_command
 from .campaign import validate
 from . import system as qs
 from .sim import simulate
@@ -270,6 +270,12 @@ def build_parser() -> argparse.ArgumentParser:
                     "each stage's S(k) from --service or --profile, and predict the "
                     "end-to-end p50/p95/p99 with each stage's share (--check: also simulate; "
                     "--bottleneck: what each stage's knobs do to p99)."))
+    triton_check_command.add_arguments(sub.add_parser(
+        "triton-check", help="qmodel against a real Triton server (or the files of one)",
+        description="Measure a sleeping model on a real Triton server on loopback under "
+                    "perf_analyzer's Poisson load (--rates, --out), or read runs measured "
+                    "before (--from DIR); calibrate, predict and simulate each run and print "
+                    "them against perf_analyzer's and Triton's quantiles."))
     derive.add_arguments(sub.add_parser(
         "derive", help="render the sympy derivations of qmodel's closed forms",
         description="Write the derivations of qmodel/derivations as Markdown (LaTeX math) "
@@ -420,6 +426,8 @@ def _run(argv) -> int:
         return ensemble_command.run(args)
     if args.command == "size":
         return size_command.run(args)
+    if args.command == "triton-check":
+        return triton_check_command.run(args)
     if args.command == "validate":
         return validate.run(args)
     try:

@@ -13,7 +13,7 @@ from typing import Mapping
 import numpy as np
 
 __all__ = ["plot_latency", "plot_router_comparison", "plot_profile", "plot_bottleneck",
-           "plot_pareto", "plot_rate_sweep", "plot_batch_sweep"]
+           "plot_pareto", "plot_rate_sweep", "plot_batch_sweep", "plot_triton_check"]
 
 
 def _pyplot():
@@ -262,4 +262,40 @@ def plot_batch_sweep(plan, batches, path) -> Path:
     ax.set_xlabel("max_batch_size" if stage is None else f"max_batch_size of {stage}")
     ax.set_ylabel(f"predicted {key} (ms)")
     ax.legend(fontsize=8)
+    return _save(fig, path)
+
+
+def plot_triton_check(rows, path) -> Path:
+    """Real server against qmodel (:func:`qmodel.triton.check.compare`): left, the calibrated
+    prediction's p50 and p99 against perf_analyzer's, each run a point, a configuration's
+    repeats joined by a line (their spread is the measurement's noise); right, the p99 error
+    of the calibrated and of the mean-only prediction against the calibrated utilization.
+    Overloaded runs are left out."""
+    plt = _pyplot()
+    rows = [r for r in rows if not r.overloaded]     # no steady state to compare
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.5))
+    groups: dict = {}
+    for r in rows:
+        groups.setdefault((r.config, r.rate), []).append(r)
+    for key, marker in (("p50", "o"), ("p99", "s")):
+        xs = [r.measured[key] * 1e3 for r in rows]
+        ys = [r.calibrated[key] * 1e3 for r in rows]
+        left.scatter(xs, ys, marker=marker, s=18, label=f"{key}, calibrated prediction")
+        for runs in groups.values():
+            if len(runs) > 1:
+                left.plot([r.measured[key] * 1e3 for r in runs],
+                          [r.calibrated[key] * 1e3 for r in runs], color="grey", lw=0.6)
+    top = max(max(r.measured["p99"], r.calibrated["p99"]) for r in rows) * 1e3 * 1.05
+    left.plot([0, top], [0, top], color="black", lw=0.8, linestyle=":", label="equal")
+    left.set_xlabel("measured by perf_analyzer (ms)")
+    left.set_ylabel("predicted (ms)")
+    left.legend(fontsize=7)
+    for which, marker in (("calibrated", "o"), ("mean_only", "x")):
+        right.scatter([r.utilization for r in rows], [100 * r.error(which, "p99") for r in rows],
+                      marker=marker, s=18, label=f"{which.replace('_', '-')} p99")
+    right.axhline(0, color="black", lw=0.8)
+    right.set_xlabel("utilization of the calibrated node")
+    right.set_ylabel("error against perf_analyzer (%)")
+    right.legend(fontsize=7)
+    fig.tight_layout()
     return _save(fig, path)

@@ -387,7 +387,7 @@ def run_cli(argv, capsys):
 @pytest.mark.parametrize("argv, line", [
     ([], "qmodel: error: the following arguments are required: COMMAND (see qmodel --help)"),
     (["simulat"], "qmodel: error: argument COMMAND: invalid choice: 'simulat' (choose from "
-                  "'simulate', 'predict', 'routers', 'profile', 'size', 'ensemble', 'derive', 'validate') (see qmodel --help)"),
+                  "'simulate', 'predict', 'routers', 'profile', 'size', 'ensemble', 'triton-check', 'derive', 'validate') (see qmodel --help)"),
     (["predict", "--rate", "abc"],
      "qmodel predict: error: argument --rate: 'abc' is not a number (see qmodel predict --help)"),
     (["predict", "--rate"],

@@ -33,9 +33,11 @@ __all__ = ["Installation", "find_installation", "TritonServer", "run_perf_analyz
 # Where the unpacked wheels lie: nvidia-pytriton's pytriton/tritonserver and
 # nvidia_pytriton.libs, and bin/perf_analyzer with lib/ (libb64.so.0d, libcudart.so.12)
 DIST_VARIABLE = "QMODEL_TRITON_DIST"
-HOW = ("unpack nvidia-pytriton==0.7.0 (pytriton/tritonserver, nvidia_pytriton.libs) and "
-       "tritonclient==2.50.0's perf_analyzer into one folder and set QMODEL_TRITON_DIST to "
-       "it (docs/triton-server.md)")
+HOW = ("run make triton (it unpacks nvidia-pytriton==0.7.0 and tritonclient==2.50.0's "
+       "perf_analyzer into .venv/triton-dist), or unpack them into a folder and set "
+       "QMODEL_TRITON_DIST to it (docs/triton-server.md)")
+# where make triton puts the installation: inside the virtual environment that runs qmodel
+VENV_DIST = Path(sys.prefix) / "triton-dist"
 
 
 @dataclass(frozen=True)
@@ -73,9 +75,9 @@ class Installation:
 
 
 def find_installation(root=None) -> Installation:
-    """The installation at ``root``, or at $QMODEL_TRITON_DIST; RuntimeError saying how to
-    make one where files are missing."""
-    root = root or os.environ.get(DIST_VARIABLE)
+    """The installation at ``root``, at $QMODEL_TRITON_DIST, or where ``make triton`` puts it
+    (``<venv>/triton-dist``); RuntimeError saying how to make one where files are missing."""
+    root = root or os.environ.get(DIST_VARIABLE) or (VENV_DIST if VENV_DIST.is_dir() else None)
     if not root:
         raise RuntimeError(f"no Triton installation: {HOW}")
     found = Installation(Path(root))

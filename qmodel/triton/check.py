@@ -1,0 +1,294 @@
+"""Predicted against measured on a real Triton server (``qmodel triton-check``).
+
+:func:`measure` runs a real Triton 2.51 server on loopback (:mod:`qmodel.triton.server`)
+serving a Python-backend model that sleeps the node's S(k) (with optional lognormal jitter)
+behind the node's batching knobs, drives it with perf_analyzer's open-loop Poisson load at
+each rate, ``repeats`` times, and keeps each run's raw files in a folder of its own:
+
+- ``run.json``: what was run (the node, the rate, the repeat, perf_analyzer's settings);
+- ``config.pbtxt``, ``stats_before.json``, ``stats_after.json``, ``metrics_before.txt``,
+  ``metrics_after.txt``, ``perf_analyzer.csv``, ``perf_analyzer.txt`` and ``trace.json.gz``
+  (the first ``traced`` requests of the measured window), as in tests/data/triton.
+
+Each run starts a fresh server, so its trace and its summary quantiles cover that run only.
+
+:func:`compare` reads such folders (no server needed) and, per run, calibrates the node from
+what the server reported (:func:`qmodel.triton.calibrate`: the trace's executions and
+perf_analyzer's time outside the batcher), predicts and simulates it at the measured
+throughput, and sets both beside perf_analyzer's p50/p95/p99, Triton's own summary quantiles
+and the mean-only model (the statistics' mean batch times alone). :func:`report` writes the
+table, with the spread between repeats: the measurement's own noise.
+
+Examples
+--------
+>>> from pathlib import Path
+>>> rows = compare(Path(__file__).parents[2] / "tests" / "data" / "triton")  # one run
+>>> len(rows), rows[0].rate
+(1, 400.0)
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+import shutil
+import statistics
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = ["measure", "record_run", "compare", "report", "CheckRow", "LEVELS"]
+
+LEVELS = {"p50": 0.5, "p95": 0.95, "p99": 0.99}
+MODEL = "model"
+
+
+def record_run(repository, model: str, rate: float, folder, *, interval_ms: int = 5000,
+               windows: int = 3, traced: int = 1500, installation=None,
+               about: dict | None = None) -> Path:
+    """One run: a fresh server on ``repository``, perf_analyzer at ``rate`` over
+    ``windows`` windows of ``interval_ms`` (after its own warm-up), the statistics and
+    metrics around it and the trace of its first ``traced`` requests, written to ``folder``.
+    The server is stopped also on error."""
+    from .server import TritonServer, run_perf_analyzer
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="qmodel-check-") as scratch:
+        trace = Path(scratch) / "trace.json"
+        with TritonServer(repository, trace_file=trace, trace_count=traced,
+                          installation=installation) as server:
+            before = server.stats(model), server.metrics()
+            server.trace("TIMESTAMPS")
+            text = run_perf_analyzer(server, model, rate, folder / "perf_analyzer.csv",
+                                     interval_ms=interval_ms, repeats=windows)
+            server.trace("OFF")
+            after = server.stats(model), server.metrics()
+        # Triton writes the trace as trace.json.0 (.1, ... when it rotates) when it stops
+        events = []
+        for part in sorted(Path(scratch).glob("trace.json*"), key=lambda p: int(p.suffix[1:])):
+            events += json.loads(part.read_text())
+    for name, (stats, metrics) in (("before", before), ("after", after)):
+        (folder / f"stats_{name}.json").write_text(json.dumps(stats, indent=1) + "\n")
+        (folder / f"metrics_{name}.txt").write_text(metrics)
+    (folder / "perf_analyzer.txt").write_text(text)
+    shutil.copy(Path(repository) / model / "config.pbtxt", folder / "config.pbtxt")
+    with gzip.open(folder / "trace.json.gz", "wt") as packed:
+        json.dump(events, packed, separators=(",", ":"))
+    run = dict(about or {}, model=model, rate=rate, interval_ms=interval_ms, windows=windows,
+               traced=traced)
+    (folder / "run.json").write_text(json.dumps(run, indent=1) + "\n")
+    return folder
+
+
+def measure(node, rates, out, *, repeats: int = 2, cv: float = 0.0, interval_ms: int = 5000,
+            windows: int = 3, traced: int = 1500, seed: int = 0, installation=None) -> list:
+    """Every rate ``repeats`` times on a real server serving ``node`` as a sleeping model
+    (S(k) of ``node.service``, an affine law, times a lognormal factor of cv ``cv``); the runs
+    go to ``out/<rate>-<repeat>/``. Returns their folders.
+
+    Rates are taken in turn within a repeat (all rates, then all again), so that a slow
+    period of the machine touches a rate's repeats apart."""
+    from .server import write_sleeping_model
+
+    rates = [float(r) for r in rates]
+    if not rates or min(rates) <= 0:
+        raise ValueError(f"rates must be positive requests per second, got {rates!r}")
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
+        raise ValueError(f"repeats must be a whole number >= 1, got {repeats!r}")
+    if not 0 <= cv <= 2:
+        raise ValueError(f"cv={cv!r}: the sleep's lognormal jitter cv must lie in [0, 2]")
+    out = Path(out)
+    folders = []
+    with tempfile.TemporaryDirectory(prefix="qmodel-repo-") as repo:
+        write_sleeping_model(repo, MODEL, node, cv=cv, seed=seed)
+        about = {"node": node.describe(), "sleep_cv": cv}
+        for repeat in range(1, repeats + 1):
+            for rate in rates:
+                folder = out / f"{rate:g}-{repeat}"
+                for attempt in range(2):
+                    # a run that fails (perf_analyzer losing its connection, seen once in
+                    # 60 runs here) is tried once more on a fresh server, and says so
+                    try:
+                        folders.append(record_run(
+                            repo, MODEL, rate, folder, interval_ms=interval_ms,
+                            windows=windows, traced=traced, installation=installation,
+                            about=dict(about, repeat=repeat, attempt=attempt + 1)))
+                        break
+                    except RuntimeError:
+                        shutil.rmtree(folder, ignore_errors=True)
+                        if attempt:
+                            raise
+    return folders
+
+
+@dataclass
+class CheckRow:
+    """One run: measured, predicted and simulated quantiles (seconds) by key p50/p95/p99.
+
+    Attributes
+    ----------
+    run : str
+        The run's folder.
+    config : str
+        The run's configuration (its parent folder's name, or the node it served).
+    rate, throughput : float
+        perf_analyzer's offered rate and measured throughput (requests per second).
+    measured : dict
+        perf_analyzer's client-side percentiles.
+    triton : dict
+        Triton's summary quantiles of the request duration (server side, no network).
+    calibrated, simulated, mean_only : dict
+        ``predict`` of the calibrated node at the measured throughput, its simulation, and
+        ``predict`` of the node calibrated from the statistics' mean batch times alone.
+    method : str
+        What answered the calibrated prediction.
+    mean_batch : float
+        Measured inferences per execution.
+    utilization : float
+        The calibrated node's predicted utilization at the measured throughput.
+    overloaded : bool
+        The server could not carry the offered rate: the calibrated node's capacity is below
+        it, or the throughput fell 5% short of it. Such a run measures the backlog of its
+        window, not a steady state, and is left out of the error statistics.
+    """
+
+    run: str
+    config: str
+    rate: float
+    throughput: float
+    measured: dict
+    triton: dict
+    calibrated: dict
+    simulated: dict
+    mean_only: dict
+    method: str
+    mean_batch: float
+    utilization: float = float("nan")
+    overloaded: bool = False
+    repeat: int = 1
+    notes: dict = field(default_factory=dict)
+
+    def error(self, which: str, key: str) -> float:
+        """Relative error of ``which`` ("calibrated", "simulated", "mean_only") against
+        perf_analyzer at ``key``."""
+        return getattr(self, which)[key] / self.measured[key] - 1.0
+
+
+def _quantiles(result) -> dict:
+    if result is None:
+        return dict.fromkeys(LEVELS, math.nan)
+    return {k: float(result.quantile(q)) for k, q in LEVELS.items()}
+
+
+def compare(folder, *, requests: int = 400_000, seed: int = 1) -> list:
+    """Every run under ``folder`` (a folder holding ``run.json``, or the files of
+    tests/data/triton), calibrated, predicted and simulated against what was measured."""
+    from ..checks import UnstableError
+    from ..predict import predict
+    from ..sim import simulate
+    from .calibrate import calibrate
+    from .metrics import read_metrics
+    from .perf_analyzer import read_perf_analyzer
+    from .stats import read_stats
+
+    folder = Path(folder)
+    runs = sorted({p.parent for p in folder.rglob("perf_analyzer.csv")})
+    if not runs:
+        raise ValueError(f"{folder}: no run found (a run folder holds perf_analyzer.csv, "
+                         "config.pbtxt, stats_*.json, metrics_*.txt and trace.json.gz); "
+                         "write some with qmodel triton-check --out DIR")
+    rows = []
+    for run in runs:
+        about = json.loads((run / "run.json").read_text()) if (run / "run.json").exists() \
+            else {}
+        stats = (run / "stats_before.json", run / "stats_after.json")
+        metrics = (run / "metrics_before.txt", run / "metrics_after.txt")
+        pa = run / "perf_analyzer.csv"
+        row, = read_perf_analyzer(pa)
+        node = calibrate(run / "config.pbtxt", stats, trace=run / "trace.json.gz",
+                         perf_analyzer=pa)
+        mean_only = calibrate(run / "config.pbtxt", stats)
+        m = read_metrics(*metrics, model=read_stats(*stats).model)
+        summary = m.quantiles.get("request", {})
+        rate = float(about.get("rate", row.rate or row.throughput))
+        try:
+            pred = predict(node, rate=row.throughput)
+            sim = simulate(node, rate=row.throughput, requests=requests, seed=seed)
+            mean_only_q = _quantiles(predict(mean_only, rate=row.throughput))
+        except UnstableError:
+            # the server carried more than the calibrated node can: a saturated run whose
+            # executions slowed under the load; nothing steady to compare
+            pred = sim = None
+            mean_only_q = dict.fromkeys(LEVELS, math.nan)
+        rows.append(CheckRow(
+            run=str(run.relative_to(folder)) if run != folder else run.name,
+            config=run.parent.name if run != folder else about.get("node", run.name),
+            rate=rate,
+            throughput=row.throughput,
+            measured={k: getattr(row, k) for k in LEVELS},
+            triton={k: summary[q] for k, q in LEVELS.items() if q in summary},
+            calibrated=_quantiles(pred), simulated=_quantiles(sim), mean_only=mean_only_q,
+            method=pred.method if pred is not None else "unstable: throughput above the "
+                                                        "calibrated capacity",
+            mean_batch=m.mean_batch_size,
+            utilization=float(pred.utilization) if pred is not None else math.nan,
+            overloaded=bool(pred is None or row.throughput < 0.95 * rate
+                            or rate >= node.capacity),
+            repeat=int(about.get("repeat", 1)),
+            notes={"service": node.calibration.service,
+                   "overhead": node.calibration.overhead}))
+    return sorted(rows, key=lambda r: (r.config, r.rate, r.repeat))
+
+
+def _spread(rows) -> dict:
+    """(config, rate) -> the relative spread of the measured p99 between its repeats."""
+    groups: dict = {}
+    for r in rows:
+        groups.setdefault((r.config, r.rate), []).append(r.measured["p99"])
+    return {key: (max(v) / min(v) - 1.0 if len(v) > 1 else None) for key, v in groups.items()}
+
+
+def report(rows) -> str:
+    """The comparison as Markdown: one line per run, then the medians and worst errors over
+    runs whose repeats agree within 10% on p99."""
+    spread = _spread(rows)
+    pct = lambda x: "-" if math.isnan(x) else f"{x:+.1%}"          # noqa: E731
+    ms = lambda x: f"{x * 1e3:.2f}"       # noqa: E731
+    lines = ["| config | rate | repeat | batch | measured p50 / p95 / p99 ms | Triton p50 / p99 "
+             "ms | calibrated p50 / p95 / p99 | simulated p99 | mean-only p50 / p99 | repeat "
+             "spread p99 |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        s = spread[(r.config, r.rate)]
+        triton = (" / ".join(ms(r.triton[k]) for k in ("p50", "p99") if k in r.triton)
+                  or "-")
+        lines.append(
+            f"| {r.config} | {r.rate:g} | {r.repeat} | {r.mean_batch:.2f} | "
+            + " / ".join(ms(r.measured[k]) for k in LEVELS) + f" | {triton} | "
+            + " / ".join(pct(r.error("calibrated", k)) for k in LEVELS)
+            + f" | {pct(r.error('simulated', 'p99'))} | "
+            + f"{pct(r.error('mean_only', 'p50'))} / {pct(r.error('mean_only', 'p99'))} | "
+            + ("-" if s is None else f"{s:.1%}") + (" (overloaded)" if r.overloaded else "")
+            + " |")
+    steady = [r for r in rows if not r.overloaded]
+    agreed = [r for r in steady if (spread[(r.config, r.rate)] or 0.0) <= 0.10]
+    if len(steady) < len(rows):
+        lines += ["", f"{len(rows) - len(steady)} run(s) overloaded the server (the offered "
+                      "rate above the calibrated capacity, or the throughput 5% short of it) "
+                      "and are left out below."]
+    lines += ["", f"{len(agreed)} of {len(steady)} steady runs have repeats that agree within "
+                  "10% on p99 (a run without a repeat counts as agreeing)."]
+    if agreed:
+        lines += ["", "| errors over those runs | p50 median / worst | p99 median / worst |",
+                  "|---|---|---|"]
+        for which, label in (("calibrated", "calibrated prediction"),
+                             ("simulated", "calibrated simulation"),
+                             ("mean_only", "mean-only prediction")):
+            cells = []
+            for key in ("p50", "p99"):
+                errs = [r.error(which, key) for r in agreed]
+                worst = max(errs, key=abs)
+                cells.append(f"{statistics.median(abs(e) for e in errs):.1%} / {pct(worst)}")
+            lines.append(f"| {label} | {cells[0]} | {cells[1]} |")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,112 @@
+"""``qmodel triton-check``: qmodel against a real Triton server, or against the files of one.
+
+With the node flags and ``--rates``, it measures (:func:`qmodel.triton.check.measure`: a
+sleeping Python-backend model on a real server on loopback, perf_analyzer's Poisson load)
+into ``--out``; with ``--from DIR`` it reads runs measured before, no server needed. Either
+way it prints the comparison (:func:`qmodel.triton.check.report`) and writes it to
+``<DIR>/report.md`` (or ``--report FILE``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+__all__ = ["add_arguments", "run"]
+
+
+def add_arguments(parser) -> None:
+    from .cli import _count, _duration, _int_list, _service_duration
+
+    g = parser.add_argument_group("read runs measured before")
+    g.add_argument("--from", dest="source", default=None, metavar="DIR",
+                   help="a folder of runs (qmodel triton-check --out, or "
+                        "validation/reports/triton/runs)")
+    g = parser.add_argument_group("or measure: the sleeping model and its batcher")
+    g.add_argument("--service-base", type=_service_duration, default=None, metavar="TIME",
+                   help="S(k) = base + per_item k, slept per batch")
+    g.add_argument("--per-item", type=_service_duration, default=0.0, metavar="TIME")
+    g.add_argument("--sleep-cv", type=float, default=0.0, metavar="CV",
+                   help="lognormal jitter of each sleep (default 0)")
+    g.add_argument("--max-batch-size", type=_count, default=1, metavar="B")
+    g.add_argument("--max-queue-delay", type=_duration, default=0.0, metavar="TIME")
+    g.add_argument("--preferred", type=_int_list, default=(), metavar="K,K")
+    g.add_argument("--instances", type=_count, default=1, metavar="C")
+    g.add_argument("--rates", type=_rates, default=None, metavar="R,R",
+                   help="requests per second, e.g. 200,400")
+    g.add_argument("--repeats", type=_count, default=2, metavar="N")
+    g.add_argument("--interval-ms", type=_count, default=5000, metavar="MS",
+                   help="perf_analyzer's measurement window (three of them per run)")
+    g.add_argument("--out", default=None, metavar="DIR", help="where the runs go")
+    g = parser.add_argument_group("output")
+    g.add_argument("--report", default=None, metavar="FILE",
+                   help="the Markdown report (default <DIR>/report.md)")
+    g.add_argument("--requests", type=_count, default=400_000, metavar="N",
+                   help="requests of each calibrated simulation")
+
+
+def _rates(text: str) -> tuple:
+    import argparse
+
+    try:
+        values = tuple(float(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"rates {text!r}: write requests per second, e.g. "
+                                         "200,400") from None
+    if not values or min(values) <= 0:
+        raise argparse.ArgumentTypeError(f"rates {text!r} must be positive")
+    return values
+
+
+def run(args) -> int:
+    from .cli import _say
+
+    try:
+        if (args.source is None) == (args.rates is None):
+            raise ValueError("give --from DIR (runs measured before) or --rates R,R with the "
+                             "node flags and --out DIR (measure now)")
+        if args.source is not None:
+            folder = Path(args.source)
+        else:
+            folder = _measure(args)
+        from .triton.check import compare, report
+
+        rows = compare(folder, requests=args.requests)
+        path = Path(args.report) if args.report else folder / "report.md"
+        from .plots import plot_triton_check
+
+        figure = plot_triton_check(rows, path.with_suffix(".png"))
+        again = f"qmodel triton-check --from {args.source or args.out}" + (
+            f" --report {args.report}" if args.report else "")
+        text = (f"# qmodel against a real Triton server\n\n{len(rows)} run(s) read from "
+                f"`{args.source or args.out}`; remade by `{again}`. Errors are relative to perf_analyzer's "
+                "client-side percentiles; Triton's are its own summary quantiles of the "
+                "request duration.\n\n" + report(rows)
+                + f"\n![predicted against measured]({figure.name})\n")
+    except RuntimeError as err:          # the server or perf_analyzer failed
+        _say("the server run failed", err)
+        return 3
+    except (ValueError, OSError) as err:
+        _say("error", err)
+        return 2
+    path.write_text(text)
+    print(text + f"\nreport: {path}")
+    return 0
+
+
+def _measure(args) -> Path:
+    from .system import Node, ServiceTime
+    from .triton.check import measure
+
+    if args.out is None or args.service_base is None:
+        raise ValueError("measuring needs --service-base (with --per-item) and --out DIR")
+    node = Node(ServiceTime.affine(args.service_base, args.per_item),
+                max_batch_size=args.max_batch_size, max_queue_delay=args.max_queue_delay,
+                preferred_batch_sizes=args.preferred, instances=args.instances)
+    if not 0 <= args.sleep_cv <= 2:
+        raise ValueError(f"--sleep-cv {args.sleep_cv!r} must lie in [0, 2]")
+    from .triton.server import find_installation
+
+    find_installation()                  # a missing server is said before anything starts
+    measure(node, args.rates, args.out, repeats=args.repeats, cv=args.sleep_cv,
+            interval_ms=args.interval_ms)
+    return Path(args.out)

@@ -1,0 +1,97 @@
+"""qmodel triton-check (issue 25): the comparison re-made from a server's files, and the
+harness against a live server (slow)."""
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+import qmodel as qm
+
+pytest.importorskip("tritonclient.grpc", reason="the [triton] extra is not installed")
+from qmodel.triton.check import compare, report  # noqa: E402
+
+DATA = Path(__file__).parent / "data" / "triton"
+RUN_FILES = ("config.pbtxt", "stats_before.json", "stats_after.json", "metrics_before.txt",
+             "metrics_after.txt", "perf_analyzer.csv", "trace.json.gz")
+
+
+def _runs(tmp_path, repeats=2):
+    """The committed run copied as ``repeats`` repeats of one configuration."""
+    for repeat in range(1, repeats + 1):
+        run = tmp_path / "b8-d2" / f"400-{repeat}"
+        run.mkdir(parents=True)
+        for name in RUN_FILES:
+            shutil.copy(DATA / name, run / name)
+        (run / "run.json").write_text(json.dumps({"rate": 400.0, "repeat": repeat}))
+    return tmp_path
+
+
+def test_compare_reproduces_the_calibrated_errors_of_the_committed_run():
+    row, = compare(DATA, requests=200_000)
+    # issue 22's figures for this run (tests/test_triton_calibrate.py)
+    assert row.error("calibrated", "p50") == pytest.approx(-0.056, abs=0.005)
+    assert row.error("calibrated", "p99") == pytest.approx(-0.169, abs=0.005)
+    assert row.error("mean_only", "p99") == pytest.approx(-0.212, abs=0.005)
+    # the calibrated simulation agrees with the calibrated prediction (the model is checked
+    # against the simulator elsewhere; here they must tell the same story)
+    assert row.simulated["p99"] == pytest.approx(row.calibrated["p99"], rel=0.05)
+    assert set(row.triton) == {"p50", "p95", "p99"} and row.mean_batch > 1
+
+
+def test_report_states_the_repeat_spread_and_the_errors(tmp_path):
+    rows = compare(_runs(tmp_path), requests=200_000)
+    assert [r.repeat for r in rows] == [1, 2] and {r.config for r in rows} == {"b8-d2"}
+    text = report(rows)
+    assert text.count("| b8-d2 | 400 |") == 2 and "| 0.0% |" in text
+    assert "2 of 2 steady runs have repeats that agree within 10% on p99" in text
+    assert "| calibrated prediction | 5.6% / -5.6% | 16.9% / -16.9% |" in text
+
+
+def test_a_run_the_server_could_not_carry_is_marked_and_left_out(tmp_path):
+    folder = _runs(tmp_path, repeats=1)
+    (folder / "b8-d2" / "400-1" / "run.json").write_text(json.dumps({"rate": 2000.0}))
+    row, = compare(folder, requests=100_000)
+    assert row.overloaded                       # 393 req/s carried of 2,000 offered
+    text = report([row])
+    assert "(overloaded)" in text and "0 of 0 steady runs" in text
+    assert "calibrated prediction" not in text
+
+
+def test_qmodel_triton_check_from_a_folder(tmp_path, capsys):
+    from qmodel.cli import main
+
+    folder = _runs(tmp_path, repeats=1)
+    assert main(["triton-check", "--from", str(folder), "--requests", "100000"]) == 0
+    assert "| b8-d2 | 400 | 1 |" in capsys.readouterr().out
+    assert "| config |" in (folder / "report.md").read_text()
+    assert (folder / "report.png").stat().st_size > 0
+    assert main(["triton-check", "--from", str(tmp_path / "none")]) == 2
+    assert "no run found" in capsys.readouterr().err
+    assert main(["triton-check", "--rates", "100"]) == 2
+    assert "needs --service-base" in capsys.readouterr().err
+    assert main(["triton-check"]) == 2
+    assert "give --from DIR" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_the_harness_measures_a_live_server(tmp_path):
+    server = pytest.importorskip("qmodel.triton.server")
+    try:
+        server.find_installation()
+    except RuntimeError as err:
+        pytest.skip(f"no Triton server here: {err}")
+    from qmodel.triton.check import measure
+
+    node = qm.Node(qm.ServiceTime.affine(2e-3, 0.5e-3), max_batch_size=8,
+                   max_queue_delay=2e-3)
+    folders = measure(node, [250], tmp_path / "b8-d2", repeats=1, interval_ms=3000)
+    assert [f.name for f in folders] == ["250-1"]
+    for name in RUN_FILES + ("run.json", "perf_analyzer.txt"):
+        assert (folders[0] / name).is_file(), name
+    row, = compare(tmp_path, requests=200_000)
+    assert row.throughput == pytest.approx(250, rel=0.15) and row.mean_batch > 1
+    # the calibrated model is nearer perf_analyzer's p50 than the mean-only one, as on the
+    # committed run
+    assert abs(row.error("calibrated", "p50")) < abs(row.error("mean_only", "p50")) + 0.02
