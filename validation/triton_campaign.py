@@ -19,7 +19,9 @@ real capacity.
 
 Run (about 20 minutes; nothing else busy on the machine, which the server and perf_analyzer
 share): ``QMODEL_TRITON_DIST=/path/to/dist .venv/bin/python validation/triton_campaign.py``
-(``--configs b8-d0 --rates-only top`` re-measures one configuration's third rate).
+(``--configs b8-d0 --rates-only top`` re-measures one configuration's third rate;
+``--configs b8-d2,b8-d0.5,b8-d0 --pinned`` made the runs with the server on CPU 0 and
+perf_analyzer on CPU 1).
 """
 
 import argparse
@@ -80,15 +82,19 @@ def main(argv=None):
     parser.add_argument("--out", default=str(HERE / "runs"))
     parser.add_argument("--rates-only", choices=["all", "top"], default="all",
                         help="top: only the third rate")
+    parser.add_argument("--pinned", action="store_true",
+                        help="server on CPU 0, perf_analyzer on CPU 1 (taskset); runs go to "
+                             "<config>-pinned")
     args = parser.parse_args(argv)
     start = time.monotonic()
     for name in args.configs.split(","):
         n, cv = CONFIGS[name]
-        folder = Path(args.out) / name
+        folder = Path(args.out) / (name + ("-pinned" if args.pinned else ""))
         todo = rates(name)[2:] if args.rates_only == "top" else rates(name)
         print(f"{name}: {n.describe()}, sleep cv {cv}, rates {todo}", flush=True)
+        pins = dict(server_cpus="0", client_cpus="1") if args.pinned else {}
         measure(n, todo, folder, repeats=args.repeats, cv=cv, interval_ms=args.interval_ms,
-                traced=1000, seed=1)
+                traced=1000, seed=1, **pins)
         print(f"  done at {time.monotonic() - start:.0f} s", flush=True)
 
 

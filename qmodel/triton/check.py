@@ -46,11 +46,14 @@ MODEL = "model"
 
 def record_run(repository, model: str, rate: float, folder, *, interval_ms: int = 5000,
                windows: int = 3, traced: int = 1500, installation=None,
-               about: dict | None = None) -> Path:
+               about: dict | None = None, server_cpus: str | None = None,
+               client_cpus: str | None = None) -> Path:
     """One run: a fresh server on ``repository``, perf_analyzer at ``rate`` over
     ``windows`` windows of ``interval_ms`` (after its own warm-up), the statistics and
     metrics around it and the trace of its first ``traced`` requests, written to ``folder``.
-    The server is stopped also on error."""
+    The server is stopped also on error. ``server_cpus`` and ``client_cpus`` pin the server
+    and perf_analyzer to CPUs (taskset's list, "0" or "1"), so that they do not share a
+    core."""
     from .server import TritonServer, run_perf_analyzer
 
     folder = Path(folder)
@@ -58,11 +61,12 @@ def record_run(repository, model: str, rate: float, folder, *, interval_ms: int 
     with tempfile.TemporaryDirectory(prefix="qmodel-check-") as scratch:
         trace = Path(scratch) / "trace.json"
         with TritonServer(repository, trace_file=trace, trace_count=traced,
-                          installation=installation) as server:
+                          installation=installation, cpus=server_cpus) as server:
             before = server.stats(model), server.metrics()
             server.trace("TIMESTAMPS")
             text = run_perf_analyzer(server, model, rate, folder / "perf_analyzer.csv",
-                                     interval_ms=interval_ms, repeats=windows)
+                                     interval_ms=interval_ms, repeats=windows,
+                                     cpus=client_cpus)
             server.trace("OFF")
             after = server.stats(model), server.metrics()
         # Triton writes the trace as trace.json.0 (.1, ... when it rotates) when it stops
@@ -77,13 +81,14 @@ def record_run(repository, model: str, rate: float, folder, *, interval_ms: int 
     with gzip.open(folder / "trace.json.gz", "wt") as packed:
         json.dump(events, packed, separators=(",", ":"))
     run = dict(about or {}, model=model, rate=rate, interval_ms=interval_ms, windows=windows,
-               traced=traced)
+               traced=traced, server_cpus=server_cpus, client_cpus=client_cpus)
     (folder / "run.json").write_text(json.dumps(run, indent=1) + "\n")
     return folder
 
 
 def measure(node, rates, out, *, repeats: int = 2, cv: float = 0.0, interval_ms: int = 5000,
-            windows: int = 3, traced: int = 1500, seed: int = 0, installation=None) -> list:
+            windows: int = 3, traced: int = 1500, seed: int = 0, installation=None,
+            server_cpus: str | None = None, client_cpus: str | None = None) -> list:
     """Every rate ``repeats`` times on a real server serving ``node`` as a sleeping model
     (S(k) of ``node.service``, an affine law, times a lognormal factor of cv ``cv``); the runs
     go to ``out/<rate>-<repeat>/``. Returns their folders.
@@ -114,7 +119,8 @@ def measure(node, rates, out, *, repeats: int = 2, cv: float = 0.0, interval_ms:
                         folders.append(record_run(
                             repo, MODEL, rate, folder, interval_ms=interval_ms,
                             windows=windows, traced=traced, installation=installation,
-                            about=dict(about, repeat=repeat, attempt=attempt + 1)))
+                            about=dict(about, repeat=repeat, attempt=attempt + 1),
+                            server_cpus=server_cpus, client_cpus=client_cpus))
                         break
                     except RuntimeError:
                         shutil.rmtree(folder, ignore_errors=True)

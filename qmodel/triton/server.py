@@ -119,15 +119,19 @@ class TritonServer:
         Default :func:`find_installation`.
     ready_timeout : float
         Seconds to wait for the models to load.
+    cpus : str, optional
+        CPUs the server (and its Python stubs) may run on, as taskset takes them ("0").
     """
 
     def __init__(self, repository, *, trace_file=None, trace_count: int = -1,
-                 installation: Installation | None = None, ready_timeout: float = 60.0):
+                 installation: Installation | None = None, ready_timeout: float = 60.0,
+                 cpus: str | None = None):
         self.repository = Path(repository)
         self.trace_file = None if trace_file is None else Path(trace_file)
         self.trace_count = trace_count
         self.installation = installation or find_installation()
         self.ready_timeout = ready_timeout
+        self.cpus = cpus
         self.http_port, self.grpc_port, self.metrics_port = free_port(), free_port(), free_port()
         self.process = None
         self._scratch = None
@@ -168,6 +172,8 @@ class TritonServer:
                      "--trace-config", "triton,log-frequency=0", "--trace-config", "rate=1",
                      "--trace-config", "level=OFF",
                      "--trace-config", f"count={self.trace_count}"]
+        if self.cpus is not None:
+            args = ["taskset", "-c", self.cpus, *args]
         env = dict(os.environ, LD_LIBRARY_PATH=_library_path(self.installation.libs),
                    PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
         with open(self.log_path, "wb") as log:
@@ -237,14 +243,16 @@ class TritonServer:
 
 def run_perf_analyzer(server: TritonServer, model: str, rate: float, csv_path, *,
                       shape: str = "x:4", interval_ms: int = 5000, repeats: int = 3,
-                      timeout: float = 300.0) -> str:
+                      timeout: float = 300.0, cpus: str | None = None) -> str:
     """Open-loop Poisson load at ``rate`` requests per second over gRPC; the CSV (-f) goes to
-    ``csv_path``; returns perf_analyzer's printed report."""
+    ``csv_path``; returns perf_analyzer's printed report. ``cpus``: where it may run (taskset)."""
     inst = server.installation
     args = [str(inst.perf_analyzer), "-m", model, "-u", server.grpc_address, "-i", "grpc",
             "--async", "--request-rate-range", f"{rate:g}", "--request-distribution", "poisson",
             "--shape", shape, "--measurement-interval", str(interval_ms), "-r", str(repeats),
             "-s", "50", "-f", str(csv_path)]
+    if cpus is not None:
+        args = ["taskset", "-c", cpus, *args]
     env = dict(os.environ, LD_LIBRARY_PATH=_library_path(inst.root / "lib", inst.libs))
     done = subprocess.run(args, capture_output=True, text=True, env=env, timeout=timeout)
     if done.returncode != 0:
