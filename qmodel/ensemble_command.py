@@ -48,7 +48,6 @@ def stage_services(services, profiles=()) -> dict:
     import argparse
 
     from .cli import _jitter
-    from .profiling import Profile
     from .system import ServiceTime, parse_duration
 
     out = {}
@@ -67,11 +66,21 @@ def stage_services(services, profiles=()) -> dict:
                                         parse_duration(per_item, f"--service {stage} "
                                                                  "per item")
                                         if per_item else 0.0, jitter=law)
-    for item in profiles:
+    for stage, profile in stage_profiles(profiles).items():
+        out[stage] = profile.service(1)
+    return out
+
+
+def stage_profiles(items) -> dict:
+    """{stage: Profile} from ``--profile STAGE=FILE`` values, each file loaded once."""
+    from .profiling import Profile
+
+    out = {}
+    for item in items:
         stage, sep, path = item.partition("=")
         if not sep or not path:
             raise ValueError(f"--profile {item!r}: write STAGE=FILE")
-        out[stage] = Profile.load(path).service(1)
+        out[stage] = Profile.load(path)
     return out
 
 

@@ -81,7 +81,7 @@ def _names(text: str) -> tuple:
 
 def _service(args):
     """(service, stage profiles or None) from the service flags."""
-    from .ensemble_command import stage_services
+    from .ensemble_command import stage_profiles, stage_services
     from .profiling import Profile
     from .system import ServiceTime
     from .triton import read_config
@@ -104,13 +104,10 @@ def _service(args):
     if not hasattr(config, "ensemble"):
         raise ValueError(f"{config.source}: {args.model!r} is not an ensemble; size one model "
                          "with --service-base or --profile")
-    profiles = {}
-    for item in args.profile:
-        stage, sep, path = item.partition("=")
-        if not sep or not path:
-            raise ValueError(f"--profile {item!r}: with --triton-repo write STAGE=FILE")
-        profiles[stage] = Profile.load(path)
-    return config.ensemble(stage_services(args.service, args.profile)), profiles or None
+    profiles = stage_profiles(args.profile)
+    services = stage_services(args.service)
+    services.update({stage: p.service(1) for stage, p in profiles.items()})
+    return config.ensemble(services), profiles or None
 
 
 def expand_spec(argv) -> list:

@@ -55,7 +55,7 @@ from dataclasses import dataclass, field
 from .checks import UnstableError
 from .ensemble import Ensemble
 from .predict import predict
-from .sizing_report import knobs
+from .sizing_report import knobs, unit
 from .system import Cluster, Node, ServiceTime
 
 __all__ = ["size", "Plan", "Candidate", "trusted_quantile", "highest_quantile", "exhaustive",
@@ -196,9 +196,8 @@ class Plan:
         See :func:`size`.
         """
         head = ("feasible" if self.feasible else f"infeasible: {self.reason}; closest")
-        single = isinstance(self.system, (Node, Ensemble))
-        node = self.system if single else self.system.nodes[0]
-        router = "" if single else f", {self.system.router.name}"
+        node = unit(self.system)
+        router = "" if node is self.system else f", {self.system.router.name}"
         if isinstance(node, Ensemble):     # a pod: one line per stage
             edges = ", ".join(f"{a}->{b}" for a, b in sorted(node.edges))
             lines = [f"{head}: {self.nodes} pod(s) x ensemble ({edges}){router}"]

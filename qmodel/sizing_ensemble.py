@@ -11,7 +11,7 @@ import math
 from .ensemble import Ensemble
 from .predict import predict
 from .sizing import (LEVELS, Candidate, Plan, _configurations, _fewest, _pareto, _services,
-                     _simulate, _system, highest_quantile, trusted_quantile)
+                     _simulate, _system, highest_quantile, model_answer, trusted_quantile)
 
 __all__ = ["size_pods"]
 
@@ -54,8 +54,7 @@ def size_pods(ensemble, rate, load, slo, network, failures, counts, gpus_per_nod
                     continue
                 predictions[0] += 1
                 try:
-                    r = predict(node, rate=pod_rate, fallback="raise", extrapolate=True,
-                                budget=budget)
+                    r = model_answer(node, pod_rate, budget)
                 except NotImplementedError:
                     continue
                 ranked.append((trusted_quantile(r, level), -node.capacity, id(node), node))

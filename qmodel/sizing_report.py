@@ -13,8 +13,9 @@
   planned (for Ensemble pods, that of the stage with the longest own tail), and the largest
   batch that stays under the SLO.
 
-The sweeps are the model's answers, not simulations. For Ensemble pods they take the model's
-own answer beyond its measured domain (``extrapolate=True``), and the report says so.
+The sweeps are the model's answers, not simulations, by the rule the search ranks with
+(:func:`qmodel.sizing.model_answer`: also beyond a family's measured domain), as the report
+says.
 """
 
 from __future__ import annotations
@@ -24,10 +25,9 @@ from pathlib import Path
 import numpy as np
 
 from .ensemble import Ensemble
-from .predict import predict
 from .system import Cluster
 
-__all__ = ["write_plan", "rate_sweep", "batch_sweep", "tail", "knobs"]
+__all__ = ["write_plan", "rate_sweep", "batch_sweep", "tail", "knobs", "unit"]
 
 SWEEP = np.linspace(0.3, 1.3, 21)        # rates, as fractions of the sized rate
 
@@ -61,13 +61,14 @@ def knobs(system) -> str:
 
 
 def _answer(system, rate, level):
-    """The model's quantile at ``level`` (seconds), or None where it is unstable or no model
-    covers it (the sweeps do not simulate). Ensemble pods take the model's own answer beyond
-    its measured domain, which the report states."""
-    pods = isinstance(_unit(system), Ensemble)
+    """The quantile at ``level`` (seconds) by the rule the search ranks with
+    (:func:`qmodel.sizing.model_answer`: the model's own answer, also beyond its measured
+    domain, which the report states), or None where it is unstable or no model covers it
+    (the sweeps do not simulate)."""
+    from .sizing import model_answer
+
     try:
-        return float(predict(system, rate=rate, fallback="raise",
-                             extrapolate=pods).quantile(level))
+        return float(model_answer(system, rate).quantile(level))
     except (ValueError, NotImplementedError, ArithmeticError):
         return None
 
@@ -102,7 +103,7 @@ def batch_sweep(plan, sizes=(1, 2, 4, 8, 16, 32, 64, 128)) -> tuple:
     Sizes beyond the largest a measured S(k) holds (a table or samples) are not swept: the
     law there is an extrapolation.
     """
-    node = _unit(plan.system)
+    node = unit(plan.system)
     _, level, target = tail(plan)
     stage = None
     if isinstance(node, Ensemble):
@@ -135,7 +136,7 @@ def _with_batch(plan, node, stage, B):
     return node
 
 
-def _unit(system):
+def unit(system):
     """What a plan repeats: its Node or Ensemble pod (the system itself where it is one)."""
     return system.nodes[0] if isinstance(system, Cluster) else system
 
@@ -238,10 +239,9 @@ def _markdown(plan, figures, batches, config_note, configs) -> str:
         lines += [f"**Batch size.** With every other knob as planned, the largest "
                   f"max_batch_size{where} whose {tail(plan)[0]} stays under the target is "
                   f"{batches[2]}.", ""]
-    if isinstance(_unit(plan.system), Ensemble):
-        lines += ["The sweeps in the figures are the model's own answers, extrapolated where "
-                  "a stage lies beyond the ensemble family's measured domain; the plan itself "
-                  "is checked by simulation.", ""]
+    lines += ["The sweeps in the figures are the model's own answers, extrapolated where a "
+              "system lies beyond its family's measured domain; the plan itself is checked "
+              "by simulation.", ""]
     if figures:
         lines += ["## Figures", ""] + [f"![{p.stem}]({p.name})" for p in figures] + [""]
     if plan.notes or config_note:
