@@ -13,6 +13,9 @@ from pathlib import Path
 
 __all__ = ["add_arguments", "run"]
 
+# --batcher: calibrate(prefetch=...)
+BATCHER = {"auto": None, "prefetch": True, "at-free": False}
+
 
 def add_arguments(parser) -> None:
     from .cli import _count, _duration, _int_list, _service_duration
@@ -42,6 +45,10 @@ def add_arguments(parser) -> None:
                    help="the Markdown report (default <DIR>/report.md)")
     g.add_argument("--requests", type=_count, default=400_000, metavar="N",
                    help="requests of each calibrated simulation")
+    g.add_argument("--batcher", choices=tuple(BATCHER), default="auto",
+                   help="the batching rule of the calibrated nodes: Triton's prefetching "
+                        "measured from the trace, batches formed when an instance frees, or "
+                        "auto (prefetch for one instance with a delay; default)")
 
 
 def _rates(text: str) -> tuple:
@@ -70,13 +77,14 @@ def run(args) -> int:
             folder = _measure(args)
         from .triton.check import compare, report
 
-        rows = compare(folder, requests=args.requests)
+        rows = compare(folder, requests=args.requests, prefetch=BATCHER[args.batcher])
         path = Path(args.report) if args.report else folder / "report.md"
         from .plots import plot_triton_check
 
         figure = plot_triton_check(rows, path.with_suffix(".png"))
         again = f"qmodel triton-check --from {args.source or args.out}" + (
-            f" --report {args.report}" if args.report else "")
+            f" --report {args.report}" if args.report else "") + (
+            f" --batcher {args.batcher}" if args.batcher != "auto" else "")
         text = (f"# qmodel against a real Triton server\n\n{len(rows)} run(s) read from "
                 f"`{args.source or args.out}`; remade by `{again}`. Errors are relative to perf_analyzer's "
                 "client-side percentiles; Triton's are its own summary quantiles of the "
