@@ -2,9 +2,10 @@
 
 :func:`calibrate` reads the knobs from the model's config.pbtxt, the batch execution time of
 each batch size from the statistics API (input + infer + output, the time an instance is
-held) or, with a trace, every traced execution (jitter kept), and the time a request spends
-outside the batcher (:attr:`qmodel.Node.overhead`) from perf_analyzer's per-component means,
-the trace, or the metrics. perf_analyzer's latency percentiles are never used: they are what
+held) or, with a trace, every traced execution (its spread kept, its mean the statistics'),
+plus the pickup gap and Triton's prefetching (:mod:`qmodel.triton.batcher`), and the time a
+request spends outside the batcher (:attr:`qmodel.Node.overhead`) from perf_analyzer's
+per-component means, the trace, or the metrics. perf_analyzer's latency percentiles are never used: they are what
 the calibrated node is compared with. The node's :class:`Calibration` says which source gave
 each quantity.
 """
@@ -159,6 +160,13 @@ def calibrate(config, stats, metrics=None, trace=None, perf_analyzer=None, *,
         if not samples:
             raise ValueError(f"the trace has fewer than {MIN_EXECUTIONS} executions of every "
                              f"batch size: trace more requests")
+        # the trace holds the run's first requests only; the statistics cover all of it, so
+        # each size's traced executions keep their spread but take the statistics' mean
+        whole = s.batch_time()
+        scaled = sorted(k for k in samples if s.executions.get(k, 0) >= MIN_EXECUTIONS)
+        for k in scaled:
+            factor = whole[k] / float(np.mean(samples[k]))
+            samples[k] = [x * factor for x in samples[k]]
         table, filled = _fill(samples, {k: len(v) for k, v in samples.items()},
                               cfg.max_batch_size, samples=True)
         # the instance is held from freeing until it starts its next batch, too
@@ -170,6 +178,9 @@ def calibrate(config, stats, metrics=None, trace=None, perf_analyzer=None, *,
                         f"{MIN_EXECUTIONS} each"
                         + (f" (the first {cold} left out: each instance's first execution is "
                            f"a cold start)" if cold else "")
+                        + (f", sizes {scaled} scaled to the statistics API's mean over the "
+                           f"whole run (the trace holds its first requests only)"
+                           if scaled else "")
                         + f"{_filled_note(filled)}, each plus the mean "
                         f"pickup gap {gap * 1e3:.3f} ms (an instance's next batch waiting, "
                         f"from its freeing to that batch's start)")
