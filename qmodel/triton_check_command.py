@@ -28,6 +28,11 @@ def add_arguments(parser) -> None:
     g.add_argument("--service-base", type=_service_duration, default=None, metavar="TIME",
                    help="S(k) = base + per_item k, slept per batch")
     g.add_argument("--per-item", type=_service_duration, default=0.0, metavar="TIME")
+    g.add_argument("--workload", default=None, metavar="NAME",
+                   help="compute this NumPy profiling workload per batch (e.g. item-tower) "
+                        "instead of sleeping: the service law is then measured")
+    g.add_argument("--blas-threads", type=_count, default=1, metavar="N",
+                   help="BLAS threads of the workload (default 1)")
     g.add_argument("--sleep-cv", type=float, default=0.0, metavar="CV",
                    help="lognormal jitter of each sleep (default 0)")
     g.add_argument("--max-batch-size", type=_count, default=1, metavar="B")
@@ -105,9 +110,13 @@ def _measure(args) -> Path:
     from .system import Node, ServiceTime
     from .triton.check import measure
 
-    if args.out is None or args.service_base is None:
-        raise ValueError("measuring needs --service-base (with --per-item) and --out DIR")
-    node = Node(ServiceTime.affine(args.service_base, args.per_item),
+    if args.out is None or (args.service_base is None) == (args.workload is None):
+        raise ValueError("measuring needs --out DIR and either --service-base (with "
+                         "--per-item) for the sleeping model or --workload NAME")
+    # with a workload the server's executions are the service law: S(k) here is not used
+    service = (ServiceTime.affine(args.service_base, args.per_item) if args.workload is None
+               else ServiceTime.affine(1e-3))
+    node = Node(service,
                 max_batch_size=args.max_batch_size, max_queue_delay=args.max_queue_delay,
                 preferred_batch_sizes=args.preferred, instances=args.instances)
     if not 0 <= args.sleep_cv <= 2:
@@ -116,5 +125,6 @@ def _measure(args) -> Path:
 
     find_installation()                  # a missing server is said before anything starts
     measure(node, args.rates, args.out, repeats=args.repeats, cv=args.sleep_cv,
-            interval_ms=args.interval_ms)
+            interval_ms=args.interval_ms, workload=args.workload,
+            blas_threads=args.blas_threads)
     return Path(args.out)

@@ -31,12 +31,12 @@ def _runs(tmp_path, repeats=2):
 def test_compare_reproduces_the_calibrated_errors_of_the_committed_run():
     row, = compare(DATA, requests=200_000)
     # the committed run (issue 22, held out of the campaign): Triton's prefetching batcher,
-    # 37 of 213 late requests joined, brings p50/p99 within 1% (measured: -0.1%, -0.5%)
+    # 37 of 213 late requests joined, brings p50/p99 within 2% (measured: -0.5%, -1.2%)
     assert row.prefetch == pytest.approx(37 / 213)
     assert abs(row.error("calibrated", "p50")) < 0.03
     assert abs(row.error("calibrated", "p99")) < 0.05
     assert row.error("mean_only", "p99") == pytest.approx(-0.212, abs=0.005)
-    # batches formed when an instance frees instead: p99 15% low (the prediction is
+    # batches formed when an instance frees instead: p99 15% low (-15.4%; the prediction is
     # analytic there, so the figure is exact)
     at_free, = compare(DATA, requests=200_000, prefetch=False)
     assert at_free.prefetch is None
@@ -82,7 +82,7 @@ def test_qmodel_triton_check_from_a_folder(tmp_path, capsys):
     assert main(["triton-check", "--from", str(tmp_path / "none")]) == 2
     assert "no run found" in capsys.readouterr().err
     assert main(["triton-check", "--rates", "100"]) == 2
-    assert "needs --service-base" in capsys.readouterr().err
+    assert "either --service-base" in capsys.readouterr().err
     assert main(["triton-check"]) == 2
     assert "give --from DIR" in capsys.readouterr().err
 
@@ -107,3 +107,47 @@ def test_the_harness_measures_a_live_server(tmp_path):
     # the calibrated model is nearer perf_analyzer's p50 than the mean-only one, as on the
     # committed run
     assert abs(row.error("calibrated", "p50")) < abs(row.error("mean_only", "p50")) + 0.02
+
+
+def test_the_workload_model_computes_a_profiling_workload(tmp_path):
+    from qmodel.triton.server import write_workload_model
+
+    node = qm.Node(qm.ServiceTime.affine(1e-3), max_batch_size=4, max_queue_delay=5e-4)
+    folder = write_workload_model(tmp_path, "m", node, "item-tower", blas_threads=1)
+    config = (folder / "config.pbtxt").read_text()
+    assert "max_batch_size: 4" in config and "max_queue_delay_microseconds: 500" in config
+    model = (folder / "1" / "model.py").read_text()
+    assert "'item-tower'" in model and "WORKLOADS[WORKLOAD](k, rng)" in model
+    compile(model, "model.py", "exec")          # a valid Python file
+    with pytest.raises(ValueError, match="workload 'resnet' is unknown"):
+        write_workload_model(tmp_path, "m", node, "resnet")
+    with pytest.raises(ValueError, match="blas_threads"):
+        write_workload_model(tmp_path, "m", node, "item-tower", blas_threads=0)
+
+
+def test_triton_check_takes_a_workload_or_a_sleep_not_both(capsys):
+    from qmodel.cli import main
+
+    assert main(["triton-check", "--rates", "100", "--out", "x", "--service-base", "2ms",
+                 "--workload", "item-tower"]) == 2
+    assert "either --service-base" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_the_harness_serves_a_numpy_workload(tmp_path):
+    server = pytest.importorskip("qmodel.triton.server")
+    try:
+        server.find_installation()
+    except RuntimeError as err:
+        pytest.skip(f"no Triton server here: {err}")
+    from qmodel.triton.check import measure
+
+    knobs = qm.Node(qm.ServiceTime.affine(1e-3), max_batch_size=8, max_queue_delay=5e-4)
+    folder, = measure(knobs, [200], tmp_path / "item-tower", repeats=1, interval_ms=3000,
+                      workload="item-tower")
+    assert json.loads((folder / "run.json").read_text())["workload"] == "item-tower"
+    row, = compare(tmp_path, requests=200_000)
+    assert row.throughput == pytest.approx(200, rel=0.15)
+    # the server's own executions are the service law, not the knobs' placeholder S(k)
+    assert "traced executions" in row.notes["service"]
+    assert abs(row.error("calibrated", "p50")) < abs(row.error("mean_only", "p50")) + 0.05

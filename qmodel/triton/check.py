@@ -1,8 +1,8 @@
 """Predicted against measured on a real Triton server (``qmodel triton-check``).
 
 :func:`measure` runs a real Triton 2.51 server on loopback (:mod:`qmodel.triton.server`)
-serving a Python-backend model that sleeps the node's S(k) (with optional lognormal jitter)
-behind the node's batching knobs, drives it with perf_analyzer's open-loop Poisson load at
+serving a Python-backend model that sleeps the node's S(k) (with optional lognormal jitter),
+or computes one of qmodel's NumPy profiling workloads, behind the node's batching knobs, drives it with perf_analyzer's open-loop Poisson load at
 each rate, ``repeats`` times, and keeps each run's raw files in a folder of its own:
 
 - ``run.json``: what was run (the node, the rate, the repeat, perf_analyzer's settings);
@@ -72,9 +72,11 @@ def record_run(repository, model: str, rate: float, folder, *, interval_ms: int 
                                      cpus=client_cpus)
             server.trace("OFF")
             after = server.stats(model), server.metrics()
-        # Triton writes the trace as trace.json.0 (.1, ... when it rotates) when it stops
+        # Triton writes the trace as trace.json.0 (.1, ... when it rotates) when it stops,
+        # or as trace.json where the traced count was not reached
         events = []
-        for part in sorted(Path(scratch).glob("trace.json*"), key=lambda p: int(p.suffix[1:])):
+        parts = Path(scratch).glob("trace.json*")
+        for part in sorted(parts, key=lambda p: -1 if p.suffix == ".json" else int(p.suffix[1:])):
             events += json.loads(part.read_text())
     for name, (stats, metrics) in (("before", before), ("after", after)):
         (folder / f"stats_{name}.json").write_text(json.dumps(stats, indent=1) + "\n")
@@ -91,14 +93,19 @@ def record_run(repository, model: str, rate: float, folder, *, interval_ms: int 
 
 def measure(node, rates, out, *, repeats: int = 2, cv: float = 0.0, interval_ms: int = 5000,
             windows: int = 3, traced: int = 1500, seed: int = 0, installation=None,
-            server_cpus: str | None = None, client_cpus: str | None = None) -> list:
+            server_cpus: str | None = None, client_cpus: str | None = None,
+            workload: str | None = None, blas_threads: int = 1) -> list:
     """Every rate ``repeats`` times on a real server serving ``node`` as a sleeping model
     (S(k) of ``node.service``, an affine law, times a lognormal factor of cv ``cv``); the runs
     go to ``out/<rate>-<repeat>/``. Returns their folders.
 
+    With ``workload`` (a name in :data:`qmodel.profiling.WORKLOADS`) the model computes that
+    NumPy workload per batch instead (``blas_threads`` BLAS threads), so the service law is
+    the server's own, measured, not imposed; ``node`` then gives the batching knobs only.
+
     Rates are taken in turn within a repeat (all rates, then all again), so that a slow
     period of the machine touches a rate's repeats apart."""
-    from .server import write_sleeping_model
+    from .server import write_sleeping_model, write_workload_model
 
     rates = [float(r) for r in rates]
     if not rates or min(rates) <= 0:
@@ -110,8 +117,14 @@ def measure(node, rates, out, *, repeats: int = 2, cv: float = 0.0, interval_ms:
     out = Path(out)
     folders = []
     with tempfile.TemporaryDirectory(prefix="qmodel-repo-") as repo:
-        write_sleeping_model(repo, MODEL, node, cv=cv, seed=seed)
-        about = {"node": node.describe(), "sleep_cv": cv}
+        if workload is None:
+            write_sleeping_model(repo, MODEL, node, cv=cv, seed=seed)
+            about = {"node": node.describe(), "sleep_cv": cv}
+        else:
+            write_workload_model(repo, MODEL, node, workload, seed=seed,
+                                 blas_threads=blas_threads)
+            knobs = node.describe().split(", S(k)=")[0] + ")"
+            about = {"node": knobs, "workload": workload, "blas_threads": blas_threads}
         for repeat in range(1, repeats + 1):
             for rate in rates:
                 folder = out / f"{rate:g}-{repeat}"
@@ -317,6 +330,8 @@ def report(rows) -> str:
         lines += ["", f"{len(within)} of those {len(agreed)} runs have the calibrated "
                       f"prediction within {TARGET['p50']:.0%} on p50 and {TARGET['p99']:.0%} "
                       f"on p99."]
+    if not steady:
+        return "\n".join(lines) + "\n"
     lines += ["", "Median |error| over all steady runs, by the calibrated node's utilization:",
               "", "| utilization | runs | calibrated p50 | calibrated p99 | simulated p99 | "
                   "mean-only p99 |", "|---|---|---|---|---|---|"]
