@@ -35,10 +35,13 @@ def add_arguments(parser) -> None:
                    help="BLAS threads of the workload (default 1)")
     g.add_argument("--sleep-cv", type=float, default=0.0, metavar="CV",
                    help="lognormal jitter of each sleep (default 0)")
-    g.add_argument("--max-batch-size", type=_count, default=1, metavar="B")
-    g.add_argument("--max-queue-delay", type=_duration, default=0.0, metavar="TIME")
-    g.add_argument("--preferred", type=_int_list, default=(), metavar="K,K")
-    g.add_argument("--instances", type=_count, default=1, metavar="C")
+    g.add_argument("--config", default=None, metavar="FILE",
+                   help="take the batching knobs from this config.pbtxt instead of the four "
+                        "flags below")
+    g.add_argument("--max-batch-size", type=_count, default=None, metavar="B")
+    g.add_argument("--max-queue-delay", type=_duration, default=None, metavar="TIME")
+    g.add_argument("--preferred", type=_int_list, default=None, metavar="K,K")
+    g.add_argument("--instances", type=_count, default=None, metavar="C")
     g.add_argument("--rates", type=_rates, default=None, metavar="R,R",
                    help="requests per second, e.g. 200,400")
     g.add_argument("--repeats", type=_count, default=2, metavar="N")
@@ -116,9 +119,19 @@ def _measure(args) -> Path:
     # with a workload the server's executions are the service law: S(k) here is not used
     service = (ServiceTime.affine(args.service_base, args.per_item) if args.workload is None
                else ServiceTime.affine(1e-3))
-    node = Node(service,
-                max_batch_size=args.max_batch_size, max_queue_delay=args.max_queue_delay,
-                preferred_batch_sizes=args.preferred, instances=args.instances)
+    knobs = dict(max_batch_size=args.max_batch_size, max_queue_delay=args.max_queue_delay,
+                 preferred_batch_sizes=args.preferred, instances=args.instances)
+    given = [f"--{k.replace('_', '-')}".replace("preferred-batch-sizes", "preferred")
+             for k, v in knobs.items() if v is not None]
+    if args.config is not None:
+        if given:
+            raise ValueError(f"--config {args.config} gives the batching knobs: drop "
+                             f"{', '.join(given)}")
+        from .triton.config import read_config
+
+        node = read_config(Path(args.config)).node(service)
+    else:
+        node = Node(service, **{k: v for k, v in knobs.items() if v is not None})
     if not 0 <= args.sleep_cv <= 2:
         raise ValueError(f"--sleep-cv {args.sleep_cv!r} must lie in [0, 2]")
     from .triton.server import find_installation

@@ -151,3 +151,37 @@ def test_the_harness_serves_a_numpy_workload(tmp_path):
     # the server's own executions are the service law, not the knobs' placeholder S(k)
     assert "traced executions" in row.notes["service"]
     assert abs(row.error("calibrated", "p50")) < abs(row.error("mean_only", "p50")) + 0.05
+
+
+def test_triton_check_takes_the_knobs_from_a_config_pbtxt(tmp_path, monkeypatch, capsys):
+    from qmodel.cli import main
+    import qmodel.triton.check as check
+    import qmodel.triton.server as server
+
+    seen = {}
+
+    def measure(node, rates, out, **kw):          # what the harness was asked to run
+        seen.update(node=node, rates=rates, workload=kw["workload"])
+        return []
+
+    def compare(*args, **kw):
+        raise ValueError("no runs (measure was replaced)")
+
+    monkeypatch.setattr(server, "find_installation", lambda: None)
+    monkeypatch.setattr(check, "measure", measure)
+    monkeypatch.setattr(check, "compare", compare)
+    config = tmp_path / "config.pbtxt"
+    config.write_text('name: "m"\nbackend: "python"\nmax_batch_size: 8\ndynamic_batching {\n'
+                      '  max_queue_delay_microseconds: 500\n  preferred_batch_size: [4]\n}\n'
+                      'instance_group [{ count: 2 kind: KIND_CPU }]\n')
+    assert main(["triton-check", "--rates", "100", "--out", str(tmp_path / "runs"),
+                 "--workload", "item-tower", "--config", str(config)]) == 2
+    node = seen["node"]
+    assert (node.max_batch_size, node.max_queue_delay, node.preferred_batch_sizes,
+            node.instances) == (8, 5e-4, (4,), 2)
+    assert seen["workload"] == "item-tower" and seen["rates"] == (100.0,)
+    assert "no runs (measure was replaced)" in capsys.readouterr().err
+    assert main(["triton-check", "--rates", "100", "--out", str(tmp_path / "runs"),
+                 "--service-base", "2ms", "--config", str(config),
+                 "--instances", "3"]) == 2
+    assert "drop --instances" in capsys.readouterr().err
