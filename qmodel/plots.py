@@ -285,7 +285,8 @@ def plot_triton_check(rows, path) -> Path:
             if len(runs) > 1:
                 left.plot([r.measured[key] * 1e3 for r in runs],
                           [r.calibrated[key] * 1e3 for r in runs], color="grey", lw=0.6)
-    top = max(max(r.measured["p99"], r.calibrated["p99"]) for r in rows) * 1e3 * 1.05
+    top = max((max(r.measured["p99"], r.calibrated["p99"]) for r in rows), default=0.01) \
+        * 1e3 * 1.05
     left.plot([0, top], [0, top], color="black", lw=0.8, linestyle=":", label="equal")
     left.set_xlabel("measured by perf_analyzer (ms)")
     left.set_ylabel("predicted (ms)")

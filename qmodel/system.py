@@ -56,6 +56,16 @@ class Node:
         Seconds every request spends outside the batcher (network, serialisation, the
         server's request handling): added to each sojourn by ``predict`` and ``simulate``; it
         holds no instance. :func:`qmodel.triton.calibrate` measures it; default 0.
+    prefetch : float, optional
+        Triton's prefetching batcher, its default where the queue policy sets no
+        ``max_queue_size`` and no timeouts. None (default): a batch is formed when an instance
+        frees, by the decision in docs/triton-semantics.md. A probability p in [0, 1]: with a
+        delay, a batch is formed as soon as its delay runs out or it reaches the largest
+        preferred size, even while every instance is busy, and then waits for an instance;
+        with probability p it takes in the requests that queued meanwhile (a race between
+        Triton's batcher and instance threads), otherwise it leaves as formed.
+        :func:`qmodel.triton.calibrate` measures p from a trace. No model covers it:
+        ``predict`` simulates, and only the look-ahead engine runs it.
     calibration : qmodel.triton.Calibration, optional
         Where a calibrated node's numbers come from (set by :func:`qmodel.triton.calibrate`;
         not part of the node's identity).
@@ -74,6 +84,7 @@ class Node:
     instances: int = 1
     max_queue_size: int = 0
     overhead: float = 0.0
+    prefetch: float | None = None
     calibration: object = field(default=None, compare=False, repr=False)
 
     def __post_init__(self):
@@ -96,6 +107,16 @@ class Node:
                                         maximum=MOST_QUEUED))
         object.__setattr__(self, "overhead",
                            positive_duration(self.overhead, "Node.overhead", allow_zero=True))
+        if self.prefetch is not None:
+            p = self.prefetch
+            if isinstance(p, bool) or not isinstance(p, numbers.Real) or not 0 <= p <= 1:
+                raise ValueError(f"Node.prefetch={shown(p)}: give the probability in [0, 1] "
+                                 f"that a batch formed ahead takes in later requests, or None "
+                                 f"for a batch formed when an instance frees")
+            if self.max_queue_size:
+                raise ValueError("Node.prefetch needs max_queue_size=0: Triton turns "
+                                 "prefetching off when the queue policy limits the queue")
+            object.__setattr__(self, "prefetch", float(p))
         prefs = self.preferred_batch_sizes
         if isinstance(prefs, numbers.Integral):
             prefs = (prefs,)
@@ -165,6 +186,8 @@ class Node:
             parts.append(f"max_queue_size={self.max_queue_size}")
         if self.overhead:
             parts.append(f"overhead={self.overhead * 1e3:g}ms")
+        if self.prefetch is not None:
+            parts.append(f"prefetch={self.prefetch:.2f}")
         return "Node(" + ", ".join(parts) + ")"
 
 

@@ -13,6 +13,9 @@ from pathlib import Path
 
 __all__ = ["add_arguments", "run"]
 
+# --batcher: calibrate(prefetch=...)
+BATCHER = {"auto": None, "prefetch": True, "at-free": False}
+
 
 def add_arguments(parser) -> None:
     from .cli import _count, _duration, _int_list, _service_duration
@@ -25,12 +28,20 @@ def add_arguments(parser) -> None:
     g.add_argument("--service-base", type=_service_duration, default=None, metavar="TIME",
                    help="S(k) = base + per_item k, slept per batch")
     g.add_argument("--per-item", type=_service_duration, default=0.0, metavar="TIME")
+    g.add_argument("--workload", default=None, metavar="NAME",
+                   help="compute this NumPy profiling workload per batch (e.g. item-tower) "
+                        "instead of sleeping: the service law is then measured")
+    g.add_argument("--blas-threads", type=_count, default=1, metavar="N",
+                   help="BLAS threads of the workload (default 1)")
     g.add_argument("--sleep-cv", type=float, default=0.0, metavar="CV",
                    help="lognormal jitter of each sleep (default 0)")
-    g.add_argument("--max-batch-size", type=_count, default=1, metavar="B")
-    g.add_argument("--max-queue-delay", type=_duration, default=0.0, metavar="TIME")
-    g.add_argument("--preferred", type=_int_list, default=(), metavar="K,K")
-    g.add_argument("--instances", type=_count, default=1, metavar="C")
+    g.add_argument("--config", default=None, metavar="FILE",
+                   help="take the batching knobs from this config.pbtxt instead of the four "
+                        "flags below")
+    g.add_argument("--max-batch-size", type=_count, default=None, metavar="B")
+    g.add_argument("--max-queue-delay", type=_duration, default=None, metavar="TIME")
+    g.add_argument("--preferred", type=_int_list, default=None, metavar="K,K")
+    g.add_argument("--instances", type=_count, default=None, metavar="C")
     g.add_argument("--rates", type=_rates, default=None, metavar="R,R",
                    help="requests per second, e.g. 200,400")
     g.add_argument("--repeats", type=_count, default=2, metavar="N")
@@ -42,6 +53,10 @@ def add_arguments(parser) -> None:
                    help="the Markdown report (default <DIR>/report.md)")
     g.add_argument("--requests", type=_count, default=400_000, metavar="N",
                    help="requests of each calibrated simulation")
+    g.add_argument("--batcher", choices=tuple(BATCHER), default="auto",
+                   help="the batching rule of the calibrated nodes: Triton's prefetching "
+                        "measured from the trace, batches formed when an instance frees, or "
+                        "auto (prefetch for one instance with a delay; default)")
 
 
 def _rates(text: str) -> tuple:
@@ -70,13 +85,14 @@ def run(args) -> int:
             folder = _measure(args)
         from .triton.check import compare, report
 
-        rows = compare(folder, requests=args.requests)
+        rows = compare(folder, requests=args.requests, prefetch=BATCHER[args.batcher])
         path = Path(args.report) if args.report else folder / "report.md"
         from .plots import plot_triton_check
 
         figure = plot_triton_check(rows, path.with_suffix(".png"))
         again = f"qmodel triton-check --from {args.source or args.out}" + (
-            f" --report {args.report}" if args.report else "")
+            f" --report {args.report}" if args.report else "") + (
+            f" --batcher {args.batcher}" if args.batcher != "auto" else "")
         text = (f"# qmodel against a real Triton server\n\n{len(rows)} run(s) read from "
                 f"`{args.source or args.out}`; remade by `{again}`. Errors are relative to perf_analyzer's "
                 "client-side percentiles; Triton's are its own summary quantiles of the "
@@ -97,16 +113,31 @@ def _measure(args) -> Path:
     from .system import Node, ServiceTime
     from .triton.check import measure
 
-    if args.out is None or args.service_base is None:
-        raise ValueError("measuring needs --service-base (with --per-item) and --out DIR")
-    node = Node(ServiceTime.affine(args.service_base, args.per_item),
-                max_batch_size=args.max_batch_size, max_queue_delay=args.max_queue_delay,
-                preferred_batch_sizes=args.preferred, instances=args.instances)
+    if args.out is None or (args.service_base is None) == (args.workload is None):
+        raise ValueError("measuring needs --out DIR and either --service-base (with "
+                         "--per-item) for the sleeping model or --workload NAME")
+    # with a workload the server's executions are the service law: S(k) here is not used
+    service = (ServiceTime.affine(args.service_base, args.per_item) if args.workload is None
+               else ServiceTime.affine(1e-3))
+    knobs = dict(max_batch_size=args.max_batch_size, max_queue_delay=args.max_queue_delay,
+                 preferred_batch_sizes=args.preferred, instances=args.instances)
+    given = [f"--{k.replace('_', '-')}".replace("preferred-batch-sizes", "preferred")
+             for k, v in knobs.items() if v is not None]
+    if args.config is not None:
+        if given:
+            raise ValueError(f"--config {args.config} gives the batching knobs: drop "
+                             f"{', '.join(given)}")
+        from .triton.config import read_config
+
+        node = read_config(Path(args.config)).node(service)
+    else:
+        node = Node(service, **{k: v for k, v in knobs.items() if v is not None})
     if not 0 <= args.sleep_cv <= 2:
         raise ValueError(f"--sleep-cv {args.sleep_cv!r} must lie in [0, 2]")
     from .triton.server import find_installation
 
     find_installation()                  # a missing server is said before anything starts
     measure(node, args.rates, args.out, repeats=args.repeats, cv=args.sleep_cv,
-            interval_ms=args.interval_ms)
+            interval_ms=args.interval_ms, workload=args.workload,
+            blas_threads=args.blas_threads)
     return Path(args.out)

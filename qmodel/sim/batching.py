@@ -14,9 +14,9 @@ Both functions are elementwise over arrays (one entry per lane or per node of a 
 with NumPy and CuPy alike. Missing requests are represented by +inf arrival times, which makes
 the dispatch time +inf: the engines use that for empty queues and finished lanes.
 
-Simplification, stated: Triton's default "prefetch" mode pre-forms up to 2c batches while all
-instances are busy; this module models the batch as formed when an instance frees (see
-docs/triton-semantics.md, "What qmodel simplifies").
+Triton's prefetching batcher (``Node.prefetch``) forms a batch with the same decision, counted
+from when the batcher may open a batch instead of from a free instance; the look-ahead engine
+does that (docs/triton-semantics.md, "Prefetch").
 """
 
 from __future__ import annotations

@@ -150,6 +150,10 @@ def run_events(bk, types, router, times, assign=None, progress=None):
     is -1 too); ``pair``, ``start``, ``service``, ``size``, one entry per executed batch, in the
     order they were dispatched (chronological within each node); ``nodes``.
     """
+    if types.any_prefetch:
+        raise ValueError("Node.prefetch runs on the look-ahead engine only: one node, or a "
+                         "static router (random, round_robin) with unlimited queues; set "
+                         "prefetch=None to simulate this cluster")
     xp = bk.xp
     replicas, n = times.shape
     # Each step reads one arrival per replica: keep arrivals, routes and pre-drawn assignments

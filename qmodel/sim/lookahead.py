@@ -6,6 +6,12 @@ whole future arrival stream of a lane is known, and each step forms the next bat
 the dispatch time and size follow from the earliest free instance and the next B arrivals
 (:mod:`qmodel.sim.batching`). A step costs O(log B) gathers per lane however many requests the
 batch holds, which is what makes this engine fast.
+
+Triton's prefetching batcher (``Node.prefetch``, lanes with a delay) keeps one more time per
+lane, when the batcher may open its next batch: the previous batch's pickup, or its forming
+where it left full. A batch is formed at the batching rule's time counted from then instead of
+from a free instance, and starts when an instance frees; with probability ``prefetch`` it then
+takes in the requests queued by its start, up to the largest preferred size.
 """
 
 from __future__ import annotations
@@ -73,6 +79,24 @@ def run_lookahead(bk, types, times, counts, lane_type, progress=None):
 
     pref_le = None if types.preferred_is_max else (lambda q: preferred[pref_base + q])
     kind = 0 if len(types.kinds) == 1 else lane_type
+    prefetch = types.prefetch[lane_type] if types.any_prefetch else None
+    largest = types.largest_preferred[lane_type]
+    t_open = xp.zeros(lanes)
+
+    def pending(seen, base, a0, when):
+        """q = #{j < B : arrival[head + j] <= when}: arrivals are sorted, so a binary search
+        for the flat index of the last one, starting just before the head."""
+        before = base - 1
+        last = before
+        for i, step in enumerate(probes):
+            cand = last + step
+            value = _at(seen, flat, base, step - 1) if i == 0 else flat[cand]
+            ok = value <= when
+            if not uniform_limit:
+                ok &= cand - before <= limit
+            last = xp.where(ok, cand, last)
+        # A finished lane sees only +inf padding, which "arrives" at when = +inf: count none.
+        return xp.where(a0 < xp.inf, last - before, 0)
 
     while True:
         for _ in range(CHECK_EVERY):
@@ -87,21 +111,24 @@ def run_lookahead(bk, types, times, counts, lane_type, progress=None):
             seen = {0: flat[base]}
             a0 = seen[0]
             a_pmin = _at(seen, flat, base, pmin - 1) if scalar_pmin else flat[base + pmin - 1]
-            when = dispatch_time(xp, t_free, a0, a_pmin, delay)
-            # q = #{j < B : arrival[head + j] <= when}; arrivals are sorted, so binary search
-            # for the flat index of the last one, starting just before the head.
-            before = base - 1
-            last = before
-            for i, step in enumerate(probes):
-                cand = last + step
-                value = _at(seen, flat, base, step - 1) if i == 0 else flat[cand]
-                ok = value <= when
-                if not uniform_limit:
-                    ok &= cand - before <= limit
-                last = xp.where(ok, cand, last)
-            # A finished lane sees only +inf padding, which "arrives" at when = +inf: count none.
-            q = xp.where(a0 < xp.inf, last - before, 0)
-            k = batch_size(xp, when, q, a0, delay, pmin, pref_le)
+            if prefetch is None:
+                when = dispatch_time(xp, t_free, a0, a_pmin, delay)
+                q = pending(seen, base, a0, when)
+                k = batch_size(xp, when, q, a0, delay, pmin, pref_le)
+            else:
+                formed = dispatch_time(xp, xp.where(prefetch < 0, t_free, t_open), a0, a_pmin,
+                                       delay)
+                k = batch_size(xp, formed, pending(seen, base, a0, formed), a0, delay, pmin,
+                               pref_le)
+                when = xp.maximum(formed, t_free)
+                late = (when > formed) & (k < largest) & (bk.rng.random(lanes) < prefetch)
+                grown = xp.minimum(pending(seen, base, a0, when), largest)
+                if pref_le is not None:     # a preferred size grows only to a larger one
+                    grown = xp.where(pref_le(k) == k, pref_le(grown), grown)
+                k = xp.where(late, xp.maximum(k, grown), k)
+                # the batcher opens its next batch once this one is picked up, or at once
+                # where this one left full
+                t_open = xp.where(k >= largest, formed, when)
             s = sampler.sample(kind, k)
             if single:
                 free[:, 0] = when + s

@@ -2,9 +2,10 @@
 
 :func:`calibrate` reads the knobs from the model's config.pbtxt, the batch execution time of
 each batch size from the statistics API (input + infer + output, the time an instance is
-held) or, with a trace, every traced execution (jitter kept), and the time a request spends
-outside the batcher (:attr:`qmodel.Node.overhead`) from perf_analyzer's per-component means,
-the trace, or the metrics. perf_analyzer's latency percentiles are never used: they are what
+held) or, with a trace, every traced execution (its spread kept, its mean the statistics'),
+plus the pickup gap and Triton's prefetching (:mod:`qmodel.triton.batcher`), and the time a
+request spends outside the batcher (:attr:`qmodel.Node.overhead`) from perf_analyzer's
+per-component means, the trace, or the metrics. perf_analyzer's latency percentiles are never used: they are what
 the calibrated node is compared with. The node's :class:`Calibration` says which source gave
 each quantity.
 """
@@ -23,6 +24,7 @@ from .config import TritonConfig, read_config
 from .metrics import read_metrics
 from .perf_analyzer import read_perf_analyzer
 from .stats import read_stats
+from .batcher import MIN_LATE, pickup_gap, prefetch_join
 from .trace import TritonTrace, read_trace
 
 __all__ = ["Calibration", "calibrate", "MIN_EXECUTIONS"]
@@ -39,10 +41,11 @@ class Calibration:
     service: str
     jitter: str
     overhead: str
+    batcher: str = "batches formed when an instance frees (no trace to say otherwise)"
 
     def lines(self) -> list[str]:
         return [f"{name}: {getattr(self, name)}" for name in ("knobs", "service", "jitter",
-                                                              "overhead")]
+                                                              "overhead", "batcher")]
 
 
 def _fill(measured: dict, counts: dict, B: int, samples: bool) -> tuple[dict, list]:
@@ -100,7 +103,7 @@ def _summary_jitter(executions: dict, infer: dict, quantiles: dict) -> float:
 
 
 def calibrate(config, stats, metrics=None, trace=None, perf_analyzer=None, *,
-              gpus: int | None = None) -> Node:
+              gpus: int | None = None, prefetch: bool | None = None) -> Node:
     """The Node a Triton server's reports describe.
 
     Parameters
@@ -122,6 +125,13 @@ def calibrate(config, stats, metrics=None, trace=None, perf_analyzer=None, *,
         over its rows) are the time outside the batcher.
     gpus : int, optional
         GPUs the server sees (for instance groups that list none).
+    prefetch : bool, optional
+        Whether to model Triton's prefetching batcher (``Node.prefetch``, measured from the
+        trace by :func:`qmodel.triton.batcher.prefetch_join`). None (default): wherever
+        Triton prefetches (a delay, and a queue policy with no limit, timeout or priorities)
+        and the trace shows enough requests queued behind batches formed ahead. True: the
+        same, and an error where it cannot be measured; False: batches formed when an
+        instance frees.
 
     Returns
     -------
@@ -143,16 +153,37 @@ def calibrate(config, stats, metrics=None, trace=None, perf_analyzer=None, *,
     rows = read_perf_analyzer(perf_analyzer) if perf_analyzer is not None else None
 
     if t is not None:
-        samples = {k: v for k, v in t.samples().items() if len(v) >= MIN_EXECUTIONS}
+        # each instance's first execution on a fresh server is a cold start (10-19 times the
+        # median here); the trace's first batch is dropped already, the others' are here
+        cold = cfg.instances - 1
+        samples = {k: v for k, v in t.samples(skip=cold).items() if len(v) >= MIN_EXECUTIONS}
         if not samples:
             raise ValueError(f"the trace has fewer than {MIN_EXECUTIONS} executions of every "
                              f"batch size: trace more requests")
+        # the trace holds the run's first requests only; the statistics cover all of it, so
+        # each size's traced executions keep their spread but take the statistics' mean
+        whole = s.batch_time()
+        scaled = sorted(k for k in samples if s.executions.get(k, 0) >= MIN_EXECUTIONS)
+        for k in scaled:
+            factor = whole[k] / float(np.mean(samples[k]))
+            samples[k] = [x * factor for x in samples[k]]
         table, filled = _fill(samples, {k: len(v) for k, v in samples.items()},
                               cfg.max_batch_size, samples=True)
+        # the instance is held from freeing until it starts its next batch, too
+        gap = pickup_gap(t, cfg.max_queue_delay)
+        table = {k: [x + gap for x in v] for k, v in table.items()}
         service = ServiceTime.empirical(table)
         service_note = (f"{sum(len(v) for v in samples.values())} traced executions (start "
                         f"to end of compute) of batch sizes {sorted(samples)}, at least "
-                        f"{MIN_EXECUTIONS} each{_filled_note(filled)}")
+                        f"{MIN_EXECUTIONS} each"
+                        + (f" (the first {cold} left out: each instance's first execution is "
+                           f"a cold start)" if cold else "")
+                        + (f", sizes {scaled} scaled to the statistics API's mean over the "
+                           f"whole run (the trace holds its first requests only)"
+                           if scaled else "")
+                        + f"{_filled_note(filled)}, each plus the mean "
+                        f"pickup gap {gap * 1e3:.3f} ms (an instance's next batch waiting, "
+                        f"from its freeing to that batch's start)")
         jitter_note = ("the traced executions, drawn independently (their correlation in "
                        "time is not modelled)")
     else:
@@ -198,8 +229,48 @@ def calibrate(config, stats, metrics=None, trace=None, perf_analyzer=None, *,
         overhead = 0.0
         overhead_note = "unknown (no perf_analyzer file, trace or metrics): taken as 0"
 
+    chance, batcher_note = _prefetch(cfg, t, prefetch)
     calibration = Calibration(
         knobs=f"{cfg.source} ({cfg.name or 'unnamed'}): max_batch_size {cfg.max_batch_size}, "
               f"delay {cfg.max_queue_delay * 1e3:g} ms, {cfg.instances} instance(s)",
-        service=service_note, jitter=jitter_note, overhead=overhead_note)
-    return replace(cfg.node(service), overhead=overhead, calibration=calibration)
+        service=service_note, jitter=jitter_note, overhead=overhead_note,
+        batcher=batcher_note)
+    return replace(cfg.node(service), overhead=overhead, prefetch=chance,
+                   calibration=calibration)
+
+
+def _prefetch(cfg: TritonConfig, t: TritonTrace | None, wanted: bool | None):
+    """(Node.prefetch, the sentence saying where it comes from)."""
+    if wanted is not None and not isinstance(wanted, bool):
+        raise ValueError(f"calibrate(prefetch={wanted!r}): give True, False or None (auto)")
+    if wanted is False:
+        return None, "batches formed when an instance frees (prefetch=False)"
+    reasons = []
+    if cfg.max_queue_delay == 0:
+        reasons.append("no delay, so Triton's batcher takes in every arrival until an "
+                       "instance picks the batch up")
+    db = cfg.message.dynamic_batching if cfg.message is not None else None
+    if cfg.max_queue_size or (db is not None and (
+            db.priority_levels > 1 or db.default_queue_policy.default_timeout_microseconds
+            or db.default_queue_policy.allow_timeout_override)):
+        reasons.append("the queue policy sets a limit, a timeout or priorities, which turns "
+                       "Triton's prefetching off")
+    if t is None:
+        reasons.append("no trace to measure prefetching from")
+    if not reasons:
+        gap = pickup_gap(t, cfg.max_queue_delay)
+        largest = max(cfg.preferred_batch_sizes or (cfg.max_batch_size,))
+        fraction, joined, late = prefetch_join(t, cfg.max_queue_delay, largest, lag=gap)
+        if late < MIN_LATE:
+            reasons.append(f"only {late} request(s) queued behind a batch formed ahead "
+                           f"(fewer than {MIN_LATE})")
+        else:
+            return fraction, (f"Triton's prefetching batcher: a batch is formed when its "
+                              f"delay runs out, even while every instance is busy; "
+                              f"{joined} of the {late} traced requests queued after that "
+                              f"and before an instance freed joined it, so prefetch = "
+                              f"{fraction:.2f}")
+    if wanted:
+        raise ValueError("calibrate(prefetch=True) cannot measure prefetching: "
+                         + "; ".join(reasons))
+    return None, "batches formed when an instance frees: " + "; ".join(reasons)

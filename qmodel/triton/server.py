@@ -28,7 +28,7 @@ from .http import fetch
 
 __all__ = ["Installation", "find_installation", "TritonServer", "run_perf_analyzer",
            "write_sleeping_ensemble",
-           "free_port", "write_sleeping_model"]
+           "free_port", "write_sleeping_model", "write_workload_model"]
 
 # Where the unpacked wheels lie: nvidia-pytriton's pytriton/tritonserver and
 # nvidia_pytriton.libs, and bin/perf_analyzer with lib/ (libb64.so.0d, libcudart.so.12)
@@ -263,6 +263,24 @@ def run_perf_analyzer(server: TritonServer, model: str, rate: float, csv_path, *
 
 # The Python-backend model of write_sleeping_model: one execute() call per batch, which sleeps
 # S(k) = base + per_item k (times a lognormal factor of mean 1 where cv > 0)
+# The answer both served models give: per request, the sum of its inputs' features.
+RESPOND = """
+    def respond(self, requests):
+        responses = []
+        for request in requests:
+            xs = [pb_utils.get_input_tensor_by_name(request, name).as_numpy()
+                  for name in INPUTS]
+            y = np.zeros((xs[0].shape[0], 1), dtype=np.float32)
+            for x in xs:
+                y += x.sum(axis=1, keepdims=True, dtype=np.float32)
+            # pb_utils.Tensor(name, array) sends an empty tensor under NumPy 2 (the stub is
+            # built against NumPy 1: "output tensor shape does not match size of output");
+            # DLPack hands the buffer over intact
+            out = pb_utils.Tensor.from_dlpack(OUTPUT, y)
+            responses.append(pb_utils.InferenceResponse([out]))
+        return responses
+"""
+
 SLEEPING_MODEL = """\
 import math
 import time
@@ -285,20 +303,39 @@ class TritonPythonModel:
         if CV > 0:
             seconds *= math.exp(SIGMA * self.rng.standard_normal() - SIGMA * SIGMA / 2)
         time.sleep(seconds)
-        responses = []
-        for request in requests:
-            xs = [pb_utils.get_input_tensor_by_name(request, name).as_numpy()
-                  for name in INPUTS]
-            y = np.zeros((xs[0].shape[0], 1), dtype=np.float32)
-            for x in xs:
-                y += x.sum(axis=1, keepdims=True, dtype=np.float32)
-            # pb_utils.Tensor(name, array) sends an empty tensor under NumPy 2 (the stub is
-            # built against NumPy 1: "output tensor shape does not match size of output");
-            # DLPack hands the buffer over intact
-            out = pb_utils.Tensor.from_dlpack(OUTPUT, y)
-            responses.append(pb_utils.InferenceResponse([out]))
-        return responses
-"""
+        return self.respond(requests)
+""" + RESPOND
+
+# A model that computes one of qmodel's profiling workloads per batch. The stub's embedded
+# interpreter ignores PYTHONPATH, so the caller's import path is appended (after the stub's
+# own, whose NumPy the stub was built with) for qmodel and threadpoolctl. Each batch size's
+# call is built once, with the workload's own inputs, so a batch of k costs what
+# ``qmodel profile`` measures for k.
+WORKLOAD_MODEL = """\
+import sys
+
+sys.path += [p for p in {paths!r} if p not in sys.path]
+
+import numpy as np  # noqa: E402
+import triton_python_backend_utils as pb_utils  # noqa: E402
+from threadpoolctl import threadpool_limits  # noqa: E402
+
+from qmodel.profiling import WORKLOADS  # noqa: E402
+
+WORKLOAD, LARGEST, SEED, BLAS_THREADS = {workload!r}, {largest!r}, {seed!r}, {blas_threads!r}
+INPUTS, OUTPUT = {inputs!r}, {output!r}
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        self.limit = threadpool_limits(limits=BLAS_THREADS, user_api="blas")
+        rng = np.random.default_rng(SEED)
+        self.calls = [None] + [WORKLOADS[WORKLOAD](k, rng) for k in range(1, LARGEST + 1)]
+
+    def execute(self, requests):
+        self.calls[len(requests)]()
+        return self.respond(requests)
+""" + RESPOND
 
 
 def write_sleeping_model(repository, name: str, node, *, cv: float = 0.0, seed: int = 0):
@@ -317,6 +354,32 @@ def write_sleeping_model(repository, name: str, node, *, cv: float = 0.0, seed: 
         node, name, kind="KIND_CPU", inputs=[("x", "TYPE_FP32", [4])],
         outputs=[("y", "TYPE_FP32", [1])]))
     _write_sleeper(folder, service, ["x"], "y", cv, seed)
+    return folder
+
+
+def write_workload_model(repository, name: str, node, workload: str, *, seed: int = 0,
+                         blas_threads: int = 1):
+    """A Python-backend model in ``repository/name`` with ``node``'s batching knobs (CPU
+    instances) that computes qmodel's profiling workload ``workload`` (a name in
+    :data:`qmodel.profiling.WORKLOADS`) per batch, with ``blas_threads`` BLAS threads;
+    ``node.service`` is not used: the server's executions are the service law. Input "x" (4
+    floats), output "y"."""
+    from ..profiling import WORKLOADS
+    from .config import write_config
+
+    if workload not in WORKLOADS:
+        raise ValueError(f"workload {workload!r} is unknown; use one of {sorted(WORKLOADS)}")
+    if isinstance(blas_threads, bool) or not isinstance(blas_threads, int) or blas_threads < 1:
+        raise ValueError(f"blas_threads must be a whole number >= 1, got {blas_threads!r}")
+    folder = Path(repository) / name
+    (folder / "1").mkdir(parents=True, exist_ok=True)
+    (folder / "config.pbtxt").write_text(write_config(
+        node, name, kind="KIND_CPU", inputs=[("x", "TYPE_FP32", [4])],
+        outputs=[("y", "TYPE_FP32", [1])]))
+    (folder / "1" / "model.py").write_text(WORKLOAD_MODEL.format(
+        workload=workload, largest=int(node.max_batch_size), seed=int(seed),
+        blas_threads=int(blas_threads), inputs=["x"], output="y",
+        paths=[str(Path(p).resolve()) for p in sys.path if p]))
     return folder
 
 

@@ -29,6 +29,8 @@ Examples
 ([1, 2, 1], [0.002, 0.0026, 0.0021])
 >>> t.samples()
 {1: [0.002, 0.0021], 2: [0.0026]}
+>>> t.samples(skip=1)                # without the first batch
+{1: [0.0021], 2: [0.0026]}
 >>> t.outside.round(6).tolist()
 [5e-05, 5e-05, 5e-05, 5e-05]
 """
@@ -63,6 +65,11 @@ class TritonTrace:
         Each request's queue wait (QUEUE_START to COMPUTE_START), seconds.
     outside : ndarray
         Each request's time in the server outside queue and execution, seconds.
+    queued : ndarray
+        Each request's QUEUE_START, seconds from the first batch's COMPUTE_START, in the
+        order of ``waits``.
+    batch : ndarray of int
+        Each request's batch (an index into ``starts``), in the order of ``waits``.
     dropped : int
         Batches left out at the edges of the traced window (see :func:`read_trace`).
     """
@@ -73,13 +80,16 @@ class TritonTrace:
     executions: np.ndarray
     waits: np.ndarray
     outside: np.ndarray
+    queued: np.ndarray
+    batch: np.ndarray
     dropped: int
 
-    def samples(self) -> dict:
+    def samples(self, skip: int = 0) -> dict:
         """Execution times by batch size, in execution order: ``ServiceTime.empirical``'s
-        input."""
-        return {int(k): self.executions[self.sizes == k].round(12).tolist()
-                for k in np.unique(self.sizes)}
+        input. ``skip`` leaves out the first batches (an instance's first execution on a
+        fresh server is a cold start)."""
+        sizes, executions = self.sizes[skip:], self.executions[skip:]
+        return {int(k): executions[sizes == k].round(12).tolist() for k in np.unique(sizes)}
 
 
 def _events(source) -> tuple[list, str]:
@@ -155,4 +165,6 @@ def read_trace(source, model: str | None = None, *, edges: bool = True) -> Trito
         waits=np.array([(s["COMPUTE_START"] - s["QUEUE_START"]) / 1e9 for s in kept]),
         outside=np.array([(span(s) - (s["COMPUTE_END"] - s["QUEUE_START"])) / 1e9
                           for s in kept]),
+        queued=np.array([(s["QUEUE_START"] - first) / 1e9 for s in kept]),
+        batch=np.repeat(np.arange(len(order)), [len(batches[key]) for key in order]),
         dropped=dropped)

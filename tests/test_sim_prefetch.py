@@ -1,0 +1,125 @@
+"""Triton's prefetching batcher (``Node.prefetch``) on hand-made traces.
+
+Times are in milliseconds in the comments; service is deterministic, so with prefetch 0 or 1
+every number is exact. The rule: docs/triton-semantics.md, "Prefetch".
+"""
+
+import numpy as np
+import pytest
+
+import qmodel as qm
+
+ms = 1e-3
+
+
+def node(base=5.0, **kw):
+    return qm.Node(qm.ServiceTime.affine(base * ms), **kw)
+
+
+def run(system, times_ms, seed=0):
+    return qm.replay(system, np.asarray(times_ms, dtype=float) * ms, seed=seed)
+
+
+def test_a_batch_formed_while_the_instance_runs_leaves_as_formed():
+    # B=8, D=2, S=5. Batch 1 = {0, 1} forms at 2 and runs 2-7. Batch 2 opens at that pickup
+    # (2); its oldest queued at 2.5, so it forms at 4.5 with {2.5, 3, 4} and waits for the
+    # instance (7). The request of 6.5 came after the forming: it waits for batch 3, formed at
+    # 8.5 (its own delay), started at 12 when the instance frees.
+    t = [0, 1, 2.5, 3, 4, 6.5]
+    frozen = run(node(max_batch_size=8, max_queue_delay=2 * ms, prefetch=0.0), t)
+    assert frozen.batch_size.tolist() == [2, 3, 1]
+    assert frozen.batch_start == pytest.approx([2 * ms, 7 * ms, 12 * ms], abs=1e-12)
+    assert frozen.sojourn[-1] == pytest.approx(10.5 * ms, abs=1e-12)
+    # prefetch 1: batch 2 takes in the request of 6.5 before it starts, as when the batch is
+    # formed at the instance's freeing
+    joined = run(node(max_batch_size=8, max_queue_delay=2 * ms, prefetch=1.0), t)
+    assert joined.batch_size.tolist() == [2, 4]
+    at_free = run(node(max_batch_size=8, max_queue_delay=2 * ms), t)
+    assert joined.sojourn == pytest.approx(at_free.sojourn, abs=1e-12)
+
+
+def test_a_full_batch_lets_the_batcher_open_the_next_at_once():
+    # B=2, D=2, S=5. {0} forms at 2 and runs 2-7. {3, 3.1} is full at 3.1: the batcher opens
+    # the next batch then, not at its pickup (7). So {3.5} forms at 5.5, its delay, and the
+    # request of 6 misses it; were the next batch opened at the pickup (7), both would go.
+    t = [0, 3, 3.1, 3.5, 6]
+    r = run(node(max_batch_size=2, max_queue_delay=2 * ms, prefetch=0.0), t)
+    assert r.batch_size.tolist() == [1, 2, 1, 1]
+    assert r.batch_start == pytest.approx([2 * ms, 7 * ms, 12 * ms, 17 * ms], abs=1e-12)
+
+
+@pytest.mark.parametrize("late, sizes", [([4, 4.1, 4.2, 5], [1, 8]),
+                                         ([4, 4.1, 4.2], [1, 4, 3])])
+def test_a_preferred_batch_grows_only_to_a_larger_preferred_size(late, sizes):
+    # B=16, P={4, 8}, D=2, S=5. {0} runs 2-7. Four requests from 3 to 3.3 reach the
+    # preferred 4 at 3.3: that batch forms then and waits for the instance (7). By 7 it
+    # grows to 8 when four more queued; with three it stays at 4 (7 is no preferred size).
+    t = [0, 3, 3.1, 3.2, 3.3] + late
+    r = run(node(max_batch_size=16, max_queue_delay=2 * ms, preferred_batch_sizes=(4, 8),
+                 prefetch=1.0), t)
+    assert r.batch_size.tolist() == sizes
+
+
+def test_prefetch_one_is_the_rule_at_the_instance_freeing_for_one_instance():
+    arrivals = np.cumsum(np.random.default_rng(3).exponential(1 / 600, 5000))
+    kw = dict(max_batch_size=8, max_queue_delay=2 * ms)
+    service = qm.ServiceTime.affine(2 * ms, 0.5 * ms)
+    a = qm.replay(qm.Node(service, prefetch=1.0, **kw), arrivals, seed=1)
+    b = qm.replay(qm.Node(service, **kw), arrivals, seed=1)
+    assert a.batch_size.tolist() == b.batch_size.tolist()
+    assert a.sojourn == pytest.approx(b.sojourn, abs=1e-12)
+
+
+def test_without_a_delay_prefetch_changes_nothing():
+    # Triton's batcher wakes on every arrival when there is no delay: the batch it prefetched
+    # keeps growing until an instance takes it, which is the rule at the freeing.
+    arrivals = np.cumsum(np.random.default_rng(4).exponential(1 / 900, 3000))
+    service = qm.ServiceTime.affine(2 * ms, 0.5 * ms)
+    a = qm.replay(qm.Node(service, max_batch_size=8, prefetch=0.0), arrivals)
+    b = qm.replay(qm.Node(service, max_batch_size=8), arrivals)
+    assert a.sojourn == pytest.approx(b.sojourn, abs=1e-12)
+
+
+def test_batches_grow_with_the_join_probability():
+    # Poisson load on one instance, the same arrivals: the more often a batch formed ahead
+    # takes in later requests, the larger the batches.
+    arrivals = np.cumsum(np.random.default_rng(5).exponential(1 / 700, 60000))
+    service = qm.ServiceTime.affine(2 * ms, 0.5 * ms)
+    grown = {}
+    for p in (0.0, 0.3, 1.0):
+        r = qm.replay(qm.Node(service, max_batch_size=8, max_queue_delay=2 * ms, prefetch=p),
+                      arrivals, seed=7)
+        grown[p] = r.batch_size.mean()
+    assert grown[0.0] < grown[0.3] < grown[1.0]
+
+
+def test_prefetch_lengthens_the_tail_and_predict_simulates_it():
+    service = qm.ServiceTime.affine(2 * ms, 0.5 * ms)
+    plain = qm.Node(service, max_batch_size=8, max_queue_delay=2 * ms)
+    prefetching = qm.Node(service, max_batch_size=8, max_queue_delay=2 * ms, prefetch=0.3)
+    model = qm.predict(plain, rate=600)
+    fallback = qm.predict(prefetching, rate=600)
+    assert fallback.accuracy.is_fallback
+    assert "prefetching batcher" in fallback.accuracy.fallback_reason
+    with pytest.raises(NotImplementedError, match="prefetching batcher"):
+        qm.predict(prefetching, rate=600, fallback="raise")
+    # batches formed ahead and left as formed keep later requests waiting longer
+    assert fallback.quantile(0.99) > 1.05 * model.quantile(0.99)
+
+
+def test_prefetch_is_checked_where_it_is_described():
+    service = qm.ServiceTime.affine(2 * ms)
+    for bad in (-0.1, 1.5, True, "half"):
+        with pytest.raises(ValueError, match="Node.prefetch"):
+            qm.Node(service, max_batch_size=8, max_queue_delay=2 * ms, prefetch=bad)
+    with pytest.raises(ValueError, match="max_queue_size=0"):
+        qm.Node(service, max_batch_size=8, max_queue_delay=2 * ms, prefetch=0.5,
+                max_queue_size=10)
+    assert "prefetch=0.50" in qm.Node(service, max_queue_delay=2 * ms, prefetch=0.5).describe()
+
+
+def test_the_event_engine_refuses_prefetching_nodes():
+    n = node(max_batch_size=8, max_queue_delay=2 * ms, prefetch=0.5)
+    cluster = qm.Cluster([n, n], router="least_outstanding")
+    with pytest.raises(ValueError, match="look-ahead engine only"):
+        qm.simulate(cluster, rate=100, requests=2000, seed=1)
