@@ -58,7 +58,12 @@ def test_report_states_the_repeat_spread_and_the_errors(tmp_path):
             f"{e99:+.1%} |") in text
     assert "2 of those 2 runs have the calibrated prediction within 10% on p50" in text
     band = next(label for low, high, label in BANDS if low <= rows[0].utilization < high)
-    assert f"| {band} | 2 |" in text
+    assert f"| {band} | 2 |" in text and "The others" not in text
+    # a run off the target is listed with its errors and utilization
+    rows[1].calibrated = {k: 1.3 * v for k, v in rows[1].measured.items()}
+    text = report(rows)
+    assert "1 of those 2 runs have the calibrated prediction within 10%" in text
+    assert f"| b8-d2 | 400 | 2 | +30.0% | +30.0% | {rows[1].utilization:.3f} |" in text
 
 
 def test_a_run_the_server_could_not_carry_is_marked_and_left_out(tmp_path):

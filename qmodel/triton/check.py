@@ -330,6 +330,17 @@ def report(rows) -> str:
         lines += ["", f"{len(within)} of those {len(agreed)} runs have the calibrated "
                       f"prediction within {TARGET['p50']:.0%} on p50 and {TARGET['p99']:.0%} "
                       f"on p99."]
+        missed = [r for r in agreed if r not in within]
+        if missed:
+            lines += ["", "The others, with the calibrated node's utilization at the measured "
+                          "rate (docs/triton-server.md says what is known of why):", "",
+                      "| config | rate | repeat | calibrated p50 | calibrated p99 | "
+                      "utilization | prefetch |", "|---|---|---|---|---|---|---|"]
+            lines += [f"| {r.config} | {r.rate:g} | {r.repeat} | "
+                      f"{pct(r.error('calibrated', 'p50'))} | "
+                      f"{pct(r.error('calibrated', 'p99'))} | {r.utilization:.3f} | "
+                      + ("-" if r.prefetch is None else f"{r.prefetch:.2f}") + " |"
+                      for r in missed]
     if not steady:
         return "\n".join(lines) + "\n"
     lines += ["", "Median |error| over all steady runs, by the calibrated node's utilization:",
