@@ -195,7 +195,7 @@ def test_profile_writes_the_profile_and_its_plot_and_predict_uses_it(tmp_path, c
     assert sorted(Profile.load(out).samples[2]) == [1, 2, 3, 8]
     for command in (["predict"], ["simulate", "--requests", "40000"]):
         assert main([*command, "--profile", str(out), "--max-batch-size", "8",
-                     "--profile-concurrency", "2", "--rate", "1000"]) == 0
+                     "--profile-concurrency", "2", "--rate", "300"]) == 0
         assert "empirical" in capsys.readouterr().out
 
 
