@@ -47,6 +47,9 @@ def add_arguments(parser) -> None:
     g.add_argument("--repeats", type=_count, default=2, metavar="N")
     g.add_argument("--interval-ms", type=_count, default=5000, metavar="MS",
                    help="perf_analyzer's measurement window (three of them per run)")
+    g.add_argument("--traced", type=_count, default=1500, metavar="N",
+                   help="requests traced from the start of each run (default 1500); near "
+                        "capacity trace the whole run (e.g. 40000, about 2 MB gzipped)")
     g.add_argument("--out", default=None, metavar="DIR", help="where the runs go")
     g = parser.add_argument_group("output")
     g.add_argument("--report", default=None, metavar="FILE",
@@ -139,5 +142,5 @@ def _measure(args) -> Path:
     find_installation()                  # a missing server is said before anything starts
     measure(node, args.rates, args.out, repeats=args.repeats, cv=args.sleep_cv,
             interval_ms=args.interval_ms, workload=args.workload,
-            blas_threads=args.blas_threads)
+            blas_threads=args.blas_threads, traced=args.traced)
     return Path(args.out)

@@ -166,7 +166,7 @@ def test_triton_check_takes_the_knobs_from_a_config_pbtxt(tmp_path, monkeypatch,
     seen = {}
 
     def measure(node, rates, out, **kw):          # what the harness was asked to run
-        seen.update(node=node, rates=rates, workload=kw["workload"])
+        seen.update(node=node, rates=rates, workload=kw["workload"], traced=kw["traced"])
         return []
 
     def compare(*args, **kw):
@@ -180,11 +180,13 @@ def test_triton_check_takes_the_knobs_from_a_config_pbtxt(tmp_path, monkeypatch,
                       '  max_queue_delay_microseconds: 500\n  preferred_batch_size: [4]\n}\n'
                       'instance_group [{ count: 2 kind: KIND_CPU }]\n')
     assert main(["triton-check", "--rates", "100", "--out", str(tmp_path / "runs"),
-                 "--workload", "item-tower", "--config", str(config)]) == 2
+                 "--workload", "item-tower", "--config", str(config),
+                 "--traced", "40000"]) == 2
     node = seen["node"]
     assert (node.max_batch_size, node.max_queue_delay, node.preferred_batch_sizes,
             node.instances) == (8, 5e-4, (4,), 2)
     assert seen["workload"] == "item-tower" and seen["rates"] == (100.0,)
+    assert seen["traced"] == 40000
     assert "no runs (measure was replaced)" in capsys.readouterr().err
     assert main(["triton-check", "--rates", "100", "--out", str(tmp_path / "runs"),
                  "--service-base", "2ms", "--config", str(config),
