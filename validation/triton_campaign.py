@@ -27,8 +27,8 @@ below the Python backend's own 0.55 ms: it would measure the backend, not the wo
 
 One more run, ``runs-fulltrace/b8-d0.5-i2/1370-1``, traced the whole run (``traced=40000``,
 6,353 batches) to see whether the trace's length explains the low p99 near capacity; it was
-made with ``measure(node("b8-d0.5-i2" knobs), [1370], ..., repeats=1, traced=40000, seed=1)``
-and is reported apart (``qmodel triton-check --from validation/reports/triton/runs-fulltrace``).
+made with ``measure(CONFIGS["b8-d0.5-i2"][0], [1370], HERE / "runs-fulltrace" / "b8-d0.5-i2",
+repeats=1, traced=40000, seed=1)`` and is reported apart (``qmodel triton-check --from validation/reports/triton/runs-fulltrace``).
 
 Run (about 25 minutes; nothing else busy on the machine, which the server and perf_analyzer
 share): ``QMODEL_TRITON_DIST=/path/to/dist .venv/bin/python validation/triton_campaign.py``
