@@ -20,7 +20,7 @@ real capacity.
 The NumPy workload. ``item-tower-b8-d0.5`` serves the case study's item tower (qmodel's
 ``item-tower`` profiling workload, 22 MB of weights, one BLAS thread) instead of a sleep, so
 its service law is the server's own: measured on the server at 600 req/s, batches of 1, 2
-and 8 took 2.3, 4.7 and 6.8 ms (a batch of 2 costs twice a batch of 1: BLAS's
+and 8 took 2.2-2.4, 4.5-4.8 and 6.7-6.8 ms (a batch of 2 costs twice a batch of 1: BLAS's
 matrix-vector path). Its rates, 300, 600 and 850 req/s, are about 25%, 50% and 75% of the 1,170
 req/s that batches of 8 carry. (``two-tower``, the 64-256-128 towers, takes 15-60 us per batch,
 below the Python backend's own 0.55 ms: it would measure the backend, not the workload.)
