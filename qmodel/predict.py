@@ -257,7 +257,7 @@ def _outside_measured_domain(system, process, result: Latency) -> str | None:
 def _model(system, process, resolution: int) -> Latency:
     """The analytic answer, or NotImplementedError saying why there is none."""
     nodes = [system] if isinstance(system, Node) else system.nodes
-    if any(n.prefetch is not None and n.max_queue_delay > 0 for n in nodes):
+    if any(n.prefetches for n in nodes):
         raise NotImplementedError("no model covers Triton's prefetching batcher "
                                   "(Node.prefetch with a delay)")
     trace_note = None

@@ -177,9 +177,19 @@ class Node:
         k = self.saturated_batch_size
         return self.instances * k / float(self.service.mean(k))
 
-    def describe(self) -> str:
+    @property
+    def prefetches(self) -> bool:
+        """Whether Triton's prefetching batcher changes this node: ``prefetch`` is set and
+        there is a delay (without one the batch grows with every arrival until an instance
+        takes it, which is the rule at the instance's freeing)."""
+        return self.prefetch is not None and self.max_queue_delay > 0
+
+    def describe(self, service: bool = True) -> str:
+        """One line naming the node's knobs; ``service=False`` leaves S(k) out."""
         parts = [f"B={self.max_batch_size}", f"delay={self.max_queue_delay * 1e3:g}ms",
-                 f"instances={self.instances}", f"S(k)={self.service.describe()}"]
+                 f"instances={self.instances}"]
+        if service:
+            parts.append(f"S(k)={self.service.describe()}")
         if self.preferred_batch_sizes:
             parts.insert(2, f"preferred={list(self.preferred_batch_sizes)}")
         if self.max_queue_size:

@@ -115,7 +115,9 @@ def test_prefetch_is_checked_where_it_is_described():
     with pytest.raises(ValueError, match="max_queue_size=0"):
         qm.Node(service, max_batch_size=8, max_queue_delay=2 * ms, prefetch=0.5,
                 max_queue_size=10)
-    assert "prefetch=0.50" in qm.Node(service, max_queue_delay=2 * ms, prefetch=0.5).describe()
+    n = qm.Node(service, max_queue_delay=2 * ms, prefetch=0.5)
+    assert "prefetch=0.50" in n.describe() and "S(k)" not in n.describe(service=False)
+    assert n.prefetches and not qm.Node(service, prefetch=0.5).prefetches   # no delay
 
 
 def test_the_event_engine_refuses_prefetching_nodes():

@@ -17,6 +17,16 @@ RUN_FILES = ("config.pbtxt", "stats_before.json", "stats_after.json", "metrics_b
              "metrics_after.txt", "perf_analyzer.csv", "trace.json.gz")
 
 
+@pytest.fixture
+def triton_installed():
+    """Skip, saying why, where no Triton server can be found."""
+    server = pytest.importorskip("qmodel.triton.server")
+    try:
+        server.find_installation()
+    except RuntimeError as err:
+        pytest.skip(f"no Triton server here: {err}")
+
+
 def _runs(tmp_path, repeats=2):
     """The committed run copied as ``repeats`` repeats of one configuration."""
     for repeat in range(1, repeats + 1):
@@ -93,12 +103,7 @@ def test_qmodel_triton_check_from_a_folder(tmp_path, capsys):
 
 
 @pytest.mark.slow
-def test_the_harness_measures_a_live_server(tmp_path):
-    server = pytest.importorskip("qmodel.triton.server")
-    try:
-        server.find_installation()
-    except RuntimeError as err:
-        pytest.skip(f"no Triton server here: {err}")
+def test_the_harness_measures_a_live_server(tmp_path, triton_installed):
     from qmodel.triton.check import measure
 
     node = qm.Node(qm.ServiceTime.affine(2e-3, 0.5e-3), max_batch_size=8,
@@ -139,12 +144,7 @@ def test_triton_check_takes_a_workload_or_a_sleep_not_both(capsys):
 
 
 @pytest.mark.slow
-def test_the_harness_serves_a_numpy_workload(tmp_path):
-    server = pytest.importorskip("qmodel.triton.server")
-    try:
-        server.find_installation()
-    except RuntimeError as err:
-        pytest.skip(f"no Triton server here: {err}")
+def test_the_harness_serves_a_numpy_workload(tmp_path, triton_installed):
     from qmodel.triton.check import measure
 
     knobs = qm.Node(qm.ServiceTime.affine(1e-3), max_batch_size=8, max_queue_delay=5e-4)

@@ -49,13 +49,10 @@ class NodeTypes:
         # With preferred sizes {B} (Triton's default) the batch size is always q: see
         # batching.batch_size, which then skips the table lookup.
         self.preferred_is_max = all(n.effective_preferred == (n.max_batch_size,) for n in kinds)
-        # Triton's prefetching batcher (Node.prefetch): the probability that a batch formed
-        # ahead takes in later requests, -1 where batches form when an instance frees. Without
-        # a delay Triton's batcher wakes on every arrival, which is that rule, so -1 there too.
-        self.prefetch = xp.asarray([-1.0 if n.prefetch is None or n.max_queue_delay == 0
-                                    else n.prefetch for n in kinds])
-        self.any_prefetch = any(n.prefetch is not None and n.max_queue_delay > 0
-                                for n in kinds)
+        # Triton's prefetching batcher (Node.prefetches): the probability that a batch formed
+        # ahead takes in later requests, -1 where batches form when an instance frees
+        self.prefetch = xp.asarray([n.prefetch if n.prefetches else -1.0 for n in kinds])
+        self.any_prefetch = any(n.prefetches for n in kinds)
         self.largest_preferred = xp.asarray([max(n.effective_preferred) for n in kinds],
                                             dtype=np.int64)
         self.sampler = ServiceSampler(bk, [n.service for n in kinds],

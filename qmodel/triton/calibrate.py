@@ -5,9 +5,9 @@ each batch size from the statistics API (input + infer + output, the time an ins
 held) or, with a trace, every traced execution (its spread kept, its mean the statistics'),
 plus the pickup gap and Triton's prefetching (:mod:`qmodel.triton.batcher`), and the time a
 request spends outside the batcher (:attr:`qmodel.Node.overhead`) from perf_analyzer's
-per-component means, the trace, or the metrics. perf_analyzer's latency percentiles are never used: they are what
-the calibrated node is compared with. The node's :class:`Calibration` says which source gave
-each quantity.
+per-component means, the trace, or the metrics. perf_analyzer's latency percentiles are never
+used: they are what the calibrated node is compared with. The node's :class:`Calibration`
+says which source gave each quantity.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from ..system import Node, ServiceTime
 from .config import TritonConfig, read_config
 from .metrics import read_metrics
 from .perf_analyzer import read_perf_analyzer
-from .stats import read_stats
 from .batcher import MIN_LATE, pickup_gap, prefetch_join
+from .stats import read_stats
 from .trace import TritonTrace, read_trace
 
 __all__ = ["Calibration", "calibrate", "MIN_EXECUTIONS"]
@@ -152,6 +152,8 @@ def calibrate(config, stats, metrics=None, trace=None, perf_analyzer=None, *,
          else read_trace(trace, model=s.model))
     rows = read_perf_analyzer(perf_analyzer) if perf_analyzer is not None else None
 
+    # the instance is held from freeing until it starts its next batch, too
+    gap = pickup_gap(t, cfg.max_queue_delay) if t is not None else 0.0
     if t is not None:
         # each instance's first execution on a fresh server is a cold start (10-19 times the
         # median here); the trace's first batch is dropped already, the others' are here
@@ -169,8 +171,6 @@ def calibrate(config, stats, metrics=None, trace=None, perf_analyzer=None, *,
             samples[k] = [x * factor for x in samples[k]]
         table, filled = _fill(samples, {k: len(v) for k, v in samples.items()},
                               cfg.max_batch_size, samples=True)
-        # the instance is held from freeing until it starts its next batch, too
-        gap = pickup_gap(t, cfg.max_queue_delay)
         table = {k: [x + gap for x in v] for k, v in table.items()}
         service = ServiceTime.empirical(table)
         service_note = (f"{sum(len(v) for v in samples.values())} traced executions (start "
@@ -229,18 +229,20 @@ def calibrate(config, stats, metrics=None, trace=None, perf_analyzer=None, *,
         overhead = 0.0
         overhead_note = "unknown (no perf_analyzer file, trace or metrics): taken as 0"
 
-    chance, batcher_note = _prefetch(cfg, t, prefetch)
+    node = cfg.node(service)
+    chance, batcher_note = _prefetch(cfg, node, t, gap, prefetch)
     calibration = Calibration(
         knobs=f"{cfg.source} ({cfg.name or 'unnamed'}): max_batch_size {cfg.max_batch_size}, "
               f"delay {cfg.max_queue_delay * 1e3:g} ms, {cfg.instances} instance(s)",
         service=service_note, jitter=jitter_note, overhead=overhead_note,
         batcher=batcher_note)
-    return replace(cfg.node(service), overhead=overhead, prefetch=chance,
-                   calibration=calibration)
+    return replace(node, overhead=overhead, prefetch=chance, calibration=calibration)
 
 
-def _prefetch(cfg: TritonConfig, t: TritonTrace | None, wanted: bool | None):
-    """(Node.prefetch, the sentence saying where it comes from)."""
+def _prefetch(cfg: TritonConfig, node: Node, t: TritonTrace | None, gap: float,
+              wanted: bool | None):
+    """(Node.prefetch, the sentence saying where it comes from); ``gap`` is the trace's
+    pickup gap, the batcher's lag in forming a batch."""
     if wanted is not None and not isinstance(wanted, bool):
         raise ValueError(f"calibrate(prefetch={wanted!r}): give True, False or None (auto)")
     if wanted is False:
@@ -258,9 +260,8 @@ def _prefetch(cfg: TritonConfig, t: TritonTrace | None, wanted: bool | None):
     if t is None:
         reasons.append("no trace to measure prefetching from")
     if not reasons:
-        gap = pickup_gap(t, cfg.max_queue_delay)
-        largest = max(cfg.preferred_batch_sizes or (cfg.max_batch_size,))
-        fraction, joined, late = prefetch_join(t, cfg.max_queue_delay, largest, lag=gap)
+        fraction, joined, late = prefetch_join(t, cfg.max_queue_delay,
+                                               max(node.effective_preferred), lag=gap)
         if late < MIN_LATE:
             reasons.append(f"only {late} request(s) queued behind a batch formed ahead "
                            f"(fewer than {MIN_LATE})")

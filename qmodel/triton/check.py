@@ -2,8 +2,9 @@
 
 :func:`measure` runs a real Triton 2.51 server on loopback (:mod:`qmodel.triton.server`)
 serving a Python-backend model that sleeps the node's S(k) (with optional lognormal jitter),
-or computes one of qmodel's NumPy profiling workloads, behind the node's batching knobs, drives it with perf_analyzer's open-loop Poisson load at
-each rate, ``repeats`` times, and keeps each run's raw files in a folder of its own:
+or computes one of qmodel's NumPy profiling workloads, behind the node's batching knobs,
+drives it with perf_analyzer's open-loop Poisson load at each rate, ``repeats`` times, and
+keeps each run's raw files in a folder of its own:
 
 - ``run.json``: what was run (the node, the rate, the repeat, perf_analyzer's settings);
 - ``config.pbtxt``, ``stats_before.json``, ``stats_after.json``, ``metrics_before.txt``,
@@ -123,8 +124,8 @@ def measure(node, rates, out, *, repeats: int = 2, cv: float = 0.0, interval_ms:
         else:
             write_workload_model(repo, MODEL, node, workload, seed=seed,
                                  blas_threads=blas_threads)
-            knobs = node.describe().split(", S(k)=")[0] + ")"
-            about = {"node": knobs, "workload": workload, "blas_threads": blas_threads}
+            about = {"node": node.describe(service=False), "workload": workload,
+                     "blas_threads": blas_threads}
         for repeat in range(1, repeats + 1):
             for rate in rates:
                 folder = out / f"{rate:g}-{repeat}"
@@ -288,6 +289,7 @@ def report(rows) -> str:
     runs whose repeats agree within 10% on p99."""
     spread = _spread(rows)
     pct = lambda x: "-" if math.isnan(x) else f"{x:+.1%}"          # noqa: E731
+    share = lambda p: "-" if p is None else f"{p:.2f}"             # noqa: E731
     ms = lambda x: f"{x * 1e3:.2f}"       # noqa: E731
     lines = ["| config | rate | repeat | batch | prefetch | measured p50 / p95 / p99 ms | Triton "
              "p50 / p99 ms | calibrated p50 / p95 / p99 | simulated p99 | mean-only p50 / p99 "
@@ -298,7 +300,7 @@ def report(rows) -> str:
                   or "-")
         lines.append(
             f"| {r.config} | {r.rate:g} | {r.repeat} | {r.mean_batch:.2f} | "
-            + ("-" if r.prefetch is None else f"{r.prefetch:.2f}") + " | "
+            + share(r.prefetch) + " | "
             + " / ".join(ms(r.measured[k]) for k in LEVELS) + f" | {triton} | "
             + " / ".join(pct(r.error("calibrated", k)) for k in LEVELS)
             + f" | {pct(r.error('simulated', 'p99'))} | "
@@ -339,7 +341,7 @@ def report(rows) -> str:
             lines += [f"| {r.config} | {r.rate:g} | {r.repeat} | "
                       f"{pct(r.error('calibrated', 'p50'))} | "
                       f"{pct(r.error('calibrated', 'p99'))} | {r.utilization:.3f} | "
-                      + ("-" if r.prefetch is None else f"{r.prefetch:.2f}") + " |"
+                      f"{share(r.prefetch)} |"
                       for r in missed]
     if not steady:
         return "\n".join(lines) + "\n"

@@ -261,8 +261,6 @@ def run_perf_analyzer(server: TritonServer, model: str, rate: float, csv_path, *
     return done.stdout
 
 
-# The Python-backend model of write_sleeping_model: one execute() call per batch, which sleeps
-# S(k) = base + per_item k (times a lognormal factor of mean 1 where cv > 0)
 # The answer both served models give: per request, the sum of its inputs' features.
 RESPOND = """
     def respond(self, requests):
@@ -281,6 +279,8 @@ RESPOND = """
         return responses
 """
 
+# The Python-backend model of write_sleeping_model: one execute() call per batch, which sleeps
+# S(k) = base + per_item k (times a lognormal factor of mean 1 where cv > 0)
 SLEEPING_MODEL = """\
 import math
 import time
