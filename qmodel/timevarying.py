@@ -54,7 +54,7 @@ FAMILIES = ("traffic_pointwise_stationary", "traffic_fluid_backlog")
 
 
 def predict_traffic(system, traffic, *, pods=None, resolution: float | None = None,
-                    budget=None) -> TrafficPrediction:
+                    budget=None, stationary: dict | None = None) -> TrafficPrediction:
     """The model's latency of ``system`` under ``traffic`` (see the module docstring).
 
     Parameters
@@ -67,6 +67,9 @@ def predict_traffic(system, traffic, *, pods=None, resolution: float | None = No
         Seconds per bin (:func:`qmodel.timeline.default_resolution`).
     budget : qmodel.Budget, optional
         Passed to each stationary prediction.
+    stationary : dict, optional
+        A cache of the stationary answers (by pod count and rate), shared between calls on
+        one system (the sizing's targets of one configuration).
 
     Raises
     ------
@@ -105,7 +108,8 @@ def predict_traffic(system, traffic, *, pods=None, resolution: float | None = No
     if dynamic:
         # a dynamic router pools its nodes: one cohort, the cluster's rate shared
         scv_per_pod = traffic.scv / len(cluster.nodes)
-    stationary: dict = {}
+    stationary = {} if stationary is None else stationary
+    used: dict = {}             # the stationary answers this traffic's bins took
     rounding = np.unique(rates[rates > 0]).size > EXACT_RATES
 
     def psa(n, rate):
@@ -134,6 +138,8 @@ def predict_traffic(system, traffic, *, pods=None, resolution: float | None = No
         if isinstance(found, Exception):
             raise NotImplementedError(f"no stationary answer for {n} pod(s) at "
                                       f"{rate:,.6g} req/s: {found}")
+        if found is not None:
+            used[id(found)] = found
         return found
 
     fluid = FluidCohorts(capacity)
@@ -201,8 +207,7 @@ def predict_traffic(system, traffic, *, pods=None, resolution: float | None = No
                 batches[size] = batches.get(size, 0.0) + p * expected[k] / mean_batch
         util_den += dt * n * per_pod_instances
         parts.append(law)
-    used = list({id(p): p for p in stationary.values()
-                 if p is not None and not isinstance(p, Exception)}.values())
+    used = list(used.values())
     table = measured_table()
     rules = (
         (Approximation("pointwise_stationary",
