@@ -268,8 +268,9 @@ def plot_timeline(series, pods, path, wall: float | None = None, key: str = "p95
     fig, axes = plt.subplots(rows, 1, figsize=(9, 2.4 * rows + 0.6), sharex=True)
     ax = axes[0]
     for label, (xs, values) in series.items():
+        # a model's line dashed over the simulations it is checked against
         ax.plot(np.asarray(xs) / 60, np.asarray(values) * 1e3, drawstyle="steps-post",
-                label=label)
+                label=label, linestyle="--" if "model" in label else "-")
     if wall is not None:
         ax.axhline(wall * 1e3, color="tab:red", linestyle="--", label=f"{key} SLO")
     ax.set_yscale("log")
@@ -279,6 +280,7 @@ def plot_timeline(series, pods, path, wall: float | None = None, key: str = "p95
     for label, (xs, counts) in pods.items():
         ax.plot(np.asarray(xs) / 60, counts, drawstyle="steps-post", label=label)
     ax.set_ylabel("pods ready")
+    ax.yaxis.get_major_locator().set_params(integer=True)
     ax.legend(fontsize=7, loc="upper right")
     if rate is not None:
         axes[2].plot(np.asarray(rate[0]) / 60, rate[1], color="grey")

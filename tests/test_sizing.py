@@ -287,7 +287,7 @@ def test_qmodel_size_reads_a_toml_spec(tmp_path, capsys):
 
     spec = ROOT / "examples" / "size_two_tower.toml"
     argv = spec_arguments(spec)
-    assert argv[:2] == ["--rate", "10000"] and "p95=5ms" in argv
+    assert argv[:2] == ["--rate", "1000:10000"] and "p95=5ms" in argv
     assert f"user_tower={spec.parent / 'profiles/user-tower.json'}" in argv
     # a smaller question from the same file: flags after --spec win
     out = tmp_path / "plan"

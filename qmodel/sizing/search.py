@@ -434,8 +434,9 @@ class _Search:
     def verified_text(self, sims, seed) -> str:
         requests = sum(s.requests for _, s in sims)
         where = ", ".join(f"{r:,.6g}" for r, _ in sims)
+        what = "pod(s)" if isinstance(self.configs[0], _PodConfig) else "node(s)"
         return (f"simulated {requests:,} requests (seed {seed}) at {where} req/s with "
-                f"{self.space.failures} node(s) down: every SLO quantile's 95% CI upper end "
+                f"{self.space.failures} {what} down: every SLO quantile's 95% CI upper end "
                 "meets its target" + (" plus the network budget" if self.space.network else ""))
 
     def plan(self, notes, verify, verify_requests, seed, candidates_total) -> Plan:
