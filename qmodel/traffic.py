@@ -470,7 +470,7 @@ class Traffic:
         u1 = float(np.interp(end, edges, cum_top))
         u = u0
         while u < u1:
-            pts = u + np.cumsum(rng.standard_exponential(size))
+            pts = u + np.cumsum(rng.standard_exponential(_draws(u1 - u, size)))
             last = float(pts[-1])
             pts = pts[pts <= u1]
             i = np.clip(np.searchsorted(cum_top, pts, side="right") - 1, 0, self.windows - 1)
@@ -493,17 +493,24 @@ class Traffic:
         # of one mean gap keeps streams distinct, as the stationary simulator does
         u = u0 - rng.random()
         while u < u1:
+            count = _draws(u1 - u, size)
             if self.scv == 0.0:
-                gaps = np.ones(size)
+                gaps = np.ones(count)
             else:
                 k = 1.0 / self.scv
-                gaps = rng.standard_gamma(k, size) / k
+                gaps = rng.standard_gamma(k, count) / k
             pts = u + np.cumsum(gaps)
             last = float(pts[-1])
             pts = pts[(pts >= u0) & (pts <= u1)]
             if pts.size:
                 yield self.inverse_cumulative(pts)
             u = last
+
+
+def _draws(expected: float, most: int) -> int:
+    """Gaps to draw for ``expected`` more unit-rate points: a few standard deviations more,
+    so that one draw usually covers them, at most ``most``."""
+    return int(min(most, expected + 6 * math.sqrt(expected) + 16))
 
 
 def counter_rates(times, counts, source: str = "counter"):

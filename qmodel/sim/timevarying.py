@@ -58,6 +58,8 @@ LOAD_CAP = 0.995
 # Lane cells (lanes x width) run at once: bounds the engines' memory.
 GROUP_CELLS = 12_000_000
 GROUP_CELLS_ENSEMBLE = 4_000_000
+# realisations' lanes gathered before they run (many short realisations run together)
+PENDING_ARRIVALS = 4_000_000
 
 
 def simulate_traffic(system, traffic: Traffic, *, pods=None, seed=None, replicas: int = 1,
@@ -115,8 +117,9 @@ def simulate_traffic(system, traffic: Traffic, *, pods=None, seed=None, replicas
     collected = _Collected(bins, traffic.start, resolution)
     unit = cluster.nodes[0]
     runner = _Runner(bk, cluster, dynamic)
+    profiles: dict = {}             # a stream's rate, warm-up need and backlog over time
+    lanes, pending = [], 0
     for replica in range(replicas):
-        collected.replica = replica
         arrivals = traffic.sample(arrivals_rng)
         if arrivals.size == 0:
             continue
@@ -124,14 +127,20 @@ def simulate_traffic(system, traffic: Traffic, *, pods=None, seed=None, replicas
             streams = [(arrivals, None)]
         else:
             streams = _route(cluster, schedule, arrivals, arrivals_rng, pods is not None)
-        lanes = []
         for times, node in streams:
             if times.size == 0:
                 continue
-            rate_of = _stream_rate(traffic, schedule, cluster, node, dynamic)
+            if node not in profiles:
+                rate_of = _stream_rate(traffic, schedule, cluster, node, dynamic)
+                profiles[node] = _profile(rate_of, runner, traffic)
             kind = runner.kind_of(node, pods is not None)
-            lanes += [(*lane, kind) for lane in _chunks(times, rate_of, runner, traffic, chunk)]
-        runner.run(lanes, collected)
+            lanes += [(*lane, kind, replica)
+                      for lane in _chunks(times, profiles[node], runner, traffic, chunk)]
+            pending += times.size
+        # many small realisations run together; a long one on its own
+        if pending >= PENDING_ARRIVALS or replica == replicas - 1:
+            runner.run(lanes, collected)
+            lanes, pending = [], 0
     instance_seconds = replicas * _instance_seconds(cluster, schedule, traffic)
     return collected.result(traffic, schedule, edges, runner, replicas, instance_seconds, unit,
                             cluster)
@@ -195,14 +204,19 @@ def _stream_rate(traffic, schedule, cluster, node, dynamic):
     return rate
 
 
-def _chunks(times, rate_of, runner, traffic, chunk):
-    """The lanes of one stream: (lane arrivals, first measured index, measured count)."""
-    n = times.size
+def _profile(rate_of, runner, traffic):
+    """A stream's rate, warm-up need (arrivals) and fluid backlog (requests) on a grid of
+    4,000 points over the traffic: (grid step, grid, rate, need, backlog)."""
     grid_step = max(traffic.duration / 4000, 1e-3)
     grid = np.arange(traffic.start, traffic.end + grid_step, grid_step)
     x = rate_of(grid)
-    need = runner.warmup_need(x)                       # arrivals, per grid point
-    backlog = runner.fluid_backlog(x, grid_step)       # requests per stream, per grid point
+    return grid_step, grid, x, runner.warmup_need(x), runner.fluid_backlog(x, grid_step)
+
+
+def _chunks(times, profile, runner, traffic, chunk):
+    """The lanes of one stream: (lane arrivals, first measured index, measured count)."""
+    n = times.size
+    grid_step, grid, x, need, backlog = profile
     base = chunk if chunk is not None else int(np.clip(n // 500, 2_000, 100_000))
     cool = runner.cool
     lanes = []
@@ -294,16 +308,13 @@ class _Runner:
         return 0
 
     def warmup_need(self, x):
-        """Warm-up arrivals before a chunk at a stream rate x (array)."""
-        loads = np.minimum(x / self.capacity, LOAD_CAP)
-        out = np.empty(x.size)
-        cache: dict = {}
-        for i, load in enumerate(loads):
-            key = round(float(load), 3)
-            if key not in cache:
-                cache[key] = self._relaxation(max(key, 1e-3) * self.capacity)
-            out[i] = cache[key]
-        return np.maximum(self.floor, WARM_RELAXATIONS * out)
+        """Warm-up arrivals before a chunk at a stream rate x (array); the relaxation taken
+        at the load rounded to 0.001."""
+        loads = np.round(np.minimum(x / self.capacity, LOAD_CAP), 3)
+        keys, where = np.unique(loads, return_inverse=True)
+        relax = np.array([self._relaxation(max(float(k), 1e-3) * self.capacity)
+                          for k in keys])
+        return np.maximum(self.floor, WARM_RELAXATIONS * relax[where])
 
     def _relaxation(self, rate):
         if self.ensemble:
@@ -317,13 +328,11 @@ class _Runner:
         return relaxation_arrivals(cluster, rate)
 
     def fluid_backlog(self, x, step):
-        """The fluid backlog of a stream served at capacity (requests), per grid point."""
-        out = np.empty(x.size)
-        b = 0.0
-        for i, xi in enumerate(x):
-            b = max(0.0, b + (xi - self.capacity) * step)
-            out[i] = b
-        return out
+        """The fluid backlog of a stream served at capacity (requests), per grid point:
+        b_k = max(0, b_(k-1) + (x_k - capacity) step), by the reflection of its running sum
+        (b_k = S_k - min(0, min_(j<=k) S_j))."""
+        total = np.cumsum((x - self.capacity) * step)
+        return np.maximum(total - np.minimum(0.0, np.minimum.accumulate(total)), 0.0)
 
     def run(self, lanes, collected):
         """Run every lane, in groups of similar width, into ``collected`` (a finite queue's
@@ -405,7 +414,7 @@ class _Runner:
             self._batches(rec["start"], rec["service"], rec["size"], lane_of, t_lo, t_hi)
         for r in range(count):
             a, b = first[r], first[r] + measured[r]
-            collected.add(times[r, a:b], done[r, a:b] - times[r, a:b])
+            collected.add(times[r, a:b], done[r, a:b] - times[r, a:b], group[r][4])
         self.lanes_run += count
 
     def _batches(self, start, service, size, lane_of, t_lo, t_hi):
@@ -421,15 +430,14 @@ class _Collected:
         self.keys: list = []
         self.sojourns: list = []
         self.replicas: list = []
-        self.replica = 0
         self.requests = 0
 
-    def add(self, arrival, sojourn):
+    def add(self, arrival, sojourn, replica):
         key = np.clip(((arrival - self.t0) / self.resolution).astype(np.int64), 0,
                       self.bins - 1)
         self.keys.append(key.astype(np.uint16 if self.bins <= 65_535 else np.int64))
         self.sojourns.append(sojourn.astype(np.float32))
-        self.replicas.append(np.full(arrival.size, self.replica, dtype=np.uint16))
+        self.replicas.append(np.full(arrival.size, replica, dtype=np.uint16))
         self.requests += arrival.size
 
     def result(self, traffic, schedule, edges, runner, replicas, instance_seconds, unit,
