@@ -32,8 +32,12 @@ Examples
 >>> step = Traffic([0, 600, 1800], [2000.0, 6000.0])
 >>> util = lambda x: x / 1000.0                     # a pod serves 1,000 req/s at most
 >>> s = hpa.run(step, util, capacity=1000.0)
->>> int(s.ready_at(590.0)), int(s.ready_at(1790.0))     # 2000 / 600 and 6000 / 600 req/s
-(4, 10)
+>>> int(s.ready_at(590.0)), int(s.ready_at(1790.0))
+(4, 11)
+
+2,000 req/s: 4 pods at 0.5 (within the 10% tolerance of 0.6). At 6,000 the pods, busy
+with the backlog while the new ones start, read 1.0: the autoscaler asks for one more than
+6,000 / 600 = 10, and 6,000 / 11 = 0.545 is within the tolerance, so 11 stay.
 """
 
 from __future__ import annotations
@@ -109,31 +113,41 @@ class Autoscaler:
                              f"{' or '.join(map(repr, METRICS))}")
         if self.target is not None:
             target = _number(self.target, "Autoscaler.target")
-            if target <= 0 or (self.metric == "utilization" and target > 1):
+            if target < 0.001 or (self.metric == "utilization" and target > 1):
                 raise ValueError(
                     f"Autoscaler.target={shown(self.target)}: "
-                    + ("a utilization target is a fraction in (0, 1], e.g. 0.6 for 60%"
+                    + ("a utilization target is a fraction in [0.001, 1], e.g. 0.6 for 60%"
                        if self.metric == "utilization" else
-                       "give the requests in flight per pod to aim at, > 0"))
+                       "give the requests in flight per pod to aim at, at least 0.001"))
             object.__setattr__(self, "target", target)
         delay = _number(self.scale_up_delay, "Autoscaler.scale_up_delay")
         if delay < 0:
             raise ValueError(f"Autoscaler.scale_up_delay={delay:g} s must be >= 0")
+        if 0 < delay < 1:
+            raise ValueError(f"Autoscaler.scale_up_delay={delay:g} s is under a second, "
+                             "shorter than any pod start and model load: qmodel takes seconds "
+                             "(write 90 for a minute and a half, 0 for pods that serve at "
+                             "once)")
         if delay > LONGEST_SCALE_UP:
             raise ValueError(f"Autoscaler.scale_up_delay={delay:g} s is more than an hour: "
                              f"qmodel takes seconds; write {delay / 1000:g} for "
                              f"{delay:,.0f} ms")
         object.__setattr__(self, "scale_up_delay", delay)
-        for name in ("stabilization", "metric_window"):
-            value = _number(getattr(self, name), f"Autoscaler.{name}")
-            if not 0 <= value <= 86_400:
-                raise ValueError(f"Autoscaler.{name}={value:g} s must be between 0 and a day "
-                                 "(seconds)")
-            object.__setattr__(self, name, value)
+        stabilization = _number(self.stabilization, "Autoscaler.stabilization")
+        if not (0 <= stabilization <= 3600 and float(stabilization).is_integer()):
+            raise ValueError(f"Autoscaler.stabilization={stabilization:g} s must be whole "
+                             "seconds from 0 to 3600 (Kubernetes' limit; default 300)")
+        object.__setattr__(self, "stabilization", stabilization)
+        window = _number(self.metric_window, "Autoscaler.metric_window")
+        if not 0 <= window <= 86_400:
+            raise ValueError(f"Autoscaler.metric_window={window:g} s must be between 0 and a "
+                             "day (seconds)")
+        object.__setattr__(self, "metric_window", window)
         period = _number(self.sync_period, "Autoscaler.sync_period")
-        if not 0.1 <= period <= 3600:
-            raise ValueError(f"Autoscaler.sync_period={period:g} s must be between 0.1 s and an "
-                             "hour (Kubernetes' default is 15)")
+        if not (1 <= period <= 1800 and float(period).is_integer()):
+            raise ValueError(f"Autoscaler.sync_period={period:g} s must be whole seconds from 1 "
+                             "to 1800 (the controller's --horizontal-pod-autoscaler-sync-"
+                             "period; Kubernetes' default is 15)")
         object.__setattr__(self, "sync_period", period)
         tol = _number(self.tolerance, "Autoscaler.tolerance")
         if not 0 <= tol < 1:
@@ -207,7 +221,10 @@ class Autoscaler:
             x = rates[i] / ready
             fluid.step(x, step)
             if self.metric == "utilization":
-                value = 1.0 if x >= capacity else float(metric(x))
+                # a pod working off a backlog is busy all the time
+                value = (1.0 if x >= capacity else
+                         sum(c.pods * (1.0 if c.backlog > 0 else float(metric(x)))
+                             for c in fluid.cohorts) / ready)
             else:
                 value = float(metric(min(x, capacity * 0.999))) + fluid.backlog / ready
             samples.append((t, value))
@@ -259,7 +276,7 @@ class Autoscaler:
 
         >>> hpa = Autoscaler(target=0.6, min_pods=2, max_pods=16)
         >>> text = hpa.manifest("recommender")
-        >>> text.splitlines()[2:4]
+        >>> text.splitlines()[3:5]
         ['apiVersion: autoscaling/v2', 'kind: HorizontalPodAutoscaler']
         >>> [line.strip() for line in text.splitlines() if "Replicas" in line or "averageV" in line]
         ['minReplicas: 2', 'maxReplicas: 16', 'averageValue: "600m"']
@@ -268,10 +285,18 @@ class Autoscaler:
         deployment = deployment or name
         metric_name = metric_name or f"triton_{self.metric}"
         value = _quantity(self.target)
+        period = int(self.sync_period)
+        tolerance = ([f"      tolerance: {self.tolerance:g}"] if self.tolerance != 0.1 else [])
         lines = [
             f"# qmodel: HorizontalPodAutoscaler for {name} (pods ready "
             f"{self.scale_up_delay:g} s after a scale-up, as planned).",
-            f"# {metric_name}: {METRICS[self.metric]}; averaged over {self.metric_window:g} s.",
+            f"# {metric_name}: {METRICS[self.metric]}; averaged over {self.metric_window:g} s "
+            "(the metrics adapter's query).",
+            f"# planned with the controller deciding every {period} s "
+            "(kube-controller-manager --horizontal-pod-autoscaler-sync-period)"
+            + (f" and a tolerance of {self.tolerance:g} (behavior.*.tolerance: the "
+               "HPAConfigurableTolerance feature, Kubernetes 1.33 and later)"
+               if tolerance else "") + ".",
             "apiVersion: autoscaling/v2",
             "kind: HorizontalPodAutoscaler",
             "metadata:",
@@ -294,20 +319,22 @@ class Autoscaler:
             "  behavior:",
             "    scaleUp:",
             "      stabilizationWindowSeconds: 0",
+            *tolerance,
             "      selectPolicy: Max",
             "      policies:",
             "        - type: Percent",
             "          value: 100",
-            f"          periodSeconds: {self.sync_period:g}",
+            f"          periodSeconds: {period}",
             "        - type: Pods",
             "          value: 4",
-            f"          periodSeconds: {self.sync_period:g}",
+            f"          periodSeconds: {period}",
             "    scaleDown:",
-            f"      stabilizationWindowSeconds: {self.stabilization:g}",
+            f"      stabilizationWindowSeconds: {int(self.stabilization)}",
+            *tolerance,
             "      policies:",
             "        - type: Percent",
             "          value: 100",
-            f"          periodSeconds: {self.sync_period:g}",
+            f"          periodSeconds: {period}",
         ]
         return "\n".join(lines) + "\n"
 
@@ -463,7 +490,14 @@ def _number(value, name: str) -> float:
 
 
 def _quantity(value: float) -> str:
-    """A Kubernetes quantity: milli-units where the value is not whole."""
+    """A Kubernetes quantity: whole, milli-units where that is exact, else a decimal.
+
+    >>> _quantity(2.0), _quantity(0.6), _quantity(12345.6789), _quantity(0.0015)
+    ('2', '600m', '12345.6789', '0.0015')
+    """
     if float(value).is_integer():
         return str(int(value))
-    return f"{round(value * 1000)}m"
+    milli = value * 1000
+    if abs(milli - round(milli)) < 1e-9 * max(1.0, abs(milli)):
+        return f"{round(milli)}m"
+    return f"{value:.9f}".rstrip("0")

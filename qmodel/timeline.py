@@ -30,6 +30,9 @@ __all__ = ["Timeline", "TrafficLatency", "TrafficPrediction", "default_resolutio
 
 # Sections of a window's confidence intervals: groups of consecutive bins.
 WINDOW_SECTIONS = 16
+# With one realisation, a section spans at least this many relaxation times of the queues
+# (batch means: sections far apart against the relaxation time are nearly independent).
+SECTION_RELAXATIONS = 20.0
 MOST_BINS = 50_000
 
 
@@ -131,6 +134,10 @@ class TrafficLatency(SampledLatency, Timeline):
         Sections of the whole run's confidence intervals, each of interleaved blocks of
         consecutive bins so that every section spans the whole traffic.
 
+    relaxation : array (bins,), optional
+        The queues' relaxation time in each bin (seconds): with one realisation, a section of
+        a confidence interval spans at least ten of them.
+
     Attributes
     ----------
     lanes : int
@@ -140,7 +147,7 @@ class TrafficLatency(SampledLatency, Timeline):
     """
 
     def __init__(self, sojourn, served, rejected, edges, traffic=None, pods=None,
-                 replica=None, sections: int = 32, **metrics):
+                 replica=None, relaxation=None, sections: int = 32, **metrics):
         sojourn = np.asarray(sojourn, dtype=np.float32)
         served = np.asarray(served, dtype=np.int64)
         self.edges = np.asarray(edges, dtype=float)
@@ -153,14 +160,22 @@ class TrafficLatency(SampledLatency, Timeline):
         self._replica = (np.zeros(sojourn.size, dtype=np.uint16) if replica is None
                          else np.asarray(replica))
         self.replicas = int(self._replica.max()) + 1 if self._replica.size else 1
+        self.relaxation = (np.zeros(served.size) if relaxation is None
+                           else np.asarray(relaxation, dtype=float))
         if self.replicas >= 2:
             order, sizes = _by_replica(self._replica, sections)
         else:
-            order, sizes = _interleaved_sections(served, sections)
+            order, sizes = _interleaved_sections(served, sections,
+                                                 self._stretch(0, served.size))
         super().__init__(sojourn[order] if order is not None else sojourn, sizes, **metrics)
 
     def _arrivals(self, i, j) -> int:
         return int(self.served[i:j].sum() + self.rejected[i:j].sum())
+
+    def _stretch(self, i, j) -> int:
+        """Bins a section of one realisation spans in bins i..j-1."""
+        longest = float(self.relaxation[i:j].max()) if j > i else 0.0
+        return max(1, int(np.ceil(SECTION_RELAXATIONS * longest / self.resolution)))
 
     def _window(self, i, j) -> SampledLatency:
         part = self._by_bin[self.offsets[i]:self.offsets[j]]
@@ -173,10 +188,12 @@ class TrafficLatency(SampledLatency, Timeline):
                                        WINDOW_SECTIONS)
             part = part[order]
         else:
-            # one realisation: consecutive stretches of the window, independent where they
-            # are long against the queue's relaxation time
+            # one realisation: consecutive stretches of the window, each at least
+            # SECTION_RELAXATIONS relaxation times long (nearly independent); none, and so no
+            # confidence interval, where the window is shorter than two
             counts = self.served[i:j]
-            groups = np.array_split(np.arange(j - i), min(WINDOW_SECTIONS, j - i))
+            stretches = min(WINDOW_SECTIONS, (j - i) // self._stretch(i, j))
+            groups = np.array_split(np.arange(j - i), max(1, stretches))
             sizes = [int(counts[g].sum()) for g in groups]
         rejected = int(self.rejected[i:j].sum())
         return SampledLatency(
@@ -256,15 +273,16 @@ def _by_replica(replica, sections: int):
     return order, np.bincount(key, minlength=sections).tolist()
 
 
-def _interleaved_sections(served, sections: int):
+def _interleaved_sections(served, sections: int, least: int = 1):
     """An order of the samples (grouped by bin) that groups them into ``sections`` sections
-    of interleaved blocks of consecutive bins, and the section sizes: each section spans the
-    whole traffic, so that the sections are alike while the rate changes."""
+    of interleaved blocks of consecutive bins, each block at least ``least`` bins, and the
+    section sizes: each section spans the whole traffic, so that the sections are alike
+    while the rate changes."""
     bins = served.size
-    sections = max(1, min(sections, bins))
+    sections = max(1, min(sections, bins // least))
     if sections == 1:
         return None, [int(served.sum())]
-    block = max(1, bins // (sections * 8))
+    block = max(least, bins // (sections * 8))
     section_of_bin = (np.arange(bins) // block) % sections
     offsets = np.concatenate([[0], np.cumsum(served)])
     order, sizes = [], []

@@ -69,7 +69,7 @@ def predict_traffic(system, traffic, *, pods=None, resolution: float | None = No
         Passed to each stationary prediction.
     stationary : dict, optional
         A cache of the stationary answers (by pod count and rate), shared between calls on
-        one system (the sizing's targets of one configuration).
+        one system and one traffic shape (the sizing's targets of one configuration).
 
     Raises
     ------
@@ -97,6 +97,8 @@ def predict_traffic(system, traffic, *, pods=None, resolution: float | None = No
     unit = cluster.nodes[0]
     dynamic = not cluster.router.is_static
     alike = len(set(cluster.nodes)) == 1 and cluster.weights is None
+    stage_nodes = (list(unit.stages.values()) if cluster.pods else list(cluster.nodes))
+    finite = any(n.max_queue_size > 0 for n in stage_nodes)
     bins = max(1, int(math.ceil(traffic.duration / resolution - 1e-9)))
     edges = traffic.start + resolution * np.arange(bins + 1)
     edges[-1] = min(edges[-1], traffic.end)
@@ -122,7 +124,8 @@ def predict_traffic(system, traffic, *, pods=None, resolution: float | None = No
             rounded = cap / (1 + math.exp(-logit))
         key = (n, rounded)
         if key not in stationary:
-            stationary[key] = _stationary(predict, target, (rounded, rate), "raise", budget)
+            stationary[key] = _stationary(predict, target, (rounded, rate), "raise", budget,
+                                          traffic.scv)
             if isinstance(stationary[key], NotImplementedError):
                 # no model here: a simulation, shared by the rates of a coarser grid
                 coarse = rate
@@ -132,7 +135,7 @@ def predict_traffic(system, traffic, *, pods=None, resolution: float | None = No
                     coarse = cap / (1 + math.exp(-logit))
                 if (n, "simulated", coarse) not in stationary:
                     stationary[(n, "simulated", coarse)] = _stationary(
-                        predict, target, (coarse, rate), "simulate", budget)
+                        predict, target, (coarse, rate), "simulate", budget, traffic.scv)
                 stationary[key] = stationary[(n, "simulated", coarse)]
         found = stationary[key]
         if isinstance(found, Exception):
@@ -180,6 +183,11 @@ def predict_traffic(system, traffic, *, pods=None, resolution: float | None = No
                 # the queue would take to relax): the diffusion of the backlog stands in
         fluid_bin[k] = bool(held) or base is None
         if fluid_bin[k]:
+            if finite:
+                raise NotImplementedError(
+                    f"the rate {rates[k]:,.0f} req/s at {edges[k]:g} s overloads nodes with a "
+                    "finite max_queue_size, which reject the excess instead of holding a "
+                    "backlog: not modelled; simulate it")
             if not (alike or dynamic):
                 raise NotImplementedError(
                     f"the rate {rates[k]:,.0f} req/s at {edges[k]:g} s overloads a cluster "
@@ -220,6 +228,12 @@ def predict_traffic(system, traffic, *, pods=None, resolution: float | None = No
                        "the fluid backlog at its capacity, spread as a diffusion, then a full "
                        "batch", backlog_requests / max(expected.sum(), 1e-300)),
          table.get(FAMILIES[1])))
+    if traffic.scv != 1.0:
+        # the families were measured on Poisson traffic
+        rules = tuple((a, None) for a, _ in rules) + ((Approximation(
+            "outside_measured_domain",
+            f"extrapolated: renewal-shaped traffic (scv {traffic.scv:g}); the time-varying "
+            "families were measured on Poisson traffic"), None),)
     basis = (f"time-varying model over {bins} bins: pointwise stationary ({len(used)} "
              "stationary answers)"
              + (f", fluid backlog in {backlog_bins} bins" if backlog_bins else ""))
@@ -246,21 +260,25 @@ def predict_traffic(system, traffic, *, pods=None, resolution: float | None = No
 
 def _accuracy(basis, rules, stationary_bins, fluid_bins, parts) -> Accuracy:
     """The accuracy of bins: the rule of each kind present, its measured family, and the
-    stationary answers' own."""
-    present = (bool(np.any(stationary_bins)), bool(np.any(fluid_bins)))
+    stationary answers' own (a third rule, where there is one, applies to every bin)."""
+    present = (bool(np.any(stationary_bins)), bool(np.any(fluid_bins)), True)
     outer = Accuracy("approximation", basis=basis,
                      approximations=[a for (a, _), on in zip(rules, present) if on],
                      measured=[m for (_, m), on in zip(rules, present) if on and m is not None])
     return Accuracy.combine(outer, [p.accuracy for p in parts])
 
 
-def _stationary(predict, system, rates, fallback, budget):
-    """The stationary answer at the first of ``rates`` below the capacity; None where all
-    are unstable; the NotImplementedError where no model answers and ``fallback`` is
-    "raise"."""
+def _stationary(predict, system, rates, fallback, budget, scv=1.0):
+    """The stationary answer at the first of ``rates`` below the capacity (renewal arrivals
+    where ``scv`` is not 1); None where all are unstable; the NotImplementedError where no
+    model answers and ``fallback`` is "raise"."""
+    from .system import Renewal
+
     for r in rates:
         try:
-            return predict(system, rate=r, extrapolate=True, fallback=fallback, budget=budget)
+            arrivals = Renewal(r, scv) if scv != 1.0 else None
+            return predict(system, rate=None if arrivals else r, arrivals=arrivals,
+                           extrapolate=True, fallback=fallback, budget=budget)
         except UnstableError:
             continue
         except NotImplementedError as err:

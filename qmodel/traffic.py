@@ -164,6 +164,9 @@ class Traffic:
         """
         base = positive_rate(base, "flash_sale base")
         peak = positive_rate(peak, "flash_sale peak")
+        if base > peak:
+            raise ValueError(f"flash_sale base={base:g} exceeds peak={peak:g}: a sale rises "
+                             "from its base to its peak")
         ramp = _seconds(ramp, "flash_sale ramp", zero=True)
         hold = _seconds(hold, "flash_sale hold")
         before = _seconds(before, "flash_sale before", zero=True)
@@ -213,7 +216,8 @@ class Traffic:
 
         With ``shape="step"`` each row's rate holds until the next row's time; the last
         row's window lasts as long as the one before it. With ``"linear"`` the rates are at
-        the rows' times. Errors name the file and the line.
+        the rows' times. A header whose time column ends in ``_ms`` (``time_ms``) gives times
+        in milliseconds. Errors name the file and the line.
         """
         path = Path(path)
         try:
@@ -221,6 +225,7 @@ class Traffic:
         except OSError as err:
             raise ValueError(f"cannot read the traffic file {path}: {err}") from None
         times, rates = [], []
+        scale = 1.0
         for line_no, row in enumerate(csv.reader(text.splitlines()), start=1):
             if not row or all(not c.strip() for c in row) or row[0].lstrip().startswith("#"):
                 continue
@@ -228,15 +233,19 @@ class Traffic:
                 raise ValueError(f"{path}:{line_no}: expected two columns, time (s) and rate "
                                  f"(req/s); got {','.join(row)!r}")
             try:
-                t, r = float(row[0]), float(row[1])
+                t, r = float(row[0]) * scale, float(row[1])
             except ValueError:
                 if not times:           # a header
+                    scale = 1e-3 if row[0].strip().lower().endswith("_ms") else 1.0
                     continue
                 raise ValueError(f"{path}:{line_no}: {','.join(row)!r} is not two numbers "
                                  "(time in seconds, rate in requests per second)") from None
             if times and not t > times[-1]:
                 raise ValueError(f"{path}:{line_no}: time {t:g} s does not follow "
                                  f"{times[-1]:g} s; rows must be in increasing time")
+            if not math.isfinite(t):
+                raise ValueError(f"{path}:{line_no}: time {row[0].strip()} is not a finite "
+                                 "number of seconds")
             if not (math.isfinite(r) and r >= 0):
                 raise ValueError(f"{path}:{line_no}: rate {row[1].strip()} must be a number "
                                  ">= 0 of requests per second")
@@ -286,36 +295,45 @@ class Traffic:
         try:
             result = data["data"]["result"]
             kind = data["data"].get("resultType", "matrix")
-        except (TypeError, KeyError):
+        except (TypeError, KeyError, AttributeError):
             raise ValueError(f"{where}: not a Prometheus query answer (no data.result); "
                              "expected the JSON of /api/v1/query_range") from None
         if kind != "matrix":
             raise ValueError(f"{where}: resultType {kind!r}; a range query (matrix) is needed, "
                              "/api/v1/query_range, not /api/v1/query")
-        series = [s for s in result
-                  if s.get("metric", {}).get("__name__", metric) == metric
-                  and (model is None or s.get("metric", {}).get("model") == model)]
-        if not series:
-            raise ValueError(f"{where}: no series of {metric}"
-                             + (f" for model {model!r}" if model else ""))
+        if not isinstance(result, list):
+            raise ValueError(f"{where}: data.result must be a list of series, got "
+                             f"{type(result).__name__}")
         grids = []
-        for s in series:
-            values = s.get("values") or []
-            if len(values) < 2:
+        for i, series in enumerate(result):
+            labels = series.get("metric") if isinstance(series, dict) else None
+            labels = labels if isinstance(labels, dict) else {}
+            if labels.get("__name__", metric) != metric or (
+                    model is not None and labels.get("model") != model):
                 continue
-            ts = np.array([float(v[0]) for v in values])
-            cs = np.array([float(v[1]) for v in values])
-            grids.append((ts, cs))
+            values = series.get("values") if isinstance(series, dict) else None
+            try:
+                ts = np.array([float(v[0]) for v in values])
+                cs = np.array([float(v[1]) for v in values])
+            except (TypeError, ValueError, IndexError):
+                raise ValueError(f"{where}: series {i} ({labels or 'no labels'}): values must "
+                                 "be [timestamp, \"counter\"] pairs") from None
+            if ts.size >= 2:
+                grids.append((i, ts, cs))
         if not grids:
-            raise ValueError(f"{where}: every series of {metric} has fewer than 2 samples")
-        edges = grids[0][0]
+            raise ValueError(f"{where}: no series of {metric}"
+                             + (f" for model {model!r}" if model else "")
+                             + " with at least 2 samples")
+        # servers come and go: the windows are those between any two consecutive sample
+        # times; each series adds its rate where it has samples on both sides
+        edges = np.unique(np.concatenate([ts for _, ts, _ in grids]))
         total = np.zeros(edges.size - 1)
-        for ts, cs in grids:
-            if ts.size != edges.size or not np.allclose(ts, edges, rtol=0.0, atol=1e-3):
-                raise ValueError(f"{where}: the series of {metric} are sampled at different "
-                                 "times; query them with one step (query_range's step=)")
-            _, rates = counter_rates(ts, cs, where)
-            total += rates
+        mids = (edges[:-1] + edges[1:]) / 2
+        for i, ts, cs in grids:
+            _, rates = counter_rates(ts, cs, f"{where} series {i}")
+            inside = (mids > ts[0]) & (mids < ts[-1])
+            j = np.searchsorted(ts, mids[inside]) - 1
+            total[inside] += rates[j]
         return cls(edges - edges[0], total, "step", source=where)
 
     # --- what it holds -------------------------------------------------------------------------

@@ -53,6 +53,15 @@ def test_within_the_tolerance_nothing_changes_and_the_bounds_hold():
     assert high.requested.max() == 6
 
 
+def test_pods_working_off_a_backlog_read_busy():
+    """Below capacity but draining a backlog, a pod is busy all the time: utilization 1, as
+    a real HPA reads it, so the autoscaler adds pods."""
+    hpa = qm.Autoscaler(target=0.9, scale_up_delay=30, min_pods=1)
+    s = hpa.run(qm.Traffic([0, 300, 320, 900], [950.0, 1500.0, 950.0]), util, CAP,
+                start_pods=1)
+    assert s.ready.max() >= 2
+
+
 def test_an_overload_is_followed_as_a_fluid_and_counted_in_flight():
     f = FluidCohorts(CAP)
     f.add(2)
@@ -95,6 +104,13 @@ def test_the_manifest_is_an_autoscaling_v2_hpa():
     assert spec["behavior"]["scaleDown"]["stabilizationWindowSeconds"] == 240
     with pytest.raises(ValueError, match="Autoscaler.target is None"):
         qm.Autoscaler().manifest("m")
+    # quantities Kubernetes reads exactly; a tolerance other than 0.1 written where it applies
+    odd = yaml.safe_load(qm.Autoscaler(metric="in_flight", target=12345.6789,
+                                       tolerance=0.2).manifest("m"))
+    assert odd["spec"]["metrics"][0]["pods"]["target"]["averageValue"] == "12345.6789"
+    assert odd["spec"]["behavior"]["scaleUp"]["tolerance"] == 0.2
+    for policy in odd["spec"]["behavior"]["scaleUp"]["policies"]:
+        assert isinstance(policy["periodSeconds"], int) and 0 < policy["periodSeconds"] <= 1800
 
 
 @pytest.mark.parametrize("kwargs, message", [
@@ -104,7 +120,11 @@ def test_the_manifest_is_an_autoscaling_v2_hpa():
     (dict(metric="cpu"), "Autoscaler.metric='cpu'"),
     (dict(min_pods=5, max_pods=2), "min_pods=5 exceeds max_pods=2"),
     (dict(min_pods=0), "min_pods must be a whole number >= 1"),
-    (dict(sync_period=0), "sync_period=0 s must be between"),
+    (dict(sync_period=0), "sync_period=0 s must be whole seconds from 1 to 1800"),
+    (dict(sync_period=0.5), "sync_period=0.5 s must be whole seconds"),
+    (dict(stabilization=7200), "stabilization=7200 s must be whole seconds from 0 to 3600"),
+    (dict(scale_up_delay=0.09), "is under a second, shorter than any pod start"),
+    (dict(metric="in_flight", target=1e-4), "at least 0.001"),
     (dict(tolerance=1.5), "tolerance=1.5 must be in"),
     (dict(scale_up_delay="90s"), "scale_up_delay must be a finite number"),
 ])

@@ -189,6 +189,24 @@ def test_bad_input_names_the_field(kwargs, message):
         qm.simulate(NODE, arrivals=qm.Traffic.constant(100.0, 10.0), **kwargs)
 
 
+def test_a_pod_asked_for_again_starts_empty():
+    """Pod 2 leaves at 10 s holding a queue and is asked for again at 20 s: it comes back
+    empty, as a new pod does (the model's rule too)."""
+    node = qm.Node(qm.ServiceTime.affine(1e-3))
+    cluster = qm.Cluster(node, count=2, router="round_robin")
+    traffic = qm.Traffic([0, 10, 20, 30], [2400.0, 1000.0, 1000.0])
+    pods = qm.PodSchedule([0.0, 10.0, 20.0], [2, 1, 2], [2, 1, 2], end=30.0)
+    sim = qm.simulate(cluster, arrivals=traffic, pods=pods, seed=1)
+    pred = qm.predict(cluster, arrivals=traffic, pods=pods)
+    # both pods carry 1,200 req/s for 10 s: a backlog of 2,000 each; then pod 1 alone takes
+    # 1,000 req/s (its backlog stays) and pod 2 leaves. From 20 s each takes 500 req/s:
+    # pod 1 works its backlog off by 24 s, so in [21, 30) a sixth of the requests wait
+    # (3 s of pod 1's 500 req/s); had pod 2 come back with its backlog, a third would
+    late = sim.window(21, 30)
+    assert 0.80 < late.cdf(0.01) < 0.87
+    assert pred.window(21, 30).cdf(0.01) == pytest.approx(late.cdf(0.01), abs=0.03)
+
+
 def test_pods_need_a_static_unweighted_router():
     traffic = qm.Traffic.constant(100.0, 10.0)
     with pytest.raises(ValueError, match="'least_outstanding' over a changing pod count"):
@@ -196,3 +214,7 @@ def test_pods_need_a_static_unweighted_router():
                     pods=qm.PodSchedule.constant(2, 0.0, 10.0))
     with pytest.raises(ValueError, match="pods= and resolution= go with arrivals=qm"):
         qm.simulate(NODE, rate=100.0, pods=2)
+    with pytest.raises(ValueError, match=r"the schedule covers \[0, 5\] s, not the whole"):
+        qm.simulate(NODE, arrivals=traffic, pods=qm.PodSchedule.constant(1, 0.0, 5.0))
+    with pytest.raises(ValueError, match="leave out engine=, warmup= and progress="):
+        qm.simulate(NODE, arrivals=traffic, engine="events")

@@ -195,6 +195,8 @@ def test_the_report_names_the_quantile_the_cheaper_plan_missed(tmp_path):
     (dict(rate=None), "needs rate="),
     (dict(preferred_batch_sizes=(4,)), "a bare 4 is not a set"),
     (dict(sharing="shared"), "sharing='shared'"),
+    (dict(max_batch_size=(1,), max_queue_delay=(1e-3,)), "the space holds no configuration"),
+    (dict(failures=2, nodes=[1, 2]), "failures=2 leaves no node serving"),
 ])
 def test_bad_ranges_name_the_field(kwargs, message):
     args = dict(rate=1000.0, slo={"p99": 9e-3}, verify=False)
@@ -208,6 +210,17 @@ SALE = qm.Traffic.flash_sale(1500.0, 6000.0, ramp=30, hold=300, before=300, afte
 DAY = qm.Traffic.diurnal(600.0, 6000.0, period=3600.0, peak_at=1800.0, step=60.0)
 AUTO = dict(nodes=range(1, 17), max_batch_size=(8, 16), max_queue_delay=(0, 1e-3),
             routers=("round_robin",), verify_requests=300_000)
+
+
+def test_autoscaling_takes_the_traffic_s_shape_headroom_and_no_failures():
+    bursty = DAY.with_scv(4.0)
+    plan = qm.size(SVC, traffic=bursty, slo={"p95": 9e-3}, verify=False, **AUTO)
+    poisson = qm.size(SVC, traffic=DAY, slo={"p95": 9e-3}, verify=False, **AUTO)
+    assert plan.scv == 4.0 and plan.cost >= poisson.cost
+    assert plan.predicted.accuracy.approximation_keys  # ranked under renewal arrivals
+    hpa = qm.Autoscaler(metric="in_flight", scale_up_delay=60)
+    with pytest.raises(ValueError, match="failures= is not planned with autoscale="):
+        qm.size(SVC, traffic=DAY, slo={"p95": 9e-3}, autoscale=hpa, failures=1, **AUTO)
 
 
 def test_traffic_without_an_autoscaler_sizes_its_range():
@@ -234,7 +247,9 @@ def test_an_autoscaled_plan_follows_the_traffic_and_is_verified(tmp_path):
     assert all(any(t.start <= u <= t.end for t in plan.transients) for u in ups)
     paths = plan.write(tmp_path, name="ranker")
     assert (tmp_path / "hpa.yaml").exists() and (tmp_path / "schedule.png").exists()
-    assert f"averageValue: \"{round(plan.autoscaler.target * 1000)}m\"" in \
+    from qmodel.autoscaler import _quantity
+
+    assert f"averageValue: \"{_quantity(plan.autoscaler.target)}\"" in \
         (tmp_path / "hpa.yaml").read_text()
     assert "name: triton_in_flight" in (tmp_path / "hpa.yaml").read_text()
     assert (tmp_path / "report.md") in paths
@@ -277,7 +292,7 @@ def test_qmodel_size_takes_a_range_and_a_traffic_file(tmp_path, capsys):
     csv = tmp_path / "sale.csv"
     csv.write_text("time,rate\n" + "".join(f"{t},{r}\n" for t, r in
                                            [(0, 1500), (300, 6000), (600, 1500)]))
-    assert main(args + ["--traffic", str(csv), "--autoscale", "utilization",
+    assert main(args + ["--traffic", str(csv), "--autoscale", "in_flight",
                         "--scale-up-delay", "1min", "--out", str(tmp_path / "a")]) == 0
     out = capsys.readouterr().out
     assert "autoscaled" in out and (tmp_path / "a" / "hpa.yaml").exists()

@@ -71,6 +71,9 @@ def test_a_csv_file_gives_step_windows(tmp_path):
     path.write_text("time_s,rate\n0,100\n60,300\n# a comment\n120,200\n")
     tr = qm.Traffic.from_csv(path)
     assert tr.times.tolist() == [0, 60, 120, 180] and tr.rates.tolist() == [100, 300, 200]
+    ms = tmp_path / "ms.csv"
+    ms.write_text("time_ms,rate\n0,100\n60000,300\n")
+    assert qm.Traffic.from_csv(ms).times.tolist() == [0, 60, 120]
     lin = qm.Traffic.from_csv(path, shape="linear")
     assert lin.rate_at(30.0) == 200
 
@@ -113,12 +116,19 @@ def test_a_prometheus_range_query_sums_its_servers(tmp_path):
     bad = {"status": "success", "data": {"resultType": "vector", "result": []}}
     with pytest.raises(ValueError, match="a range query .matrix. is needed"):
         qm.Traffic.from_prometheus(bad)
-    skew = {"status": "success", "data": {"resultType": "matrix", "result": [
-        series("a", "rec", [0, 1, 2]),
-        {**series("b", "rec", [0, 1, 2]),
-         "values": [[1700000001 + 15 * i, "0"] for i in range(3)]}]}}
-    with pytest.raises(ValueError, match="sampled at different times"):
-        qm.Traffic.from_prometheus(skew)
+    # servers come and go: b is scraped only in the middle; each adds where it has samples
+    gaps = {"status": "success", "data": {"resultType": "matrix", "result": [
+        series("a", "rec", [0, 150, 300, 450]),
+        {**series("b", "rec", []), "values": [[1700000015, "0"], [1700000030, "300"]]}]}}
+    tr = qm.Traffic.from_prometheus(gaps)
+    assert tr.rates.tolist() == [10.0, 30.0, 10.0]
+    no_list = {"status": "success", "data": {"resultType": "matrix", "result": None}}
+    short = {"status": "success", "data": {"resultType": "matrix", "result": [
+        {"metric": None, "values": [[1, "2"], [2]]}]}}
+    for broken, message in ((no_list, "data.result must be a list"),
+                            (short, "values must be .timestamp")):
+        with pytest.raises(ValueError, match=message):
+            qm.Traffic.from_prometheus(broken)
 
 
 @pytest.mark.parametrize("kwargs, message", [
@@ -130,6 +140,7 @@ def test_a_prometheus_range_query_sums_its_servers(tmp_path):
     (dict(times=[0, 10], rates=[1.0], scv=-1), "Traffic.scv=-1 must be a number"),
     (dict(times=[0, 10], rates=[1.0], shape="smooth"), "Traffic.shape='smooth'"),
     (dict(times=[0], rates=[]), "needs at least 2 edges"),
+    (dict(times=[0, float("nan")], rates=[1.0]), "has a non-finite value at edge 1"),
     (dict(times="0,10", rates=[1.0]), "Traffic.times must be a sequence"),
 ])
 def test_bad_traffic_names_the_field(kwargs, message):
@@ -142,5 +153,7 @@ def test_bad_builders_name_the_field():
         qm.Traffic.flash_sale(100, 200, ramp=-5, hold=60)
     with pytest.raises(ValueError, match="diurnal low=9 exceeds peak=1"):
         qm.Traffic.diurnal(9, 1)
+    with pytest.raises(ValueError, match="flash_sale base=5000 exceeds peak=1000"):
+        qm.Traffic.flash_sale(5000, 1000, ramp=60, hold=60)
     with pytest.raises(ValueError, match="between.*must lie in"):
         qm.Traffic.constant(1.0, 10.0).between(5, 20)

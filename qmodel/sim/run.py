@@ -203,6 +203,10 @@ def simulate(system, rate=None, *, arrivals=None, requests: int | None = None, s
         if rate is not None or requests is not None:
             raise ValueError("with arrivals=Traffic leave out rate= and requests=: the traffic "
                              "sets the rate and how many requests arrive")
+        if engine != "auto" or warmup != DEFAULT_WARMUP or progress not in (False, None):
+            raise ValueError("with arrivals=Traffic the engine, warm-up and progress are the "
+                             "time-varying simulator's own: leave out engine=, warmup= and "
+                             "progress=")
         return simulate_traffic(system, arrivals, pods=pods, seed=seed,
                                 replicas=1 if replicas is None else replicas, backend=backend,
                                 resolution=resolution)

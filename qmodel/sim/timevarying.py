@@ -74,6 +74,7 @@ def simulate_traffic(system, traffic: Traffic, *, pods=None, seed=None, replicas
     pods : PodSchedule or int, optional
         Pods ready over time (an autoscaler's :class:`~qmodel.autoscaler.PodSchedule`), each a
         copy of the system's node (or pod) behind its router; default the system's own count.
+        With it, the system's own count is not used (only its node and router).
     seed : int, optional
     replicas : int
         Independent realisations of the whole traffic.
@@ -142,8 +143,13 @@ def simulate_traffic(system, traffic: Traffic, *, pods=None, seed=None, replicas
             runner.run(lanes, collected)
             lanes, pending = [], 0
     instance_seconds = replicas * _instance_seconds(cluster, schedule, traffic)
+    # the queues' relaxation time per bin: the longest over the streams, from their grids
+    relaxation = np.zeros(bins)
+    for step, grid, _, _, _, seconds in profiles.values():
+        idx = np.clip(((grid - traffic.start) / resolution).astype(np.int64), 0, bins - 1)
+        np.maximum.at(relaxation, idx, seconds)
     return collected.result(traffic, schedule, edges, runner, replicas, instance_seconds, unit,
-                            cluster)
+                            cluster, relaxation)
 
 
 # ------------------------------------------------------------------------------------------
@@ -165,6 +171,9 @@ def _schedule(cluster, pods, traffic) -> PodSchedule:
     if not isinstance(pods, PodSchedule):
         raise ValueError(f"pods must be a PodSchedule (Autoscaler.run) or a pod count, got "
                          f"{type(pods).__name__}")
+    if pods.times[0] > traffic.start or pods.end < traffic.end:
+        raise ValueError(f"pods: the schedule covers [{pods.times[0]:g}, {pods.end:g}] s, not "
+                         f"the whole traffic [{traffic.start:g}, {traffic.end:g}] s")
     return pods
 
 
@@ -186,7 +195,21 @@ def _route(cluster, schedule, arrivals, rng, changing: bool):
     order = np.argsort(assign, kind="stable")
     counts = np.bincount(assign, minlength=nodes)
     parts = np.split(arrivals[order], np.cumsum(counts)[:-1])
-    return [(part, k) for k, part in enumerate(parts)]
+    if not changing:
+        return [(part, k) for k, part in enumerate(parts)]
+    # a pod that leaves and is asked for again later is a new pod, empty: each time its
+    # number becomes ready starts a stream of its own
+    out = []
+    for k, part in enumerate(parts):
+        cuts = np.searchsorted(part, _activations(schedule, k)[1:])
+        out += [(piece, k) for piece in np.split(part, cuts) if piece.size]
+    return out
+
+
+def _activations(schedule, k) -> np.ndarray:
+    """The times at which pod number k (0-based) becomes ready."""
+    before = np.concatenate([[0], schedule.ready[:-1]])
+    return schedule.times[(before <= k) & (schedule.ready > k)]
 
 
 def _stream_rate(traffic, schedule, cluster, node, dynamic):
@@ -205,18 +228,23 @@ def _stream_rate(traffic, schedule, cluster, node, dynamic):
 
 
 def _profile(rate_of, runner, traffic):
-    """A stream's rate, warm-up need (arrivals) and fluid backlog (requests) on a grid of
-    4,000 points over the traffic: (grid step, grid, rate, need, backlog)."""
+    """A stream's rate, warm-up need (arrivals), fluid backlog (requests) and relaxation time
+    (seconds) on a grid of 4,000 points over the traffic: (grid step, grid, rate, need,
+    backlog, relaxation)."""
     grid_step = max(traffic.duration / 4000, 1e-3)
     grid = np.arange(traffic.start, traffic.end + grid_step, grid_step)
     x = rate_of(grid)
-    return grid_step, grid, x, runner.warmup_need(x), runner.fluid_backlog(x, grid_step)
+    relax = runner.relaxation_arrivals(x)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        seconds = np.where(x > 0, relax / x, 0.0)
+    return (grid_step, grid, x, np.maximum(runner.floor, WARM_RELAXATIONS * relax),
+            runner.fluid_backlog(x, grid_step), seconds)
 
 
 def _chunks(times, profile, runner, traffic, chunk):
     """The lanes of one stream: (lane arrivals, first measured index, measured count)."""
     n = times.size
-    grid_step, grid, x, need, backlog = profile
+    grid_step, grid, x, need, backlog, _ = profile
     base = chunk if chunk is not None else int(np.clip(n // 500, 2_000, 100_000))
     cool = runner.cool
     lanes = []
@@ -307,14 +335,14 @@ class _Runner:
             return self.nodes.index(self.cluster.nodes[node])
         return 0
 
-    def warmup_need(self, x):
-        """Warm-up arrivals before a chunk at a stream rate x (array); the relaxation taken
-        at the load rounded to 0.001."""
+    def relaxation_arrivals(self, x):
+        """Relaxation lengths (arrivals) of a stream at rate x (array), taken at the load
+        rounded to 0.001 (at most LOAD_CAP)."""
         loads = np.round(np.minimum(x / self.capacity, LOAD_CAP), 3)
         keys, where = np.unique(loads, return_inverse=True)
         relax = np.array([self._relaxation(max(float(k), 1e-3) * self.capacity)
                           for k in keys])
-        return np.maximum(self.floor, WARM_RELAXATIONS * relax[where])
+        return relax[where]
 
     def _relaxation(self, rate):
         if self.ensemble:
@@ -441,7 +469,7 @@ class _Collected:
         self.requests += arrival.size
 
     def result(self, traffic, schedule, edges, runner, replicas, instance_seconds, unit,
-               cluster) -> TrafficLatency:
+               cluster, relaxation) -> TrafficLatency:
         if not self.keys:
             raise ValueError("the traffic produced no arrivals; raise its rates or its length")
         key = np.concatenate(self.keys)
@@ -485,7 +513,7 @@ class _Collected:
             warnings.simplefilter("ignore")
             result = TrafficLatency(
                 sojourn, served, rejected, edges, traffic=traffic, pods=schedule,
-                replica=replica, method=method, accuracy=accuracy,
+                replica=replica, relaxation=relaxation, method=method, accuracy=accuracy,
                 throughput=sojourn.size / (replicas * traffic.duration),
                 utilization=utilization,
                 batch_size_distribution={k: int(c) for k, c in enumerate(hist) if c},

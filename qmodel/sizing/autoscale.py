@@ -15,7 +15,9 @@ the static search has sized the traffic's whole range of rates (the plan it is c
 3. **Feasibility, cheapest first.** In order of cost, the time-varying model
    (:func:`qmodel.timevarying.predict_traffic`, in bins of 5 s, its stationary answers shared
    between the targets of one configuration) gives every window's latency; the first
-   feasible pair is the cheapest. The pair is feasible where every SLO quantile, raised by its stated error, plus
+   feasible pair is the cheapest. Feasible: every settled window meets the SLO (below), and
+   over the whole traffic every SLO key holds as well (p95: 95% of all its requests within
+   the target), so that the transients' misses stay within what the SLO allows. The pair is feasible where every SLO quantile, raised by its stated error, plus
    the network, meets its target in every **settled** window: one with no moment of a
    transient. A transient is the time after a rise while the pods asked for are starting, and
    while the backlog they left is being worked off (held and falling); a backlog that grows
@@ -64,7 +66,7 @@ def plan_autoscaled(static: Plan, search, traffic, autoscaler, verify: bool, see
     if not routers:
         raise ValueError("autoscale: the pod count changes, which needs a static router; add "
                          "'round_robin' or 'random' to routers")
-    window = min(float(window), traffic.duration / 4)
+    window = float(window)
     # every (configuration, target): its control loop replayed (cheap), so its exact cost
     pairs, curves = [], {}
     for node, router in _units(search, routers):
@@ -112,6 +114,12 @@ def plan_autoscaled(static: Plan, search, traffic, autoscaler, verify: bool, see
             f"its simulation missed the SLO in {len(misses)} settled window(s), first at "
             f"{misses[0]:,.0f} s: rejected")
     notes += rejected_notes
+    if best is not None and static.feasible and best["cost"] >= static.cost / space.gpu_cost \
+            * traffic.duration:
+        notes.append(f"the static plan for the whole range ({static.nodes} "
+                     f"{'pod' if isinstance(static.node, Ensemble) else 'node'}(s), cost "
+                     f"{static.cost:g}) costs no more than the autoscaled one and meets the "
+                     "SLO in every window: prefer it")
     if flat:
         notes.append(f"in {len(flat)} of {len(curves)} configurations the instances are busy "
                      "90% of the time at half the pod's capacity (small batches keep them "
@@ -141,7 +149,7 @@ def plan_autoscaled(static: Plan, search, traffic, autoscaler, verify: bool, see
         prediction, simulated, verification, static.alternatives, static.pareto,
         static.candidates, static.evaluated + tried, dict(space.slo), space.given.peak,
         tuple(notes), network=space.network, load=space.rates.peak, failures=space.failures,
-        low=space.rates.low, binding=found["binding"], schedule=schedule,
+        low=space.rates.low, binding=found["binding"], schedule=schedule, scv=space.scv,
         autoscaler=found["autoscaler"], traffic=traffic, static=static,
         transients=tuple(transients), windows=tuple(found["windows"]))
 
@@ -167,7 +175,7 @@ def metric_curve(node, router, metric: str, space) -> Curve | None:
     for load in CURVE_LOADS:
         x = load * capacity
         try:
-            r = model_answer(node, x)
+            r = model_answer(node, x, scv=space.scv)
         except (UnstableError, NotImplementedError):
             continue
         if metric == "utilization":
@@ -220,6 +228,11 @@ def _evaluate(node, router, autoscaler, schedule, traffic, space, window, cache)
     except NotImplementedError:
         return None
     settled = _settled(prediction, schedule, window)
+    # over the whole traffic, too, every SLO key holds: the transients' misses and the
+    # settled windows' together stay within what the SLO allows
+    whole = prediction.within(space.slo, network=space.network)
+    if any(whole[k] < LEVELS[k] for k in space.slo):
+        return {"feasible": False}
     worst, binding, rows = 0.0, 0.0, []
     for (start, end, latency), ok in zip(prediction.windows(window), settled):
         if latency is None:

@@ -149,6 +149,11 @@ class Plan:
         missed the SLO (had it met it, it would be the plan).
     network : float
     failures : int
+    scv : float
+        The arrivals' squared coefficient of variation the plan was sized for (a Traffic's
+        renewal shape; 1 for Poisson).
+    rival_rate : float
+        The rate of the rival's simulation that missed.
     schedule : PodSchedule or None
         With an autoscaler: the pods ready and requested over the traffic.
     autoscaler : Autoscaler or None
@@ -189,6 +194,8 @@ class Plan:
     static: object = None
     transients: tuple = ()
     windows: tuple = ()
+    scv: float = 1.0
+    rival_rate: float = 0.0
 
     @property
     def node(self):
@@ -238,6 +245,8 @@ class Plan:
         if self.schedule is not None:
             count = (f"{self.schedule.ready.min()}-{self.schedule.most} "
                      f"{'pod' if isinstance(node, Ensemble) else 'node'}(s) autoscaled")
+            if self.nodes > self.schedule.most:
+                count += f" ({self.nodes} asked for at most)"
         if isinstance(node, Ensemble):     # a pod: one line per stage
             edges = ", ".join(f"{a}->{b}" for a, b in sorted(node.edges))
             lines = [f"{head}: {count} x ensemble ({edges}){router}"]
@@ -245,7 +254,7 @@ class Plan:
         else:
             lines = [f"{head}: {count} x {node.describe()}{router}"]
         lines += [f"cost {self.cost:g} ({self.gpus} GPUs"
-                  + (" at most" if self.schedule is not None else "")
+                  + (" at most, the mean pods asked for" if self.schedule is not None else "")
                   + f"); {self.candidates:,} candidates, "
                   f"{self.evaluated:,} prediction{'s' * (self.evaluated != 1)}"]
         if self.is_range and self.schedule is None:

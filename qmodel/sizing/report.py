@@ -53,11 +53,11 @@ def _down(system, failures: int):
     return node if left == 1 else Cluster(node, count=left, router=system.router)
 
 
-def _answer(system, rate, level):
+def _answer(system, rate, level, scv=1.0):
     """The quantile at ``level`` (seconds) by the search's rule, or None where it is
     unstable or no model covers it (the sweeps do not simulate)."""
     try:
-        return float(model_answer(system, rate).quantile(level))
+        return float(model_answer(system, rate, scv=scv).quantile(level))
     except (ValueError, NotImplementedError, ArithmeticError):
         return None
 
@@ -86,7 +86,7 @@ def rate_sweep(plan, candidates=3) -> dict:
     out = {}
     rates = _swept_rates(plan)
     for label, system in systems:
-        values = [_answer(_down(system, plan.failures), r, level) for r in rates]
+        values = [_answer(_down(system, plan.failures), r, level, plan.scv) for r in rates]
         keep = [i for i, v in enumerate(values) if v is not None]
         out[label] = (rates[keep], np.array([values[i] for i in keep]))
     return out
@@ -111,8 +111,8 @@ def batch_sweep(plan, sizes=(1, 2, 4, 8, 16, 32, 64, 128)):
         swept = node
     sizes = [B for B in sizes if B <= _largest_measured(swept.service)]
     rate = plan.binding or plan.load
-    values = [_answer(_down(_with_batch(plan, node, stage, B), plan.failures), rate, level)
-              for B in sizes]
+    values = [_answer(_down(_with_batch(plan, node, stage, B), plan.failures), rate, level,
+                      plan.scv) for B in sizes]
     under = [B for B, v in zip(sizes, values) if v is not None and v + plan.network <= target]
     return sizes, values, (max(under) if under else None), stage
 
@@ -219,7 +219,8 @@ def _markdown(plan, figures, batches, config_note, configs) -> str:
         key = max(plan.slo, key=lambda k: (sim.ci(LEVELS[k])[1] + plan.network) / plan.slo[k])
         lines += [f"**One node cheaper.** The best configuration at {rival.nodes} node(s), "
                   f"{knobs(rival.node)} ({rival.router}), simulated {key} "
-                  f"{ms(sim.quantile(LEVELS[key]))} ms at {rival.binding:,.0f} req/s against "
+                  f"{ms(sim.quantile(LEVELS[key]))} ms at "
+                  f"{plan.rival_rate or rival.binding:,.0f} req/s against "
                   f"the target {ms(plan.slo[key])} ms"
                   + (f" less the {plan.network * 1e3:g} ms network" if plan.network else "")
                   + f" (the model's trusted value: {ms(rival.trusted[key])} ms).", ""]

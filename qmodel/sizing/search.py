@@ -95,9 +95,10 @@ def size(service, rate=None, slo=None, *, nodes=range(1, 65), gpus_per_node: int
     network : float
         Seconds of each SLO spent outside the servers (subtracted from every target).
     peak : float
-        The rate (a range's upper end) is multiplied by this (>= 1) before sizing.
+        The rate (a range's upper end) is multiplied by this (>= 1) before sizing; with an
+        autoscaler every rate of the traffic is.
     failures : int
-        Nodes that may be down while the SLO still holds.
+        Nodes that may be down while the SLO still holds (not with ``autoscale``).
     verify : bool
         Simulate the chosen plan (and the best one node cheaper) before answering.
     verify_requests, seed : int
@@ -137,6 +138,10 @@ def size(service, rate=None, slo=None, *, nodes=range(1, 65), gpus_per_node: int
             raise ValueError(f"traffic must be a qmodel.Traffic, got {type(traffic).__name__}")
         if rate is not None:
             raise ValueError("give rate= or traffic=, not both: the traffic sets the rates")
+        if autoscale is not None and peak != 1.0:
+            # headroom over a traffic: every rate of it raised, as the autoscaler will see
+            traffic = traffic.scaled(_positive_factor(peak))
+            peak = 1.0
         positive = traffic.rates[traffic.rates > 0]
         rate = (float(positive.min()), traffic.peak)
     elif autoscale is not None:
@@ -144,6 +149,11 @@ def size(service, rate=None, slo=None, *, nodes=range(1, 65), gpus_per_node: int
     if autoscale is not None:
         from ..autoscaler import Autoscaler
 
+        if failures:
+            raise ValueError("failures= is not planned with autoscale=: the autoscaler and "
+                             "the Deployment replace a pod that fails, and its minutes "
+                             "without it are not modelled; size without autoscale for "
+                             "nodes down, or raise min_pods")
         if not isinstance(autoscale, Autoscaler):
             raise ValueError(f"autoscale must be a qmodel.Autoscaler, got "
                              f"{type(autoscale).__name__}")
@@ -157,6 +167,10 @@ def size(service, rate=None, slo=None, *, nodes=range(1, 65), gpus_per_node: int
     space = checked_space(slo, rate, network, peak, failures, nodes, gpus_per_node,
                           instances_per_gpu, max_batch_size, max_queue_delay,
                           preferred_batch_sizes, routers, cost_per_gpu, sharing)
+    if traffic is not None and traffic.scv != 1.0:
+        from dataclasses import replace
+
+        space = replace(space, scv=traffic.scv)      # the traffic's renewal shape
     profiles = _checked_profiles(profiles, service)
     if isinstance(service, Ensemble):
         for r in space.routers:
@@ -262,7 +276,8 @@ class _PodConfig:
             for r in {rates.low, rates.peak}:
                 self.counter[0] += 1
                 try:
-                    worst = max(worst, trusted_quantile(model_answer(node, r, self.budget),
+                    worst = max(worst, trusted_quantile(model_answer(node, r, self.budget,
+                                                                     self.space.scv),
                                                         self.level))
                 except (NotImplementedError, UnstableError):
                     worst = math.inf
@@ -275,6 +290,10 @@ class _PodConfig:
 def _node_configs(service, space: Space):
     services, notes, overhead, prefetch = services_for(service, space.per_gpu, space.sharing)
     nodes = configurations(services, space, overhead, prefetch)
+    if not nodes:
+        raise ValueError("the space holds no configuration: a delay is not tried at "
+                         "max_batch_size 1 (it only waits); add 0 to max_queue_delay or a "
+                         "max_batch_size above 1")
     configs = [_NodeConfig(node, r) for node in nodes for r in space.routers]
     # largest capacity first: cheap plans are found early, and prune the rest
     configs.sort(key=lambda c: -c.capacity)
@@ -321,7 +340,7 @@ class _Search:
             node = self.configs[ci].at(active)
             system = system_of(node, self.configs[ci].router, active)
             try:
-                self.answers[key] = model_answer(system, rate, self.budget)
+                self.answers[key] = model_answer(system, rate, self.budget, self.space.scv)
             except (UnstableError, NotImplementedError) as err:
                 self.answers[key] = err
         found = self.answers[key]
@@ -425,7 +444,8 @@ class _Search:
         that misses."""
         out = []
         for rate in self.verify_rates(candidate):
-            sim = _simulate(candidate.system(self.space.failures), rate, requests, seed)
+            sim = _simulate(candidate.system(self.space.failures), rate, requests, seed,
+                            self.space.scv)
             out.append((rate, sim))
             if self.misses(sim):
                 break
@@ -442,6 +462,7 @@ class _Search:
     def plan(self, notes, verify, verify_requests, seed, candidates_total) -> Plan:
         space = self.space
         chosen, sims, verification, rival = None, (), "not verified (verify=False)", None
+        rival_rate = 0.0
         attempts = 0
         while chosen is None:
             pool = self.feasible()
@@ -478,7 +499,7 @@ class _Search:
                 break
             best, rival_sims = found
             if self.misses(rival_sims[-1][1]):
-                rival = (best, rival_sims[-1][1])
+                rival, rival_rate = (best, rival_sims[-1][1]), rival_sims[-1][0]
                 break
             notes = (*notes, f"{best.nodes} x {knobs(best.node)} ({best.router}): the model's "
                              f"margin put it at {best.worst_ratio:.2f} x its target, but its "
@@ -493,7 +514,7 @@ class _Search:
         alternatives = tuple(self.feasible())
         pareto = tuple(_pareto(self.seen.values()))
         extra = dict(network=space.network, load=space.rates.peak, failures=space.failures,
-                     low=space.rates.low, rival=rival)
+                     low=space.rates.low, rival=rival, scv=space.scv, rival_rate=rival_rate)
         if chosen is None:
             closest = self.closest()
             reason = self.infeasible_reason(alternatives, closest, attempts)
@@ -575,21 +596,31 @@ class _Search:
                 f"{closest.worst_ratio:.2f} x its target{where}")
 
 
+def _positive_factor(value) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 1:
+        raise ValueError(f"peak={value!r} must be >= 1: the factor by which the peak rate "
+                         "exceeds rate")
+    return float(value)
+
+
 def _nodes_of(config):
     if isinstance(config, _PodConfig):
         return [n for opts in config.options.values() for n in opts]
     return [config.node]
 
 
-def _simulate(system, rate, requests, seed):
+def _simulate(system, rate, requests, seed, scv=1.0):
     import warnings
 
     from ..sim import simulate
     from ..sim.window import ShortRunWarning
+    from ..system import Renewal
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ShortRunWarning)
-        return simulate(system, rate=rate, requests=requests, seed=seed)
+        if scv == 1.0:
+            return simulate(system, rate=rate, requests=requests, seed=seed)
+        return simulate(system, arrivals=Renewal(rate, scv), requests=requests, seed=seed)
 
 
 def _pareto(candidates):

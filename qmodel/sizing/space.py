@@ -51,6 +51,7 @@ class Space:
     routers: tuple
     cost_per_gpu: float
     sharing: str | None
+    scv: float = 1.0           # the arrivals' squared coefficient of variation (a Traffic's)
 
     @property
     def gpu_cost(self) -> float:
@@ -83,8 +84,12 @@ def checked_space(slo, rate, network, peak, failures, nodes, gpus_per_node, inst
         raise ValueError(f"sharing={sharing!r}: use None (instances sharing a GPU need a "
                          f"profile measured at that concurrency), "
                          f"{' or '.join(map(repr, SHARING))}")
+    failures = _count(failures, "failures", 0)
+    if failures >= counts[-1]:
+        raise ValueError(f"failures={failures} leaves no node serving at the most nodes "
+                         f"allowed ({counts[-1]}); allow more nodes or fewer failures")
     return Space(slo=slo, network=float(network), rates=Rates(given.low, given.peak * peak),
-                 given=given, failures=_count(failures, "failures", 0), counts=counts,
+                 given=given, failures=failures, counts=counts,
                  gpus_per_node=_count(gpus_per_node, "gpus_per_node", 1), per_gpu=per_gpu,
                  batches=batches, delays=delays, preferred=preferred, routers=routers,
                  cost_per_gpu=_positive(cost_per_gpu, "cost_per_gpu"), sharing=sharing)
@@ -202,6 +207,7 @@ def _preferred_options(value) -> tuple:
             out.append(sizes)
     if not out:
         raise ValueError("preferred_batch_sizes is empty; give ((),) for none")
+    # a delay-free node with preferred sizes and without: distinct configurations
     return tuple(out)
 
 

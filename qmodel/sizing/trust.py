@@ -5,8 +5,9 @@
 - :func:`trusted_quantile` raises a quantile by the error its result states.
 - :class:`Rates` is what a plan must hold at: one rate, or every rate in [low, peak].
   :func:`worst_over_rates` evaluates a system over it: the model at both ends and on a
-  geometric grid between them (:data:`GRID_POINTS` points), then a golden-section search
-  around the grid's worst point, so that a maximum of the tail between grid points is found
+  geometric grid between them (:data:`GRID_POINTS` points), then, for each SLO key, a
+  golden-section search around each local maximum of the grid (an end included, towards its
+  neighbour), so that a maximum of the tail between grid points is found
   (the tail against the rate is U-shaped with a delay: high at low rates, where the delay is
   waited out, and near capacity). validation/range_grid.py measures how close this comes to
   the maximum over a dense grid.
@@ -30,7 +31,7 @@ GRID_POINTS = 6
 REFINE_STEPS = 8
 
 
-def model_answer(system, rate: float, budget=None):
+def model_answer(system, rate: float, budget=None, scv: float = 1.0):
     """The answer a candidate is ranked by: the model's, never a simulation, and outside its
     family's measured domain the model's own (``extrapolate=True``, marked in its accuracy).
 
@@ -40,17 +41,26 @@ def model_answer(system, rate: float, budget=None):
     the chosen one. A node with Triton's prefetching batcher (``Node.prefetch``) has no model:
     it is ranked by the model of the same node forming batches when an instance frees
     (marked ``prefetch_ranked_without``), and the plan's simulation keeps the prefetch.
-    Raises UnstableError, or NotImplementedError where no model covers the system at all.
+    ``scv`` other than 1 takes renewal arrivals of that squared coefficient of variation (a
+    Traffic's shape). Raises UnstableError, or NotImplementedError where no model covers the
+    system at all.
     """
     from ..predict import predict
+    from ..system import Renewal
+
+    def answer(s):
+        if scv == 1.0:
+            return predict(s, rate=rate, fallback="raise", extrapolate=True, budget=budget)
+        return predict(s, arrivals=Renewal(rate, scv), fallback="raise", extrapolate=True,
+                       budget=budget)
 
     try:
-        return predict(system, rate=rate, fallback="raise", extrapolate=True, budget=budget)
+        return answer(system)
     except NotImplementedError:
         plain = without_prefetch(system)
         if plain is system:
             raise
-    result = predict(plain, rate=rate, fallback="raise", extrapolate=True, budget=budget)
+    result = answer(plain)
     result.accuracy = result.accuracy.extended(approximations=[Approximation(
         "prefetch_ranked_without",
         "ranked by the model of the same nodes without Triton's prefetching batcher "
@@ -239,13 +249,23 @@ def worst_over_rates(answer, rates: Rates, slo: dict, network: float = 0.0,
             seen[rate] = (worst, result, quantiles, trusted, result.method)
         return seen[rate][0]
 
+    def key_ratio(key):
+        def of(rate):
+            ratio(rate)
+            trusted = seen[rate][3]
+            return trusted[key] / slo[key]
+        return of
+
     complete = True
     for rate in rates.grid():
         if ratio(rate) > 1.0 and stop_at_miss:
             complete = False
             break
     if complete and not rates.single and max(seen[r][0] for r in seen) < math.inf:
-        _refine(ratio, sorted(seen), stop_at_miss)
+        grid = sorted(seen)
+        for key in slo:
+            if not _refine(key_ratio(key), grid, stop_at_miss):
+                break
         complete = not (stop_at_miss and max(seen[r][0] for r in seen) > 1.0)
     binding = max(seen, key=lambda r: (seen[r][0], r))
     worst, result, quantiles, trusted, method = seen[binding]
@@ -253,25 +273,31 @@ def worst_over_rates(answer, rates: Rates, slo: dict, network: float = 0.0,
                        complete, method, state["extrapolated"])
 
 
-def _refine(ratio, points, stop_at_miss) -> None:
-    """Golden-section search for a maximum between the grid's neighbours of its worst
-    interior point (in log rate)."""
+def _refine(ratio, points, stop_at_miss) -> bool:
+    """Golden-section searches (in log rate) for a maximum around every local maximum of
+    ``ratio`` on the grid ``points``: between its two neighbours, or for an end, between it
+    and its neighbour (a hump may rise just inside the range). False where a search found a
+    miss and ``stop_at_miss`` stops it."""
     values = [ratio(p) for p in points]
-    i = max(range(len(points)), key=lambda j: values[j])
-    if i in (0, len(points) - 1):
-        return          # the worst is an end: the grid brackets no interior maximum there
-    a, b = math.log(points[i - 1]), math.log(points[i + 1])
+    last = len(points) - 1
+    peaks = [i for i in range(len(points))
+             if (i == 0 or values[i] >= values[i - 1]) and (i == last or values[i] >= values[i + 1])]
     g = (math.sqrt(5) - 1) / 2
-    c, d = b - g * (b - a), a + g * (b - a)
-    fc, fd = ratio(math.exp(c)), ratio(math.exp(d))
-    for _ in range(REFINE_STEPS):
+    for i in peaks:
+        a, b = math.log(points[max(i - 1, 0)]), math.log(points[min(i + 1, last)])
+        c, d = b - g * (b - a), a + g * (b - a)
+        fc, fd = ratio(math.exp(c)), ratio(math.exp(d))
+        for _ in range(REFINE_STEPS):
+            if stop_at_miss and max(fc, fd) > 1.0:
+                return False
+            if fc >= fd:
+                b, d, fd = d, c, fc
+                c = b - g * (b - a)
+                fc = ratio(math.exp(c))
+            else:
+                a, c, fc = c, d, fd
+                d = a + g * (b - a)
+                fd = ratio(math.exp(d))
         if stop_at_miss and max(fc, fd) > 1.0:
-            return
-        if fc >= fd:
-            b, d, fd = d, c, fc
-            c = b - g * (b - a)
-            fc = ratio(math.exp(c))
-        else:
-            a, c, fc = c, d, fd
-            d = a + g * (b - a)
-            fd = ratio(math.exp(d))
+            return False
+    return True
