@@ -3,10 +3,11 @@
 ``qmodel.predict(system, arrivals=traffic)`` answers each second with the stationary model at
 that second's rate (pointwise stationary) or, where a backlog is held, with the fluid and
 diffusion backlog (:mod:`qmodel.timevarying`). This campaign runs scenarios that exercise
-both: steps and ramps within capacity, a compressed day, overloads that build and drain a
-backlog, and pod counts that an autoscaler changes (new pods start empty), over nodes of one
-and several instances, with and without a delay, and Ensemble pods. Each scenario is simulated
-(``qmodel.simulate(system, arrivals=traffic, pods=...)``, two realisations) and predicted; in
+both: steps and ramps within capacity (one to 0.95 load), compressed days (one over 8 nodes behind
+round robin), overloads that build and drain a backlog, and pod counts that an autoscaler
+changes (new pods start empty), over nodes of one and several instances (deterministic or
+jittery), with and without a delay, preferred sizes, and Ensemble pods. Each scenario is simulated
+(``qmodel.simulate(system, arrivals=traffic, pods=...)``, four realisations) and predicted; in
 every window of 20 s with at least 4,000 simulated requests the predicted p50, p95 and p99 are
 compared with the simulated ones (error = predicted / simulated - 1).
 
@@ -16,7 +17,7 @@ seconds (a backlog held, or a load too near capacity for a stationary law), else
 qmodel/theory/measured_errors.json's (``python validation/measured_errors.py --write``).
 
 Run: ``python validation/traffic_accuracy.py --json validation/results/traffic_accuracy.json
---text validation/results/traffic_accuracy.txt`` (about 10 minutes here).
+--text validation/results/traffic_accuracy.txt`` (about 15 minutes here).
 """
 
 from __future__ import annotations
@@ -32,6 +33,9 @@ from qmodel.theory.measured import configuration_features
 
 WINDOW = 20.0
 MIN_REQUESTS = 4_000
+# independent realisations of each scenario: the windows' simulated quantiles carry little
+# noise of their own into the errors
+REPLICAS = 4
 LEVELS = {"p50": 0.5, "p95": 0.95, "p99": 0.99}
 
 A = qm.Node(qm.ServiceTime.affine(2e-3, 0.2e-3, jitter=("lognormal", 0.2)), max_batch_size=8,
@@ -41,6 +45,9 @@ C = qm.Node(qm.ServiceTime.affine(2e-3, 0.3e-3, jitter="exponential"), max_batch
             max_queue_delay=2e-3, instances=2)
 D = qm.Node(qm.ServiceTime.affine(1.5e-3, 0.25e-3, jitter=("gamma", 0.3)), max_batch_size=4,
             preferred_batch_sizes=(2, 4), max_queue_delay=0.5e-3)
+F = qm.Node(qm.ServiceTime.affine(1e-3), instances=4)
+G = qm.Node(qm.ServiceTime.affine(1e-3, 0.15e-3, jitter=("lognormal", 0.3)), max_batch_size=8,
+            max_queue_delay=2e-3)
 E = qm.Ensemble({"pre": qm.Node(qm.ServiceTime.affine(0.5e-3, 0.05e-3), max_batch_size=4,
                                 instances=2),
                  "model": qm.Node(qm.ServiceTime.affine(2e-3, 0.25e-3, jitter=("lognormal",
@@ -100,6 +107,15 @@ def scenarios():
     sale = qm.Traffic.flash_sale(1.0 * cap, 4 * cap, ramp=30, hold=240, before=120, after=180)
     out.append(("C flash sale, autoscaled on requests in flight, random",
                 *_autoscaled(C, "random", sale, 0.6, metric="in_flight")))
+    cap = F.capacity
+    out.append(("F four deterministic instances, ramp to 0.95, 1 node",
+                F, qm.Traffic([0, 60, 180, 240], [0.3 * cap, 0.3 * cap, 0.95 * cap,
+                                                  0.95 * cap], "linear"), None))
+    cap = G.capacity
+    out.append(("G compressed day, 8 nodes round robin",
+                qm.Cluster(G, count=8, router="round_robin"),
+                qm.Traffic.diurnal(1.6 * cap, 7.2 * cap, period=600, peak_at=300, step=10),
+                None))
     cap = _cap(E)
     out.append(("E ensemble, overload 20 s, 2 pods round robin",
                 qm.Cluster(E, count=2, router="round_robin"),
@@ -130,7 +146,7 @@ def run(seed: int) -> list:
     rows = []
     for name, system, traffic, pods in scenarios():
         start = time.perf_counter()
-        sim = qm.simulate(system, arrivals=traffic, pods=pods, seed=seed, replicas=2)
+        sim = qm.simulate(system, arrivals=traffic, pods=pods, seed=seed, replicas=REPLICAS)
         took_sim = time.perf_counter() - start
         start = time.perf_counter()
         pred = qm.predict(system, arrivals=traffic, pods=pods)
