@@ -391,7 +391,8 @@ class SampledLatency(Latency):
         level = _one_level(level, "level", what="", example=(0.95, "a 95% interval"))
         if self.sections < 2:
             raise ValueError("a confidence interval needs at least 2 independent sections; "
-                             "simulate with replicas >= 2")
+                             "simulate with replicas >= 2 (with a Traffic: independent "
+                             "realisations of it)")
         sec = self.section_quantiles(float(p))
         half = float(stats.t.ppf(0.5 + level / 2, self.sections - 1) * sec.std(ddof=1)
                      / math.sqrt(self.sections))

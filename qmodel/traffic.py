@@ -318,6 +318,9 @@ class Traffic:
             except (TypeError, ValueError, IndexError):
                 raise ValueError(f"{where}: series {i} ({labels or 'no labels'}): values must "
                                  "be [timestamp, \"counter\"] pairs") from None
+            if ts.size and ts.max() > 1e11:
+                raise ValueError(f"{where}: series {i}: timestamps such as {ts.max():.0f} look "
+                                 "like milliseconds; Prometheus' API gives seconds")
             if ts.size >= 2:
                 grids.append((i, ts, cs))
         if not grids:

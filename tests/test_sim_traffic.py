@@ -26,7 +26,7 @@ def _agree(a, b, level, z=Z):
 
 def test_a_constant_rate_reproduces_the_stationary_simulator_window_by_window():
     rate = 0.7 * NODE.capacity
-    sim = qm.simulate(NODE, arrivals=qm.Traffic.constant(rate, 400.0), seed=5, replicas=2)
+    sim = qm.simulate(NODE, arrivals=qm.Traffic.constant(rate, 400.0), seed=5, replicas=4)
     stationary = qm.simulate(NODE, rate=rate, requests=2_000_000, seed=6)
     windows = sim.windows(100.0)
     assert len(windows) == 4
@@ -125,7 +125,7 @@ def test_pods_that_join_start_empty_and_share_the_rate():
     traffic = qm.Traffic.constant(rate, 120.0)
     pods = qm.PodSchedule([0.0, 30.0], [3, 4], [4, 4], end=120.0)
     cluster = qm.Cluster(NODE, count=4, router="round_robin")
-    sim = qm.simulate(cluster, arrivals=traffic, pods=pods, seed=4)
+    sim = qm.simulate(cluster, arrivals=traffic, pods=pods, seed=4, replicas=4)
     four = qm.simulate(cluster, rate=rate, requests=1_000_000, seed=5)
     # once the fourth pod serves, the four pods behave as a stationary cluster of four
     late = sim.window(60, 120)
@@ -134,15 +134,15 @@ def test_pods_that_join_start_empty_and_share_the_rate():
     # before it, three pods at 80% load: a longer tail
     assert sim.window(0, 30).p99 > late.p99
     assert sim.rejection_fraction == 0.0
-    assert sim.served.sum() == pytest.approx(rate * 120.0, rel=0.01)
+    assert sim.served.sum() == pytest.approx(4 * rate * 120.0, rel=0.01)
 
 
 def test_dynamic_routers_and_finite_queues_run_on_the_event_engine():
     cap = NODE.capacity
     lo = qm.Cluster(NODE, count=3, router="least_outstanding")
     traffic = qm.Traffic.constant(2.1 * cap, 60.0)
-    sim = qm.simulate(lo, arrivals=traffic, seed=1)
-    assert "events engine" in sim.method
+    sim = qm.simulate(lo, arrivals=traffic, seed=1, replicas=4)
+    assert sim.accuracy.simulation.engine == "events"
     stationary = qm.simulate(lo, rate=2.1 * cap, requests=600_000, seed=2)
     for level in (0.5, 0.95):
         assert _agree(sim, stationary, level)
@@ -162,10 +162,22 @@ def test_ensemble_pods_follow_the_traffic():
                                     instances=2)}, [("a", "b")])
     pods = qm.Cluster(ens, count=2, router="round_robin")
     rate = 0.6 * 2 * min(n.capacity for n in ens.stages.values())
-    sim = qm.simulate(pods, arrivals=qm.Traffic.constant(rate, 60.0), seed=1)
+    sim = qm.simulate(pods, arrivals=qm.Traffic.constant(rate, 60.0), seed=1, replicas=4)
     stationary = qm.simulate(pods, rate=rate, requests=1_000_000, seed=2)
     for level in (0.5, 0.95, 0.99):
         assert _agree(sim, stationary, level)
+
+
+def test_one_realisation_has_no_confidence_interval():
+    """Stretches of one run are not independent enough for a tail quantile's interval: the
+    realisations are its sections."""
+    one = qm.simulate(NODE, arrivals=qm.Traffic.constant(0.5 * NODE.capacity, 20.0), seed=1)
+    assert one.sections == 1 and one.accuracy.simulation.p99_half_width is None
+    with pytest.raises(ValueError, match="simulate with replicas >= 2"):
+        one.window(0, 10).ci(0.99)
+    three = qm.simulate(NODE, arrivals=qm.Traffic.constant(0.5 * NODE.capacity, 20.0), seed=1,
+                        replicas=3)
+    assert three.sections == 3 and three.window(0, 10).sections == 3
 
 
 def test_within_counts_the_requests_under_each_target():

@@ -255,6 +255,26 @@ def test_an_autoscaled_plan_follows_the_traffic_and_is_verified(tmp_path):
     assert (tmp_path / "report.md") in paths
 
 
+def test_any_window_lines_up_and_the_whole_traffic_is_held():
+    slo = {"p95": 9e-3}
+    hpa = qm.Autoscaler(metric="in_flight", scale_up_delay=60, min_pods=1, max_pods=16)
+    plan = qm.size(SVC, traffic=DAY, slo=slo, autoscale=hpa, window=22, **AUTO)
+    assert plan.feasible
+    assert len(plan.simulated.windows(22)) == len(plan.windows)
+    assert [round(w[0], 6) for w in plan.simulated.windows(22)] == \
+        [round(w[0], 6) for w in plan.windows]
+    # over the whole traffic, the SLO holds in the model (trusted) and in the simulation
+    assert plan.simulated.within(slo)["p95"] >= 0.95
+    assert qm.sizing.trusted_quantile(plan.predicted, 0.95) <= slo["p95"]
+    # a target no autoscaled plan meets: the summary says so, then the static plan
+    tight = qm.size(SVC, traffic=DAY, slo={"p95": 4.3e-3}, autoscale=hpa, verify=False,
+                    **AUTO)
+    assert not tight.feasible
+    assert tight.summary().startswith("no autoscaled plan: ")
+    with pytest.raises(ValueError, match="window=0 must be a positive number of seconds"):
+        qm.size(SVC, traffic=DAY, slo=slo, window=0, verify=False, **AUTO)
+
+
 def test_the_autoscaled_plan_is_the_cheapest_feasible_pair():
     """Every (configuration, target) evaluated by the same rule: none cheaper is feasible."""
     from qmodel.sizing import autoscale as A

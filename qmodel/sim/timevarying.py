@@ -77,7 +77,9 @@ def simulate_traffic(system, traffic: Traffic, *, pods=None, seed=None, replicas
         With it, the system's own count is not used (only its node and router).
     seed : int, optional
     replicas : int
-        Independent realisations of the whole traffic.
+        Independent realisations of the whole traffic: the confidence intervals come from
+        them (with one there are none; stretches of one run are not independent enough for
+        a tail quantile).
     backend : {"auto", "numpy", "cupy"}
     resolution : float, optional
         Seconds per time bin of the result (:func:`default_resolution`).

@@ -237,6 +237,12 @@ class Plan:
         --------
         See :func:`qmodel.size`.
         """
+        if self.autoscaler is not None and self.schedule is None and self.static is not None:
+            # no autoscaled plan: say so, then the static plan for the whole range
+            verdict = ("meets the SLO at every rate" if self.static.feasible
+                       else "does not meet it either")
+            return (f"no autoscaled plan: {self.reason}\nthe static plan for the whole range "
+                    f"{verdict}:\n" + self.static.summary())
         head = ("feasible" if self.feasible else f"infeasible: {self.reason}; closest")
         node = self.node
         router = "" if node is self.system else f", {self.system.router.name}"
@@ -253,9 +259,10 @@ class Plan:
             lines += [f"  {name}: {node.stages[name].describe()}" for name in node.order]
         else:
             lines = [f"{head}: {count} x {node.describe()}{router}"]
-        lines += [f"cost {self.cost:g} ({self.gpus} GPUs"
-                  + (" at most, the mean pods asked for" if self.schedule is not None else "")
-                  + f"); {self.candidates:,} candidates, "
+        lines += [(f"cost {self.cost:g} (the mean pods asked for x their GPUs' cost; "
+                   f"{self.gpus} GPUs at most)" if self.schedule is not None else
+                   f"cost {self.cost:g} ({self.gpus} GPUs)")
+                  + f"; {self.candidates:,} candidates, "
                   f"{self.evaluated:,} prediction{'s' * (self.evaluated != 1)}"]
         if self.is_range and self.schedule is None:
             lines.append(f"holds at every rate in [{self.low:,.6g}, {self.load:,.6g}] req/s; "
@@ -284,7 +291,9 @@ class Plan:
             lines.append(f"static plan for the whole range: {self.static.nodes} "
                          f"{'pod' if isinstance(self.node, Ensemble) else 'node'}(s), cost "
                          f"{self.static.cost:g}; autoscaled {self.cost:.4g} "
-                         f"({self.cost / self.static.cost:.0%} of it)")
+                         f"({self.cost / self.static.cost:.0%} of it"
+                         + ("; the static plan costs no more: prefer it)"
+                            if self.cost >= self.static.cost else ")"))
         for t in self.transients:
             lines.append(t.describe())
         lines.append(f"verification: {self.verification}")

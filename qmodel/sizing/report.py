@@ -223,7 +223,8 @@ def _markdown(plan, figures, batches, config_note, configs) -> str:
                   f"{plan.rival_rate or rival.binding:,.0f} req/s against "
                   f"the target {ms(plan.slo[key])} ms"
                   + (f" less the {plan.network * 1e3:g} ms network" if plan.network else "")
-                  + f" (the model's trusted value: {ms(rival.trusted[key])} ms).", ""]
+                  + f" (the model's trusted value at {rival.binding:,.0f} req/s: "
+                  f"{ms(rival.trusted[key])} ms).", ""]
     static = plan.static if plan.static is not None else plan
     if static.alternatives:
         lines += ["## Cheapest alternatives", "",

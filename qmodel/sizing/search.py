@@ -146,6 +146,9 @@ def size(service, rate=None, slo=None, *, nodes=range(1, 65), gpus_per_node: int
         rate = (float(positive.min()), traffic.peak)
     elif autoscale is not None:
         raise ValueError("autoscale= plans pods over a traffic: give traffic=qm.Traffic(...)")
+    if isinstance(window, bool) or not isinstance(window, (int, float)) \
+            or not (window > 0 and math.isfinite(window)):
+        raise ValueError(f"window={window!r} must be a positive number of seconds")
     if autoscale is not None:
         from ..autoscaler import Autoscaler
 
