@@ -5,7 +5,8 @@ The issue-24 example space: one model (S(k) = 2 ms + 0.2 ms x k, lognormal jitte
 instances per GPU, max_batch_size 1-64, max_queue_delay 0-5 ms, round robin and random:
 11,904 candidates. The script prints, for the search without verification and with it:
 
-- the wall time, the predictions made and the time spent inside qmodel.predict;
+- the wall time, the predictions made and the time spent inside qmodel.predict (and the same
+  search for every rate from 1,000 to 10,000 req/s);
 - the brute-force baseline measured in the same run on a smaller space (every candidate
   predicted), the same optimum (the test suite checks that on three SLOs), and its time per
   candidate, which extrapolated to the full space gives what trying every candidate would cost.
@@ -15,19 +16,22 @@ Run: ``.venv/bin/python benchmarks/size_speed.py`` (about a minute).
 
 from __future__ import annotations
 
+import sys
 import time
 
 import qmodel as qm
 from qmodel import sizing
 
+PREDICT = sys.modules["qmodel.predict"]     # the module (qm.predict is its function)
+
 SVC = qm.ServiceTime.affine(2e-3, 0.2e-3, jitter=("lognormal", 0.2))
 FULL = dict(nodes=range(1, 65), gpus_per_node=2, instances_per_gpu=(1, 2, 4),
             max_batch_size=(1, 2, 4, 8, 16, 32, 64),
             max_queue_delay=(0, 0.5e-3, 1e-3, 2e-3, 5e-3),
-            routers=("round_robin", "random"))
+            routers=("round_robin", "random"), sharing="independent")
 SMALL = dict(nodes=range(1, 9), gpus_per_node=2, instances_per_gpu=(1, 2),
              max_batch_size=(1, 8, 32), max_queue_delay=(0, 1e-3),
-             routers=("round_robin", "random"))
+             routers=("round_robin", "random"), sharing="independent")
 SLO, NETWORK, RATE = {"p95": 5e-3}, 0.5e-3, 10_000.0
 
 
@@ -36,7 +40,7 @@ class _Timed:
 
     def __init__(self):
         self.seconds, self.calls = 0.0, 0
-        self.inner = sizing.predict
+        self.inner = PREDICT.predict
 
     def __call__(self, *args, **kwargs):
         start = time.perf_counter()
@@ -49,13 +53,13 @@ class _Timed:
 
 def timed_size(**kwargs):
     timer = _Timed()
-    sizing.predict = timer
+    PREDICT.predict = timer
     try:
         start = time.perf_counter()
-        plan = qm.size(SVC, rate=RATE, slo=SLO, network=NETWORK, **kwargs)
+        plan = qm.size(SVC, rate=kwargs.pop("rate", RATE), slo=SLO, network=NETWORK, **kwargs)
         return plan, time.perf_counter() - start, timer
     finally:
-        sizing.predict = timer.inner
+        PREDICT.predict = timer.inner
 
 
 def brute_force(space) -> tuple[float, int, float]:
@@ -64,6 +68,7 @@ def brute_force(space) -> tuple[float, int, float]:
     count = sum(len(space["routers"]) * len(space["nodes"])
                 for _ in space["instances_per_gpu"] for B in space["max_batch_size"]
                 for D in space["max_queue_delay"] if not (B == 1 and D > 0))
+    space = dict(space)
     start = time.perf_counter()
     best = sizing.exhaustive(SVC, RATE, SLO, network=NETWORK, **space)
     return best, count, time.perf_counter() - start
@@ -72,8 +77,10 @@ def brute_force(space) -> tuple[float, int, float]:
 def main() -> None:
     print(f"space: {RATE:,.0f} req/s, p95 <= {SLO['p95'] * 1e3:g} ms with "
           f"{NETWORK * 1e3:g} ms network, {SVC.describe()}\n")
-    for label, verify in (("search only", False), ("search + verification", True)):
-        plan, seconds, timer = timed_size(verify=verify, **FULL)
+    for label, verify, rate in (("search only", False, RATE),
+                                ("search + verification", True, RATE),
+                                ("range 1,000-10,000 req/s", False, (1_000.0, RATE))):
+        plan, seconds, timer = timed_size(verify=verify, rate=rate, **FULL)
         print(f"{label:24} {plan.candidates:,} candidates in {seconds:.2f} s; "
               f"{timer.calls} predictions, {timer.seconds:.2f} s of them in predict "
               f"({timer.seconds / seconds:.0%}); plan: {plan.nodes} node(s) x "

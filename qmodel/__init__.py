@@ -8,6 +8,7 @@
 True
 """
 
+from .autoscaler import Autoscaler, PodSchedule
 from .bottleneck import Bottleneck, bottleneck
 from .compare import compare_routers, router_table
 from .ensemble import Ensemble
@@ -19,6 +20,7 @@ from .sizing import Plan, size
 from .system import (Cluster, Node, Poisson, Renewal, Router, ServiceTime, Trace, UnstableError,
                      check_stable, parse_duration)
 from .theory.budget import Budget
+from .traffic import Traffic
 from . import triton  # noqa: F401  (qm.triton.read_config, ...; protobuf loads on use)
 
 __all__ = [
@@ -27,7 +29,7 @@ __all__ = [
     "Latency", "SampledLatency", "Accuracy",
     "simulate", "replay", "Replay", "ShortRunWarning", "predict", "compare_routers",
     "router_table", "Budget", "profile", "Profile", "Ensemble", "bottleneck", "Bottleneck",
-    "size", "Plan",
+    "size", "Plan", "Traffic", "Autoscaler", "PodSchedule",
 ]
 
 __version__ = "0.1.0"

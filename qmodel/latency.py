@@ -24,7 +24,8 @@ from .accuracy import (EXACTNESS, Accuracy, Approximation, ErrorRange,  # noqa: 
                        MeasuredError, SimulationEstimate, least_exact)
 from .checks import real_array, shown
 
-__all__ = ["Latency", "SampledLatency", "LatticeLatency", "ShiftedLatency", "with_overhead",
+__all__ = ["Latency", "SampledLatency", "LatticeLatency", "ShiftedLatency", "WeightedMixture",
+           "with_overhead",
            "Accuracy", "Approximation", "ErrorRange", "MeasuredError", "SimulationEstimate"]
 
 
@@ -240,6 +241,50 @@ class ShiftedLatency(Latency):
         return getattr(self.base, "parts", [self])
 
 
+class WeightedMixture(Latency):
+    """A mixture of latency laws: with probability ``weights[i]`` (normalised) a request's
+    sojourn follows ``parts[i]``. The latency of a cluster (a part per node) and of a window
+    of traffic (a part per moment) are such mixtures.
+
+    Parts given more than once (the same object) are evaluated once.
+
+    Examples
+    --------
+    >>> import qmodel as qm
+    >>> a = qm.predict(qm.Node(qm.ServiceTime.affine(1e-3, jitter="exponential")), rate=500.0)
+    >>> m = WeightedMixture([a, a], [1, 3], method="demo", accuracy=a.accuracy,
+    ...                     throughput=500, utilization=0.5, batch_size_distribution={1: 1})
+    >>> round(m.quantile(0.99) / a.quantile(0.99), 9)
+    1.0
+    """
+
+    def __init__(self, parts, weights, **metrics):
+        super().__init__(**metrics)
+        self._set_parts(parts, weights)
+
+    def _set_parts(self, parts, weights) -> None:
+        w = np.asarray(weights, dtype=float)
+        if len(parts) != w.size or w.size == 0 or np.any(w < 0) or not w.sum() > 0:
+            raise ValueError("a mixture needs one non-negative weight per part, not all zero")
+        self.parts, self.weights = list(parts), w / w.sum()
+        distinct: dict[int, list] = {}
+        for part, weight in zip(self.parts, self.weights):
+            if weight > 0:
+                distinct.setdefault(id(part), [part, 0.0])[1] += weight
+        self._distinct = [(part, float(weight)) for part, weight in distinct.values()]
+
+    def _cdf(self, t):
+        # the weights sum to 1 up to rounding: keep the sum a probability
+        return np.clip(sum(w * p.cdf(t) for p, w in self._distinct), 0.0, 1.0)
+
+    def _sf(self, t):
+        return np.clip(sum(w * p.sf(t) for p, w in self._distinct), 0.0, 1.0)
+
+    @property
+    def mean(self) -> float:
+        return float(sum(w * p.mean for p, w in self._distinct))
+
+
 def with_overhead(result: Latency, overhead: float) -> Latency:
     """``result`` with ``overhead`` seconds added to every sojourn (unchanged where 0)."""
     return ShiftedLatency(result, overhead) if overhead else result
@@ -346,7 +391,8 @@ class SampledLatency(Latency):
         level = _one_level(level, "level", what="", example=(0.95, "a 95% interval"))
         if self.sections < 2:
             raise ValueError("a confidence interval needs at least 2 independent sections; "
-                             "simulate with replicas >= 2")
+                             "simulate with replicas >= 2 (with a Traffic: independent "
+                             "realisations of it)")
         sec = self.section_quantiles(float(p))
         half = float(stats.t.ppf(0.5 + level / 2, self.sections - 1) * sec.std(ddof=1)
                      / math.sqrt(self.sections))

@@ -13,7 +13,8 @@ from typing import Mapping
 import numpy as np
 
 __all__ = ["plot_latency", "plot_router_comparison", "plot_profile", "plot_bottleneck",
-           "plot_pareto", "plot_rate_sweep", "plot_batch_sweep", "plot_triton_check"]
+           "plot_pareto", "plot_rate_sweep", "plot_batch_sweep", "plot_timeline",
+           "plot_triton_check"]
 
 
 def _pyplot():
@@ -185,18 +186,17 @@ def plot_bottleneck(report, path, title: str = "") -> Path:
     return _save(fig, path)
 
 
-def plot_pareto(plan, path) -> Path:
-    """A sizing plan's cost-latency front: at each cost, the best configuration's trusted SLO
-    quantile over its target (1 is the SLO), the plan marked."""
+def plot_pareto(costs, ratios, plan_point, path) -> Path:
+    """A sizing's cost-latency front: at each cost, the best configuration's trusted SLO
+    quantile over its target (1 is the SLO); ``plan_point`` (cost, ratio) marks the plan, or
+    None."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(6, 4))
-    costs = [c.cost for c in plan.pareto]
-    ratios = [c.worst_ratio for c in plan.pareto]
     ax.plot(costs, ratios, "o-", label="best configuration at each cost")
     ax.axhline(1.0, color="tab:red", linestyle="--", label="SLO")
-    if plan.feasible:
-        ax.plot([plan.cost], [max(c.worst_ratio for c in plan.alternatives[:1])], "*",
-                markersize=14, color="tab:green", label="plan")
+    if plan_point is not None:
+        ax.plot([plan_point[0]], [plan_point[1]], "*", markersize=14, color="tab:green",
+                label="plan")
     ax.set_xlabel("cost")
     ax.set_ylabel("trusted quantile / target (worst SLO key)")
     ax.set_title("cost against the tail", fontsize=10)
@@ -204,46 +204,39 @@ def plot_pareto(plan, path) -> Path:
     return _save(fig, path)
 
 
-def plot_rate_sweep(plan, sweep, path) -> Path:
-    """The SLO quantile against the rate for the plan and its alternatives
-    (:func:`qmodel.sizing_report.rate_sweep`), with the SLO (less the network budget) and the
-    sized rate."""
+def plot_rate_sweep(sweep, key: str, wall: float, path, stated: float | None = None,
+                    rates: tuple = (), title: str = "") -> Path:
+    """The SLO quantile against the rate: ``sweep`` maps a label to (rates, seconds);
+    ``wall`` is the target less the network (seconds), ``stated`` the same less the model's
+    stated error, ``rates`` the (low, high) range the plan holds over (shaded), or (rate,)."""
     plt = _pyplot()
-    from .sizing_report import tail
-
-    key, _, target = tail(plan)
     fig, ax = plt.subplots(figsize=(7, 4))
-    for label, (rates, values) in sweep.items():
-        if rates.size:
+    for label, (xs, values) in sweep.items():
+        if len(xs):
             # an ensemble's knobs run long: wrapped, not cut
             shown = "\n".join(textwrap.wrap(label, 70)[:4])
-            ax.plot(rates, values * 1e3, "o-", markersize=3, label=shown)
-    ax.axhline((target - plan.network) * 1e3, color="tab:red", linestyle="--",
-               label=f"{key} target less the network")
-    if plan.predicted is not None:
-        from .sizing import LEVELS, trusted_quantile
-
-        level = LEVELS[key]
-        # the plan is held to its trusted quantile: the prediction may reach this line
-        share = float(plan.predicted.quantile(level)) / trusted_quantile(plan.predicted, level)
-        if share < 1:
-            ax.axhline((target - plan.network) * share * 1e3, color="tab:orange",
-                       linestyle=":", label="less the model's stated error")
-    ax.axvline(plan.load, color="grey", linestyle=":", label="sized rate")
+            ax.plot(xs, np.asarray(values) * 1e3, "o-", markersize=3, label=shown)
+    ax.axhline(wall * 1e3, color="tab:red", linestyle="--", label=f"{key} target less the network")
+    if stated is not None and stated < wall:
+        ax.axhline(stated * 1e3, color="tab:orange", linestyle=":",
+                   label="less the model's stated error")
+    if len(rates) == 2 and rates[0] < rates[1]:
+        ax.axvspan(rates[0], rates[1], color="tab:green", alpha=0.08, label="sized range")
+    elif rates:
+        ax.axvline(rates[-1], color="grey", linestyle=":", label="sized rate")
     ax.set_xlabel("rate (req/s)")
     ax.set_ylabel(f"predicted {key} (ms)")
+    if title:
+        ax.set_title(title, fontsize=9)
     ax.legend(fontsize=7)
     return _save(fig, path)
 
 
-def plot_batch_sweep(plan, batches, path) -> Path:
-    """The SLO quantile against max_batch_size with every other knob as planned
-    (:func:`qmodel.sizing_report.batch_sweep`): the largest batch under the wall."""
+def plot_batch_sweep(sizes, values, largest, stage, key: str, wall: float, path) -> Path:
+    """The SLO quantile against max_batch_size with every other knob as planned: the
+    largest batch under the wall (``wall``: the target less the network, seconds); a value
+    None is over capacity or unanswered."""
     plt = _pyplot()
-    from .sizing_report import tail
-
-    key, _, target = tail(plan)
-    sizes, values, largest, stage = batches
     fig, ax = plt.subplots(figsize=(6, 4))
     if stage is not None:
         ax.set_title(f"max_batch_size of {stage}, the other stages as planned", fontsize=9)
@@ -251,10 +244,9 @@ def plot_batch_sweep(plan, batches, path) -> Path:
     ax.plot([b for b, _ in pts], [v * 1e3 for _, v in pts], "o-")
     missing = [b for b, v in zip(sizes, values) if v is None]
     if missing:     # over capacity, or no model: marked where the wall is, not left out
-        ax.plot(missing, [(target - plan.network) * 1e3] * len(missing), "x", color="black",
+        ax.plot(missing, [wall * 1e3] * len(missing), "x", color="black",
                 label="unstable or no model")
-    ax.axhline((target - plan.network) * 1e3, color="tab:red", linestyle="--",
-               label=f"{key} target less the network")
+    ax.axhline(wall * 1e3, color="tab:red", linestyle="--", label=f"{key} target less the network")
     if largest is not None:
         ax.axvline(largest, color="tab:green", linestyle=":",
                    label=f"largest batch under it: {largest}")
@@ -262,6 +254,40 @@ def plot_batch_sweep(plan, batches, path) -> Path:
     ax.set_xlabel("max_batch_size" if stage is None else f"max_batch_size of {stage}")
     ax.set_ylabel(f"predicted {key} (ms)")
     ax.legend(fontsize=8)
+    return _save(fig, path)
+
+
+def plot_timeline(series, pods, path, wall: float | None = None, key: str = "p95",
+                  rate=None, title: str = "") -> Path:
+    """Latency and pods over time, as a design review wants them: top, a windowed quantile
+    per deployment (``series``: label -> (window starts, seconds)) against the SLO line
+    ``wall``; middle, pods ready (``pods``: label -> (times, counts), steps); bottom, the
+    offered rate (``rate``: (times, req/s)) when given. Times in seconds, shown in minutes."""
+    plt = _pyplot()
+    rows = 3 if rate is not None else 2
+    fig, axes = plt.subplots(rows, 1, figsize=(9, 2.4 * rows + 0.6), sharex=True)
+    ax = axes[0]
+    for label, (xs, values) in series.items():
+        # a model's line dashed over the simulations it is checked against
+        ax.plot(np.asarray(xs) / 60, np.asarray(values) * 1e3, drawstyle="steps-post",
+                label=label, linestyle="--" if "model" in label else "-")
+    if wall is not None:
+        ax.axhline(wall * 1e3, color="tab:red", linestyle="--", label=f"{key} SLO")
+    ax.set_yscale("log")
+    ax.set_ylabel(f"windowed {key} (ms)")
+    ax.legend(fontsize=7, loc="upper right")
+    ax = axes[1]
+    for label, (xs, counts) in pods.items():
+        ax.plot(np.asarray(xs) / 60, counts, drawstyle="steps-post", label=label)
+    ax.set_ylabel("pods ready")
+    ax.yaxis.get_major_locator().set_params(integer=True)
+    ax.legend(fontsize=7, loc="upper right")
+    if rate is not None:
+        axes[2].plot(np.asarray(rate[0]) / 60, rate[1], color="grey")
+        axes[2].set_ylabel("rate (req/s)")
+    axes[-1].set_xlabel("time (minutes)")
+    if title:
+        axes[0].set_title(title, fontsize=10)
     return _save(fig, path)
 
 

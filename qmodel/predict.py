@@ -62,8 +62,8 @@ from dataclasses import replace
 import numpy as np
 
 from .checks import MOST_RENEWAL_SCV
-from .latency import (Accuracy, Approximation, LatticeLatency, Latency, least_exact,
-                      with_overhead)
+from .latency import (Accuracy, Approximation, LatticeLatency, Latency, WeightedMixture,
+                      least_exact, with_overhead)
 from .selfcheck import defects
 from .sim import run as sim_run
 from .sim.cost import run_cost
@@ -107,7 +107,7 @@ MAX_TRACE_SCV = MOST_RENEWAL_SCV
 
 def predict(system, rate=None, *, arrivals=None, resolution: int = DEFAULT_RESOLUTION,
             fallback: str = "simulate", extrapolate: bool = False,
-            budget=None) -> Latency:
+            budget=None, pods=None) -> Latency:
     """Predicted sojourn-time distribution of a node, cluster or ensemble under an arrival
     process.
 
@@ -116,9 +116,11 @@ def predict(system, rate=None, *, arrivals=None, resolution: int = DEFAULT_RESOL
     system : Node, Cluster, Ensemble, or Cluster of Ensemble pods
     rate : float, optional
         Poisson arrival rate in requests per second (or give ``arrivals``).
-    arrivals : Poisson or Renewal, optional
+    arrivals : Poisson, Renewal or Traffic, optional
         The arrival process. Renewal arrivals (gamma interarrivals with a given scv) are an
-        approximation, stated in the result.
+        approximation, stated in the result. A :class:`~qmodel.Traffic` (a rate that changes
+        with time) is answered second by second (:mod:`qmodel.timevarying`) with a
+        :class:`~qmodel.timeline.TrafficPrediction`.
     resolution : int
         Lattice steps per batch-of-one service time for the numeric batch models.
     fallback : {"simulate", "raise"}
@@ -136,6 +138,8 @@ def predict(system, rate=None, *, arrivals=None, resolution: int = DEFAULT_RESOL
         The memory and estimated work the numeric models may spend (default 1 GiB of arrays
         and 20 s, :mod:`qmodel.theory.budget`); a model that would pass it declines with the
         numbers, as where no model covers the system.
+    pods : PodSchedule or int, optional
+        With a Traffic: the pods ready over time (:meth:`qmodel.Autoscaler.run`).
 
     Returns
     -------
@@ -159,6 +163,13 @@ def predict(system, rate=None, *, arrivals=None, resolution: int = DEFAULT_RESOL
     >>> r.accuracy.exactness, round(r.p99 * 1e3, 1)
     ('approximation', 9.4)
     """
+    from .traffic import Traffic
+
+    if isinstance(arrivals, Traffic):
+        return _traffic(system, rate, arrivals, fallback, budget, pods)
+    if pods is not None:
+        raise ValueError("pods= goes with arrivals=qmodel.Traffic (a rate that changes with "
+                         "time)")
     process = arrivals_from(rate, arrivals)
     check_resolution(resolution)       # checked here too: M/D/c and M/M/c ignore it
     as_cluster(system)    # a Node, Ensemble or Cluster, or the error that says what else it is
@@ -181,6 +192,28 @@ def predict(system, rate=None, *, arrivals=None, resolution: int = DEFAULT_RESOL
             reason = str(err)
         hold(0.0)
         return _simulated(system, process, reason, least, shortest)
+
+
+def _traffic(system, rate, traffic, fallback, budget, pods):
+    """The time-varying model, or where it has none the time-varying simulation (labelled)."""
+    from dataclasses import replace as copy
+
+    from .sim.timevarying import simulate_traffic
+    from .timevarying import predict_traffic
+
+    if rate is not None:
+        raise ValueError("give rate= or arrivals=, not both: the traffic sets the rate")
+    if fallback not in FALLBACKS:
+        raise ValueError(f"fallback={fallback!r} is unknown; use 'simulate' or 'raise'")
+    try:
+        return predict_traffic(system, traffic, pods=pods, budget=budget)
+    except NotImplementedError as err:
+        if fallback == "raise":
+            raise
+        result = simulate_traffic(system, traffic, pods=pods, seed=FALLBACK_SEED)
+        result.accuracy = copy(result.accuracy, fallback_reason=str(err))
+        result.method = f"simulation fallback: {result.method}"
+        return result
 
 
 def arrival_scv(process) -> float:
@@ -564,7 +597,7 @@ def _cluster(cluster: Cluster, rate: float, resolution: int, scv: float = 1.0) -
     return CLUSTER_MODELS[policy.model](cluster, rate, resolution, scv)
 
 
-class MixtureLatency(Latency):
+class MixtureLatency(WeightedMixture):
     """Request-weighted mixture of parts: the latency of a cluster behind a static router.
 
     Parameters
@@ -588,12 +621,8 @@ class MixtureLatency(Latency):
         # finite queues: a node rejects part of its share; the mixture is over served requests
         rejected = np.array([p.rejection_fraction for p in parts])
         served = shares * (1.0 - rejected)
-        self.parts, self.weights = list(parts), served / served.sum()
-        # nodes solved once (identical node and stream) share one part: evaluate it once
-        distinct: dict[int, list] = {}
-        for part, w in zip(self.parts, self.weights):
-            distinct.setdefault(id(part), [part, 0.0])[1] += w
-        self._distinct = [(part, float(w)) for part, w in distinct.values()]
+        # nodes solved once (identical node and stream) share one part: evaluated once
+        self._set_parts(parts, served)
         batches: dict[int, float] = {}
         for part, w in zip(self.parts, self.weights):
             # per-batch law: weight each node by its batch rate (requests / mean batch size)
@@ -602,8 +631,8 @@ class MixtureLatency(Latency):
                 batches[k] = batches.get(k, 0.0) + rate * p
         split = split or Accuracy("exact", "random split of Poisson traffic: exact "
                                            "decomposition into independent nodes")
-        super().__init__(
-            method="mixture over nodes (" + ", ".join(sorted({p.method for p in self.parts}))
+        Latency.__init__(
+            self, method="mixture over nodes (" + ", ".join(sorted({p.method for p in self.parts}))
                    + ")",
             accuracy=Accuracy.combine(split, [p.accuracy for p in self.parts]),
             throughput=sum(p.throughput for p in self.parts),
@@ -612,12 +641,3 @@ class MixtureLatency(Latency):
             batch_size_distribution=batches,
             rejection_fraction=float(np.dot(shares, rejected)))
 
-    def _cdf(self, t):
-        return sum(w * p.cdf(t) for p, w in self._distinct)
-
-    def _sf(self, t):
-        return sum(w * p.sf(t) for p, w in self._distinct)
-
-    @property
-    def mean(self) -> float:
-        return float(sum(w * p.mean for p, w in self._distinct))

@@ -17,7 +17,9 @@ __all__ = ["add_arguments", "run", "spec_arguments", "expand_spec"]
 # spec keys written as flags: a list joins with commas, a path is taken from the spec's folder
 SPEC_KEYS = {"rate", "network", "peak", "failures", "nodes", "gpus_per_node",
              "instances_per_gpu", "max_batch_size", "max_queue_delay", "routers",
-             "cost_per_gpu", "seed", "out", "name", "no_verify", "slo", "service"}
+             "cost_per_gpu", "seed", "out", "name", "no_verify", "slo", "service",
+             "sharing", "preferred_batch_sizes", "traffic", "autoscale", "scale_up_delay",
+             "min_pods", "max_pods", "stabilization", "window"}
 SERVICE_KEYS = {"base", "per_item", "jitter", "profile", "triton_repo", "model", "stages"}
 
 
@@ -42,7 +44,11 @@ def add_arguments(parser) -> None:
                         help="the sizing question in a TOML file (keys as the flags, with "
                              "underscores); flags given too override it")
     g = parser.add_argument_group("target")
-    g.add_argument("--rate", type=float, required=True, metavar="REQ/S")
+    g.add_argument("--rate", type=_rate_range, default=None, metavar="REQ/S[:PEAK]",
+                   help="the rate, or a range LOW:PEAK at every rate of which the SLO holds")
+    g.add_argument("--traffic", default=None, metavar="FILE.csv",
+                   help="instead of --rate: rows of (time s, rate req/s); sizes its range, or "
+                        "with --autoscale plans pods over it")
     g.add_argument("--slo", action="append", required=True, metavar="KEY=TIME",
                    help="e.g. p95=5ms (repeat for several quantiles)")
     g.add_argument("--network", type=_duration, default=0.0, metavar="TIME",
@@ -58,7 +64,24 @@ def add_arguments(parser) -> None:
                    metavar="B,B")
     g.add_argument("--max-queue-delay", type=_delays, default=(0.0, 0.5e-3, 1e-3, 2e-3, 5e-3),
                    metavar="D,D", help="durations, e.g. 0,0.5ms,1ms")
+    g.add_argument("--preferred-batch-sizes", type=_preferred, default=((),), metavar="SETS",
+                   help="preferred-size sets to try, ';'-separated, e.g. 'none;1/2/4'")
     g.add_argument("--routers", type=_names, default=("round_robin",), metavar="R,R")
+    g.add_argument("--sharing", choices=("independent", "time-sliced"), default=None,
+                   help="how instances sharing a GPU run where no profile measured them "
+                        "(an assumption; default: refuse)")
+    g = parser.add_argument_group("autoscaling (with --traffic)")
+    g.add_argument("--autoscale", default=None, metavar="METRIC[=TARGET]",
+                   help="utilization or in_flight, with a target (e.g. utilization=0.6), or "
+                        "without one for the plan to choose it")
+    g.add_argument("--scale-up-delay", type=_long_duration, default=90.0, metavar="TIME",
+                   help="pod start and model load (default 90s)")
+    g.add_argument("--stabilization", type=_long_duration, default=300.0, metavar="TIME",
+                   help="scale-down stabilization window (default 300s)")
+    g.add_argument("--min-pods", type=int, default=1)
+    g.add_argument("--max-pods", type=int, default=64)
+    g.add_argument("--window", type=_long_duration, default=60.0, metavar="TIME",
+                   help="the SLO holds over each settled window of this length (default 60s)")
     g.add_argument("--cost-per-gpu", type=float, default=1.0)
     g = parser.add_argument_group("output")
     g.add_argument("--no-verify", action="store_true", help="skip the plan's simulation")
@@ -77,6 +100,77 @@ def _delays(text: str) -> tuple:
 
 def _names(text: str) -> tuple:
     return tuple(x.strip() for x in text.split(",") if x.strip())
+
+
+def _rate_range(text: str):
+    """REQ/S or LOW:PEAK."""
+    import argparse
+
+    low, sep, high = text.partition(":")
+    try:
+        if not sep:
+            return float(text)
+        return (float(low), float(high))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--rate {text!r}: write a rate in requests per "
+                                         "second, or a range LOW:PEAK such as 1000:10000") \
+            from None
+
+
+def _preferred(text: str) -> tuple:
+    """Preferred-size sets: 'none;1/2/4;4/8'."""
+    import argparse
+
+    out = []
+    for item in text.split(";"):
+        item = item.strip()
+        if item in ("", "none", "-"):
+            out.append(())
+            continue
+        try:
+            out.append(tuple(int(x) for x in item.split("/")))
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"--preferred-batch-sizes {text!r}: write sets "
+                                             "separated by ';', sizes by '/', e.g. "
+                                             "'none;1/2/4'") from None
+    return tuple(out)
+
+
+def _long_duration(text: str) -> float:
+    """Seconds of autoscaling (minutes are common): '90', '90s', '2min'."""
+    import argparse
+
+    text = text.strip()
+    for unit, factor in (("min", 60.0), ("ms", 1e-3), ("s", 1.0), ("h", 3600.0)):
+        if text.endswith(unit) and text[:-len(unit)].strip():
+            try:
+                return float(text[:-len(unit)]) * factor
+            except ValueError:
+                break
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration: write seconds, or "
+                                         "'90s', '2min'") from None
+
+
+def _autoscaler(args):
+    """The Autoscaler of --autoscale and its flags, or None."""
+    from .autoscaler import Autoscaler
+
+    if args.autoscale is None:
+        return None
+    if args.traffic is None:
+        raise ValueError("--autoscale plans pods over a traffic: give --traffic FILE.csv")
+    metric, sep, target = args.autoscale.partition("=")
+    try:
+        value = float(target) if sep else None
+    except ValueError:
+        raise ValueError(f"--autoscale {args.autoscale!r}: write METRIC or METRIC=TARGET, e.g. "
+                         "utilization=0.6") from None
+    return Autoscaler(metric=metric.strip(), target=value,
+                      scale_up_delay=args.scale_up_delay, stabilization=args.stabilization,
+                      min_pods=args.min_pods, max_pods=args.max_pods)
 
 
 def _service(args):
@@ -170,6 +264,15 @@ def spec_arguments(path) -> list:
                 argv += ["--slo", f"{level}={_scalar(path, f'slo.{level}', target)}"]
         elif key == "service":
             argv += _service_arguments(path, value)
+        elif key == "rate" and isinstance(value, list):
+            argv += ["--rate", ":".join(_scalar(path, key, v) for v in value)]
+        elif key == "preferred_batch_sizes":
+            if not isinstance(value, list) or not all(isinstance(v, list) for v in value):
+                raise ValueError(f"{path}: preferred_batch_sizes must be a list of lists, e.g. "
+                                 "[[], [1, 2, 4]]")
+            argv += ["--preferred-batch-sizes",
+                     ";".join("/".join(_scalar(path, key, x) for x in v) or "none"
+                              for v in value)]
         elif key == "no_verify":
             if not isinstance(value, bool):
                 raise ValueError(f"{path}: no_verify must be true or false")
@@ -240,13 +343,23 @@ def run(args) -> int:
 
     try:
         service, profiles = _service(args)
+        if (args.rate is None) == (args.traffic is None):
+            raise ValueError("give --rate REQ/S (or LOW:PEAK), or --traffic FILE.csv")
+        traffic = None
+        if args.traffic is not None:
+            from .traffic import Traffic
+
+            traffic = Traffic.from_csv(args.traffic)
         plan = size(service, rate=args.rate, slo=_slo(args.slo), nodes=args.nodes,
                     gpus_per_node=args.gpus_per_node,
                     instances_per_gpu=args.instances_per_gpu,
                     max_batch_size=args.max_batch_size, max_queue_delay=args.max_queue_delay,
+                    preferred_batch_sizes=args.preferred_batch_sizes,
                     routers=args.routers, cost_per_gpu=args.cost_per_gpu,
                     network=args.network, peak=args.peak, failures=args.failures,
-                    verify=not args.no_verify, seed=args.seed, profiles=profiles)
+                    verify=not args.no_verify, seed=args.seed, profiles=profiles,
+                    sharing=args.sharing, traffic=traffic, autoscale=_autoscaler(args),
+                    window=args.window)
         paths = plan.write(args.out, args.name or args.model or "model")
     except NotImplementedError as err:
         _say("not modelled yet", err)

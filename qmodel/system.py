@@ -472,8 +472,9 @@ def arrivals_from(rate=None, arrivals=None):
     if arrivals is None:
         return Poisson(rate)
     if not isinstance(arrivals, (Poisson, Renewal, Trace)):
-        raise ValueError("arrivals must be qmodel.Poisson, qmodel.Renewal or qmodel.Trace, "
-                         f"got {type(arrivals).__name__}")
+        raise ValueError("arrivals must be qmodel.Poisson, qmodel.Renewal or qmodel.Trace "
+                         "(qmodel.Traffic, a rate that changes with time, in qmodel.simulate "
+                         f"and qmodel.predict), got {type(arrivals).__name__}")
     return arrivals
 
 

@@ -44,7 +44,30 @@ def _instances():
     }
 
 
-INSTANCES = _instances()
+def _over_time():
+    """The results of traffic that changes: simulated, predicted (a window of it is a
+    WeightedMixture), and the backlog's law of an overload."""
+    from qmodel.theory.transient import BacklogLatency
+
+    cap = NODE.capacity
+    steps = qm.Traffic([0, 30, 40, 90], [0.5 * cap, 1.2 * cap, 0.6 * cap])
+    prediction = qm.predict(NODE, arrivals=steps)
+    return {
+        "TrafficLatency": qm.simulate(NODE, arrivals=qm.Traffic.constant(0.7 * cap, 60.0),
+                                      seed=3),
+        "TrafficPrediction": prediction,
+        "WeightedMixture": prediction.window(30, 60),
+        "BacklogLatency": BacklogLatency(400.0, 1.0e4, cap, 3e-3, 1e-7, method="demo",
+                                         accuracy=qm.Accuracy("approximation",
+                                                              approximations=[
+                                                                  qm.latency.Approximation(
+                                                                      "fluid_backlog", "demo")]),
+                                         throughput=cap, utilization=1.0,
+                                         batch_size_distribution={8: 1.0}),
+    }
+
+
+INSTANCES = {**_instances(), **_over_time()}
 
 
 def _subclasses(cls):

@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SVC = qm.ServiceTime.affine(2e-3, 0.2e-3, jitter=("lognormal", 0.2))
 SMALL = dict(nodes=range(1, 13), gpus_per_node=1, instances_per_gpu=(1, 2),
              max_batch_size=(1, 4, 16), max_queue_delay=(0, 1e-3, 4e-3),
-             routers=("random", "round_robin"))
+             routers=("random", "round_robin"), sharing="independent")
 
 
 def _brute_force(service, rate, slo, **space):
@@ -53,7 +53,8 @@ def test_the_issue_example_plans_a_deployment_another_seed_confirms():
     plan = qm.size(SVC, rate=10_000, slo=slo, nodes=range(1, 65), gpus_per_node=2,
                    instances_per_gpu=(1, 2, 4), max_batch_size=(1, 2, 4, 8, 16, 32, 64),
                    max_queue_delay=(0, 0.5e-3, 1e-3, 2e-3, 5e-3),
-                   routers=("round_robin", "least_outstanding"), cost_per_gpu=1.0)
+                   routers=("round_robin", "least_outstanding"), cost_per_gpu=1.0,
+                   sharing="independent")
     assert plan.feasible and plan.candidates == 11_904
     assert plan.cost == plan.gpus == 2 * plan.nodes
     other = qm.simulate(plan.system, rate=10_000, requests=1_000_000, seed=11)
@@ -68,7 +69,8 @@ def test_a_cheaper_deployment_the_simulation_confirms_is_taken():
     simulates one node fewer and takes it then (the simulation is the reference)."""
     slo = {"p95": 5e-3}
     space = dict(nodes=range(1, 9), gpus_per_node=2, instances_per_gpu=(4,),
-                 max_batch_size=(4,), max_queue_delay=(1e-3,), routers=("round_robin",))
+                 max_batch_size=(4,), max_queue_delay=(1e-3,), routers=("round_robin",),
+                 sharing="independent")
     model_only = qm.size(SVC, rate=10_000, slo=slo, verify=False, **space)
     plan = qm.size(SVC, rate=10_000, slo=slo, **space)
     assert plan.feasible and plan.nodes < model_only.nodes
@@ -150,7 +152,7 @@ def _two_towers():
 
 
 ENSEMBLE_SPACE = dict(gpus_per_node=1, instances_per_gpu=(1, 2), max_batch_size=(1, 4),
-                      max_queue_delay=(0,), routers=("round_robin",))
+                      max_queue_delay=(0,), routers=("round_robin",), sharing="independent")
 
 
 def test_an_ensemble_is_sized_per_stage_and_verified_end_to_end():
@@ -165,7 +167,7 @@ def test_an_ensemble_is_sized_per_stage_and_verified_end_to_end():
     # one pod fewer: the search finds nothing (its fewest feasible count is the plan's)
     fewer = qm.size(ens, rate=3000.0, slo=slo, nodes=range(1, plan.nodes), verify=False,
                     **ENSEMBLE_SPACE)
-    assert not fewer.feasible and "no pod count within" in fewer.reason
+    assert not fewer.feasible and f"no deployment within {plan.nodes - 1} pods" in fewer.reason
     texts = plan.config_pbtxt("recommender") if _has_triton() else {"recommender": ""}
     assert "recommender" in texts
 
@@ -191,7 +193,8 @@ def test_qmodel_size_writes_the_plan(tmp_path, capsys):
     args = ["size", "--service-base", "2ms", "--per-item", "0.2ms", "--jitter", "lognormal:0.2",
             "--rate", "3000", "--slo", "p99=12ms", "--nodes", "1-12", "--instances-per-gpu",
             "1,2", "--max-batch-size", "1,4,16", "--max-queue-delay", "0,1ms,4ms",
-            "--routers", "random,round_robin", "--out", str(out), "--no-verify"]
+            "--routers", "random,round_robin", "--out", str(out), "--no-verify",
+            "--sharing", "independent"]
     assert main(args) == 0
     text = capsys.readouterr().out
     plan = qm.size(SVC, rate=3000.0, slo={"p99": 12e-3}, verify=False, **SMALL)
@@ -220,7 +223,8 @@ def test_qmodel_size_sizes_a_triton_ensemble(tmp_path, capsys):
             "--service", "user=1ms+0.1ms", "--service", "item=1.5ms+0.2ms",
             "--service", "score=1ms+0.1ms", "--rate", "3000", "--slo", "p99=6ms",
             "--nodes", "1-8", "--instances-per-gpu", "1,2", "--max-batch-size", "1,4",
-            "--max-queue-delay", "0", "--no-verify", "--out", str(tmp_path / "plan")]
+            "--max-queue-delay", "0", "--no-verify", "--sharing", "independent",
+            "--out", str(tmp_path / "plan")]
     assert main(args) == 0
     assert "pod(s) x ensemble (item->score, user->score)" in capsys.readouterr().out
     assert (tmp_path / "plan" / "recommender" / "config.pbtxt").exists()
@@ -260,7 +264,8 @@ def test_an_ensemble_takes_each_stage_s_k_from_its_profile():
 
 
 def test_an_ensemble_plan_sweeps_the_batch_of_its_longest_tail(tmp_path):
-    from qmodel.sizing_report import batch_sweep, knobs
+    from qmodel.sizing.plan import knobs
+    from qmodel.sizing.report import batch_sweep
 
     plan = qm.size(_two_towers(), rate=3000.0, slo={"p99": 6e-3}, nodes=range(1, 9),
                    profiles={"item": _profile(1.5)}, **ENSEMBLE_SPACE)
@@ -282,7 +287,7 @@ def test_qmodel_size_reads_a_toml_spec(tmp_path, capsys):
 
     spec = ROOT / "examples" / "size_two_tower.toml"
     argv = spec_arguments(spec)
-    assert argv[:2] == ["--rate", "10000"] and "p95=5ms" in argv
+    assert argv[:2] == ["--rate", "1000:10000"] and "p95=5ms" in argv
     assert f"user_tower={spec.parent / 'profiles/user-tower.json'}" in argv
     # a smaller question from the same file: flags after --spec win
     out = tmp_path / "plan"

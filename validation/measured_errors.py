@@ -13,7 +13,9 @@ writes from the campaigns' stored results in validation/results/:
 - least outstanding as round robin at max_batch_size 4 (least_outstanding_small_batch.txt)
   and under renewal arrivals (least_outstanding_renewal.txt);
 - the GI/G/c fast server (renewal_multi_server.txt);
-- ensembles of 2-4 stages (ensemble_accuracy.json).
+- ensembles of 2-4 stages (ensemble_accuracy.json);
+- the time-varying model, window by window, pointwise stationary and fluid backlog
+  (traffic_accuracy.json).
 
 tests/test_measured.py recomputes the table and fails when the stored one is stale. After
 rerunning a campaign: ``python validation/measured_errors.py --write``, then
@@ -206,6 +208,14 @@ def _ensemble_rows():
                                   dict(r["features"]), "validation/ensemble_accuracy.py")
 
 
+def _traffic_rows():
+    """(family, Row): the 20 s windows of validation/traffic_accuracy.py, each of the family
+    of the rule that answered it, with its node's features at the window's highest load."""
+    for r in stored_results("traffic_accuracy.json"):
+        yield r["family"], Row(r["p50"]["error"], r["p95"]["error"], r["p99"]["error"],
+                               dict(r["features"]), "validation/traffic_accuracy.py")
+
+
 # ---- domains --------------------------------------------------------------------------------
 def _box(rows) -> dict:
     """feature -> [lowest, highest] over the rows (features without a value skipped)."""
@@ -322,7 +332,7 @@ def measured() -> dict:
     """family -> MeasuredError, from the stored results."""
     rows, means = defaultdict(list), defaultdict(list)
     for source in (_batch_rows, _router_rows, _least_outstanding_rows, _fast_server_rows,
-                   _wide_rows, _ensemble_rows):
+                   _wide_rows, _ensemble_rows, _traffic_rows):
         for fam, row in source():
             rows[fam].append(row)
     for fam, eb, eu in _batch_mean_rows():

@@ -143,6 +143,10 @@ SUMMARY = (
     ("least outstanding, renewal arrivals (as round robin)", "approximation",
      "least_outstanding_as_round_robin_renewal"),
     ("ensembles of 2-4 stages (stage models combined)", "approximation", "ensemble"),
+    ("traffic over time, 20 s windows: pointwise stationary", "approximation",
+     "traffic_pointwise_stationary"),
+    ("traffic over time, 20 s windows: fluid backlog of an overload", "approximation",
+     "traffic_fluid_backlog"),
     ("textbook baseline (Kingman / Allen-Cunneen)", "not used: for comparison", "baseline"),
 )
 

@@ -128,7 +128,8 @@ def _replica_length(relaxation: float) -> float:
 
 def simulate(system, rate=None, *, arrivals=None, requests: int | None = None, seed=None,
              replicas: int | None = None, warmup: float = DEFAULT_WARMUP, backend: str = "auto",
-             engine: str = "auto", progress=False) -> SampledLatency:
+             engine: str = "auto", progress=False, pods=None,
+             resolution: float | None = None) -> SampledLatency:
     """Simulate a Node, Cluster or Ensemble and return its sojourn-time distribution.
 
     Parameters
@@ -138,7 +139,12 @@ def simulate(system, rate=None, *, arrivals=None, requests: int | None = None, s
         ``stages`` holds each stage's own latency, batches and utilization.
     rate : float, optional
         Poisson arrival rate (requests/s). Give this or ``arrivals``.
-    arrivals : Poisson, Renewal or Trace, optional
+    arrivals : Poisson, Renewal, Trace or Traffic, optional
+        A :class:`~qmodel.Traffic` (a rate that changes with time) runs the time-varying
+        simulator (:mod:`qmodel.sim.timevarying`) and returns a
+        :class:`~qmodel.timeline.TrafficLatency`, with the latency per time window and the
+        share within an SLO; ``requests`` and ``warmup`` do not apply (the traffic sets the
+        requests), ``replicas`` counts independent realisations of it (default 1).
     requests : int, optional
         Total arrivals over all replicas, warm-up included; default 2,000,000, or the whole
         Trace (a smaller number replays only the start of the trace). Each replica simulates
@@ -167,6 +173,11 @@ def simulate(system, rate=None, *, arrivals=None, requests: int | None = None, s
         Force an engine (for cross-checks); "auto" picks the fastest one that applies.
     progress : bool or callable
         True shows a progress bar; a callable receives the fraction done.
+    pods : PodSchedule or int, optional
+        With a Traffic: the pods ready over time (an autoscaler's
+        :class:`~qmodel.autoscaler.PodSchedule`), each a copy of the system's node or pod.
+    resolution : float, optional
+        With a Traffic: seconds per time bin of the result.
 
     Returns
     -------
@@ -184,6 +195,24 @@ def simulate(system, rate=None, *, arrivals=None, requests: int | None = None, s
     >>> bool(lo < 0.0230259 < hi)                     # exact p99: ln(100) / (mu - lambda)
     True
     """
+    from ..traffic import Traffic
+
+    if isinstance(arrivals, Traffic):
+        from .timevarying import simulate_traffic
+
+        if rate is not None or requests is not None:
+            raise ValueError("with arrivals=Traffic leave out rate= and requests=: the traffic "
+                             "sets the rate and how many requests arrive")
+        if engine != "auto" or warmup != DEFAULT_WARMUP or progress not in (False, None):
+            raise ValueError("with arrivals=Traffic the engine, warm-up and progress are the "
+                             "time-varying simulator's own: leave out engine=, warmup= and "
+                             "progress=")
+        return simulate_traffic(system, arrivals, pods=pods, seed=seed,
+                                replicas=1 if replicas is None else replicas, backend=backend,
+                                resolution=resolution)
+    if pods is not None or resolution is not None:
+        raise ValueError("pods= and resolution= go with arrivals=qmodel.Traffic (a rate that "
+                         "changes with time)")
     cluster = as_cluster(system)
     source = arrivals_from(rate, arrivals)
     check_stable(system, source.rate)

@@ -58,6 +58,12 @@ DESCRIPTIONS = {
         "least-outstanding clusters of batching nodes under renewal arrivals",
     "fast_server": "several-instance nodes without batching (GI/G/c)",
     "ensemble": "ensembles of 2-4 batching stages (chains, fan-out, fan-in)",
+    "traffic_pointwise_stationary":
+        "20 s windows of traffic that changes (steps, ramps, a compressed day, autoscaled "
+        "flash sales), each second at its stationary law",
+    "traffic_fluid_backlog":
+        "20 s windows of overloads and their drain (a backlog held, or near capacity), by "
+        "the fluid and diffusion backlog",
 }
 
 
