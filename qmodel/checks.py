@@ -35,6 +35,9 @@ MOST_RENEWAL_SCV = 100.0
 # below this an arrival rate is a unit mistake, and the simulator's clock (float64 seconds)
 # would lose the service times against arrival times of 1e9 s and more
 LEAST_RATE = 1e-3                    # requests per second: one every 17 minutes
+# requests per second: ten billion is beyond any cluster (a million instances of 0.1 ms
+# batches of 1,000), so a larger rate is a unit mistake or an overflow, not a workload
+MOST_RATE = 1e10
 
 # "µs" is the micro sign (U+00B5), "μs" the Greek mu (U+03BC): keyboards give either
 _UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "\u00b5s": 1e-6, "\u03bcs": 1e-6, "ns": 1e-9}
@@ -162,6 +165,9 @@ def positive_rate(value, name: str = "rate") -> float:
         raise ValueError(f"{name}={shown(value)} requests per second is below {LEAST_RATE:g} "
                          f"(one request every 17 minutes): give the rate in requests per "
                          f"second")
+    if value > MOST_RATE:
+        raise ValueError(f"{name}={shown(value)} requests per second is above {MOST_RATE:g}, "
+                         f"more than any cluster serves: give the rate in requests per second")
     return float(value)
 
 
@@ -194,6 +200,9 @@ def real_array(value, name: str, expected: str) -> np.ndarray:
         arr = np.asarray(value)
     except (TypeError, ValueError):     # ragged nesting and the like
         refuse()
+    if not isinstance(value, np.ndarray) and arr.dtype.kind in "iuf" and any(
+            isinstance(x, (bool, np.bool_)) for x in np.asarray(value, dtype=object).flat):
+        refuse(" (booleans: pass numbers)")     # NumPy reads [0.5, True] as [0.5, 1.0]
     kind = arr.dtype.kind
     if kind == "O":
         if not all(isinstance(x, numbers.Real) and not isinstance(x, (bool, np.bool_))

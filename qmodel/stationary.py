@@ -1,7 +1,10 @@
-"""The front door: ``qmodel.predict(system, rate)`` picks the best solver for the system.
+"""The steady-state answer of :func:`qmodel.predict`: the best solver for a system under a
+stationary arrival process, or the simulator where none covers it.
 
-Which solver answers (and what it claims about itself, in ``result.method`` and
-``result.accuracy``):
+:func:`qmodel.predict` (:mod:`qmodel.predict`) sends a :class:`~qmodel.Traffic` to
+:mod:`qmodel.timevarying`, which answers window by window with this module's
+:func:`predict_stationary`; everything else comes here. Which solver answers (and what it
+claims about itself, in ``result.model``, ``result.method`` and ``result.accuracy``):
 
 =============================================  =================================================
 node and arrivals                              solver
@@ -62,9 +65,10 @@ from dataclasses import replace
 import numpy as np
 
 from .checks import MOST_RENEWAL_SCV
-from .latency import (Accuracy, Approximation, LatticeLatency, Latency, WeightedMixture,
-                      least_exact, with_overhead)
+from .latency import (Accuracy, Approximation, Latency, WeightedMixture, least_exact,
+                      with_overhead)
 from .selfcheck import defects
+from .sim import replicas as sim_replicas
 from .sim import run as sim_run
 from .sim.cost import run_cost
 from .sim.ensemble import arrivals_per_replica
@@ -80,7 +84,7 @@ from .theory.measured import CLUSTER_FAMILIES, configuration_features, measured
 from .theory.jsq import balanced_least_outstanding
 from .theory.routing import dynamic_router
 
-__all__ = ["predict", "MixtureLatency", "arrival_scv"]
+__all__ = ["predict_stationary", "MixtureLatency", "arrival_scv"]
 
 # one request per batch, one instance, Poisson, lognormal jitter (no closed-form transform, so
 # the inversion integrates it: 50-200 ms): with cv up to this the Pollaczek-Khinchine lattice
@@ -105,71 +109,19 @@ MIN_SCV = 1e-3
 MAX_TRACE_SCV = MOST_RENEWAL_SCV
 
 
-def predict(system, rate=None, *, arrivals=None, resolution: int = DEFAULT_RESOLUTION,
-            fallback: str = "simulate", extrapolate: bool = False,
-            budget=None, pods=None) -> Latency:
-    """Predicted sojourn-time distribution of a node, cluster or ensemble under an arrival
-    process.
-
-    Parameters
-    ----------
-    system : Node, Cluster, Ensemble, or Cluster of Ensemble pods
-    rate : float, optional
-        Poisson arrival rate in requests per second (or give ``arrivals``).
-    arrivals : Poisson, Renewal or Traffic, optional
-        The arrival process. Renewal arrivals (gamma interarrivals with a given scv) are an
-        approximation, stated in the result. A :class:`~qmodel.Traffic` (a rate that changes
-        with time) is answered second by second (:mod:`qmodel.timevarying`) with a
-        :class:`~qmodel.timeline.TrafficPrediction`.
-    resolution : int
-        Lattice steps per batch-of-one service time for the numeric batch models.
-    fallback : {"simulate", "raise"}
-        What to do where no model covers the system: simulate it (seconds; the result says
-        "simulation fallback" in ``method`` and why in ``accuracy``), or raise
-        NotImplementedError with the reason.
-    extrapolate : bool
-        Outside the measured domain of the approximation's family (the configurations its
-        error was measured on, ``accuracy.measured[i].domain``), answer with the model anyway:
-        the result then lists the approximation "outside_measured_domain" with the feature
-        that lies outside, and its measured error is not known to hold. By default (False)
-        such a system is answered as where no model covers it. Answers that fail the
-        self-checks (:mod:`qmodel.selfcheck`) are never given.
-    budget : qmodel.Budget, optional
-        The memory and estimated work the numeric models may spend (default 1 GiB of arrays
-        and 20 s, :mod:`qmodel.theory.budget`); a model that would pass it declines with the
-        numbers, as where no model covers the system.
-    pods : PodSchedule or int, optional
-        With a Traffic: the pods ready over time (:meth:`qmodel.Autoscaler.run`).
-
-    Returns
-    -------
-    Latency
-        With ``method`` (which solver) and ``accuracy`` (exact, numerical, approximation or
-        simulation, and the error statement).
-
-    Raises
-    ------
-    UnstableError
-        If the load (arrival rate over capacity) reaches 1.
-    NotImplementedError
-        With ``fallback="raise"``, where no model covers the system (the message says why).
+def predict_stationary(system, rate=None, *, arrivals=None,
+                       resolution: int = DEFAULT_RESOLUTION, fallback: str = "simulate",
+                       extrapolate: bool = False, budget=None) -> Latency:
+    """:func:`qmodel.predict` for a stationary arrival process (a rate, Poisson, Renewal or
+    Trace): the parameters, result and errors are that function's.
 
     Examples
     --------
     >>> import qmodel as qm
-    >>> node = qm.Node(qm.ServiceTime.affine(base=2e-3, per_item=0.25e-3), max_batch_size=8,
-    ...                max_queue_delay=1e-3)
-    >>> r = qm.predict(node, rate=1500.0)
-    >>> r.accuracy.exactness, round(r.p99 * 1e3, 1)
-    ('approximation', 9.4)
+    >>> node = qm.Node(qm.ServiceTime.affine(1e-3, jitter="exponential"))   # M/M/1, mu = 1000/s
+    >>> round(predict_stationary(node, rate=500.0).p99 * 1e3, 2)           # ln(100) / 500
+    9.21
     """
-    from .traffic import Traffic
-
-    if isinstance(arrivals, Traffic):
-        return _traffic(system, rate, arrivals, fallback, budget, pods)
-    if pods is not None:
-        raise ValueError("pods= goes with arrivals=qmodel.Traffic (a rate that changes with "
-                         "time)")
     process = arrivals_from(rate, arrivals)
     check_resolution(resolution)       # checked here too: M/D/c and M/M/c ignore it
     as_cluster(system)    # a Node, Ensemble or Cluster, or the error that says what else it is
@@ -192,28 +144,6 @@ def predict(system, rate=None, *, arrivals=None, resolution: int = DEFAULT_RESOL
             reason = str(err)
         hold(0.0)
         return _simulated(system, process, reason, least, shortest)
-
-
-def _traffic(system, rate, traffic, fallback, budget, pods):
-    """The time-varying model, or where it has none the time-varying simulation (labelled)."""
-    from dataclasses import replace as copy
-
-    from .sim.timevarying import simulate_traffic
-    from .timevarying import predict_traffic
-
-    if rate is not None:
-        raise ValueError("give rate= or arrivals=, not both: the traffic sets the rate")
-    if fallback not in FALLBACKS:
-        raise ValueError(f"fallback={fallback!r} is unknown; use 'simulate' or 'raise'")
-    try:
-        return predict_traffic(system, traffic, pods=pods, budget=budget)
-    except NotImplementedError as err:
-        if fallback == "raise":
-            raise
-        result = simulate_traffic(system, traffic, pods=pods, seed=FALLBACK_SEED)
-        result.accuracy = copy(result.accuracy, fallback_reason=str(err))
-        result.method = f"simulation fallback: {result.method}"
-        return result
 
 
 def arrival_scv(process) -> float:
@@ -323,11 +253,11 @@ def _shortest_simulation(system, process):
     if isinstance(process, Trace):
         least = int(process.times.size)
     elif as_cluster(system).pods:
-        least = math.ceil(sim_run.MIN_REPLICAS * arrivals_per_replica(system, process))
+        least = math.ceil(sim_replicas.MIN_REPLICAS * arrivals_per_replica(system, process))
     else:
         cluster = as_cluster(system)
-        per_node = sim_run.arrivals_per_replica_node(cluster, process.rate, process.scv)
-        least = math.ceil(sim_run.MIN_REPLICAS * len(cluster.nodes) * per_node)
+        per_node = sim_replicas.arrivals_per_replica_node(cluster, process.rate, process.scv)
+        least = math.ceil(sim_replicas.MIN_REPLICAS * len(cluster.nodes) * per_node)
     return least, run_cost(system, process, least)
 
 
@@ -567,6 +497,7 @@ def _least_outstanding(cluster: Cluster, rate: float, resolution: int,
     twin = Cluster(list(cluster.nodes), router="round_robin")
     result = _split(twin, rate, resolution, scv)
     result.method = f"least outstanding over {N} nodes as round robin: {result.method}"
+    result.model = "least_outstanding_as_round_robin"
     # under renewal arrivals the renewal campaign's family is the one measured there
     families = (["least_outstanding_as_round_robin_renewal"] if scv != 1.0
                 else ["least_outstanding_as_round_robin" if node.max_batch_size >= 8
@@ -632,7 +563,8 @@ class MixtureLatency(WeightedMixture):
         split = split or Accuracy("exact", "random split of Poisson traffic: exact "
                                            "decomposition into independent nodes")
         Latency.__init__(
-            self, method="mixture over nodes (" + ", ".join(sorted({p.method for p in self.parts}))
+            self, model="mixture",
+            method="mixture over nodes (" + ", ".join(sorted({p.method for p in self.parts}))
                    + ")",
             accuracy=Accuracy.combine(split, [p.accuracy for p in self.parts]),
             throughput=sum(p.throughput for p in self.parts),

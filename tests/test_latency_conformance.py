@@ -57,7 +57,8 @@ def _over_time():
                                       seed=3),
         "TrafficPrediction": prediction,
         "WeightedMixture": prediction.window(30, 60),
-        "BacklogLatency": BacklogLatency(400.0, 1.0e4, cap, 3e-3, 1e-7, method="demo",
+        "BacklogLatency": BacklogLatency(400.0, 1.0e4, cap, 3e-3, 1e-7, model="fluid_backlog",
+                                         method="demo",
                                          accuracy=qm.Accuracy("approximation",
                                                               approximations=[
                                                                   qm.latency.Approximation(
@@ -135,3 +136,9 @@ def test_the_accuracy_record_is_complete(result):
         assert a.simulation is not None and a.simulation.requests > 0
     if a.lattice_step is not None:
         assert a.lattice_step > 0
+
+
+def test_the_model_is_a_key_that_agrees_with_the_exactness(result):
+    """Which model answered is a key, not prose; a simulation says so in both fields."""
+    assert result.model.isidentifier() and result.model == result.summary()["model"]
+    assert (result.model == "simulation") == (result.accuracy.exactness == "simulation")

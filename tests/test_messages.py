@@ -306,8 +306,35 @@ CONSTRUCTORS = {
 }
 
 
+# (constructor, repr of the value): the hostile values that are valid there, and why
+ACCEPTED = {
+    ("affine per_item", "0"): "no per-request cost: S(k) = base",
+    ("empirical samples", "[1]"): "one measured batch of one second",
+    ("max_queue_delay", "0"): "no delay: Triton's default",
+    ("preferred", "[1]"): "batches of one preferred",
+    ("preferred", "()"): "no preferred sizes: Triton's default",
+    ("max_queue_size", "0"): "an unlimited queue: Triton's default",
+    ("count", "None"): "the count not given: the nodes listed, or one",
+    ("weights", "None"): "no weights: an even split",
+    ("a weight", "0"): "a node that takes no traffic (drained)",
+    ("a weight", "1e+300"): "weights are relative: the first node's share is 1e-300",
+    ("a weight", "10000000000000000000"): "weights are relative",
+    ("Renewal scv", "0"): "deterministic arrivals",
+    ("a trace time", "1e+300"): "a finite arrival time; where the trace is used, its rate "
+                                "(1e-300 per second) is refused",
+    ("a trace time", "10000000000000000000"): "a finite arrival time, as above",
+    ("parse_duration", "0"): "zero seconds (a delay of 0)",
+    ("parse_duration", "1e+300"): "a parser of units: each field checks its own range "
+                                  "(Node.max_queue_delay=1e300 is refused)",
+    ("parse_duration", "10000000000000000000"): "a parser of units, as above",
+}
+
+
 @pytest.mark.parametrize("label", CONSTRUCTORS)
 def test_hostile_values_get_a_value_error_naming_the_field(label):
+    """Each hostile value is refused with a ValueError that names the field, or is listed in
+    ACCEPTED with the reason it is valid; anything else (a TypeError, an OverflowError, a
+    RuntimeWarning, a value taken silently) fails."""
     field, build = CONSTRUCTORS[label]
     for value in HOSTILE:
         with warnings.catch_warnings():
@@ -317,7 +344,17 @@ def test_hostile_values_get_a_value_error_naming_the_field(label):
             except ValueError as err:
                 assert field in str(err), (label, value, str(err))
                 assert "could not convert" not in str(err), (label, value, str(err))
-            # anything else (TypeError, OverflowError, MemoryError, a RuntimeWarning) fails
+                assert (label, repr(value)) not in ACCEPTED, (label, value, "listed as valid")
+                continue
+        assert (label, repr(value)) in ACCEPTED, (label, value, "accepted, not listed as valid")
+
+
+def test_every_accepted_hostile_value_is_still_accepted():
+    """The list of valid hostile values holds no stale entry."""
+    hostile = {repr(v): v for v in HOSTILE}
+    for (label, value), reason in ACCEPTED.items():
+        assert reason and value in hostile, (label, value)
+        CONSTRUCTORS[label][1](hostile[value])
 
 
 @pytest.mark.parametrize("build, message", [
@@ -442,3 +479,16 @@ def test_the_installed_entry_prints_one_line_and_exits_2():
         assert done.returncode == 2, done.stderr
         assert done.stderr.count("\n") == 1 and done.stderr.startswith("qmodel"), done.stderr
         assert "usage:" not in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_run_larger_than_the_free_memory_is_refused_before_it_starts(monkeypatch):
+    """It died inside NumPy's allocator, or was killed by the system without a word."""
+    from qmodel.sim import cost
+
+    monkeypatch.setattr(cost, "available_memory", lambda: 2 * 2**30)
+    node = qm.Node(qm.ServiceTime.affine(2e-3), max_batch_size=8)
+    with pytest.raises(ValueError, match=r"requests=100,000,000 would need about 14.0 GiB of "
+                                         r"memory, more than the 2.0 GiB free here; simulate "
+                                         r"at most about 14,316,557 requests"):
+        qm.simulate(node, rate=100.0, requests=100_000_000, seed=1)
+    assert qm.simulate(node, rate=100.0, requests=20_000, seed=1).requests > 0

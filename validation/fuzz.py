@@ -75,7 +75,7 @@ import numpy as np
 import qmodel as qm
 from qmodel.campaign.results import add_output_arguments
 from qmodel.latency import Latency, SampledLatency
-from qmodel.sim import run as sim_run
+from qmodel.sim import replicas as sim_replicas
 from qmodel.sim.cost import run_cost
 from qmodel.system import arrivals_from, as_cluster
 from qmodel.theory.budget import OverBudget
@@ -317,8 +317,8 @@ def _compare_requests(case: dict, least: int) -> int:
         process = eval(f"arrivals_from({case['arrivals']})", ns | {"arrivals_from":
                                                                     arrivals_from})
     cluster = as_cluster(ns["system"])
-    per_node = sim_run.arrivals_per_replica_node(cluster, process.rate, process.scv)
-    sound = math.ceil(sim_run.MIN_REPLICAS * len(cluster.nodes) * per_node)
+    per_node = sim_replicas.arrivals_per_replica_node(cluster, process.rate, process.scv)
+    sound = math.ceil(sim_replicas.MIN_REPLICAS * len(cluster.nodes) * per_node)
     requests = int(min(COMPARE_MAX_REQUESTS, max(least, sound)))
     while requests > least and run_cost(ns["system"], process, requests).seconds \
             > COMPARE_SECONDS:

@@ -37,7 +37,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..system import as_cluster
-from .run import DEFAULT_WARMUP, auto_engine, default_replicas
+from .replicas import DEFAULT_WARMUP, auto_engine, default_replicas
 
 __all__ = ["RunCost", "run_cost", "LOOKAHEAD_RATE", "LOOKAHEAD_STEP_SECONDS", "STEP_SECONDS",
            "REPLICA_SECONDS", "LANE_SECONDS", "BYTES_PER_REQUEST"]
@@ -100,3 +100,30 @@ def _ensemble_cost(cluster, arrivals, requests: int, warmup: float) -> RunCost:
     return RunCost(SETUP_SECONDS + seconds,
                    (BYTES_PER_REQUEST + STAGE_BYTES * stages) * requests, "lookahead",
                    replicas)
+
+
+def available_memory() -> int | None:
+    """Bytes of memory the machine has free for a run (Linux's MemAvailable), None where the
+    system does not say."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def check_memory(requests: int) -> None:
+    """A ValueError, before anything is drawn, where a run of ``requests`` would need more
+    memory (about BYTES_PER_REQUEST per request) than the machine has free: the run would
+    otherwise die inside NumPy, or be killed by the system, without a word."""
+    need, free = BYTES_PER_REQUEST * requests, available_memory()
+    if free is not None and need > free:
+        most = int(free / BYTES_PER_REQUEST)
+        raise ValueError(f"requests={requests:,} would need about {need / 2**30:.1f} GiB of "
+                         f"memory, more than the {free / 2**30:.1f} GiB free here; simulate "
+                         f"at most about {most:,} requests (a p99's confidence interval "
+                         f"narrows as one over the square root of the requests)")
+

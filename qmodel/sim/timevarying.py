@@ -15,7 +15,7 @@
    the engines are fast only over many lanes side by side. So each stream is cut into chunks
    of consecutive arrivals, each run as its own lane: a chunk's lane starts, empty, a warm-up
    of arrivals before the chunk (ten relaxation lengths at the highest per-pod load just
-   before it, :func:`qmodel.sim.run.relaxation_arrivals`, at least 500 and four batches of
+   before it, :func:`qmodel.sim.replicas.relaxation_arrivals`, at least 500 and four batches of
    every stage, and back to before
    the start of any overload still being worked off, from the fluid backlog) and runs on a
    cool-down of arrivals after it. No chunk starts inside an overload: one that would end in
@@ -39,12 +39,13 @@ from ..latency import Accuracy, Approximation, SimulationEstimate
 from ..system import Cluster, as_cluster
 from ..timeline import TrafficLatency, default_resolution
 from ..traffic import Traffic
+from .assemble import from_events
 from .backend import get_backend
 from .ensemble import run_stages, stage_arrival_scv
 from .events import run_events
 from .lookahead import run_lookahead
 from .nodetypes import NodeTypes
-from .run import _from_events, relaxation_arrivals
+from .replicas import relaxation_arrivals
 
 __all__ = ["simulate_traffic"]
 
@@ -436,7 +437,7 @@ class _Runner:
             # one node per lane: every request goes to it
             assign = None if self.kind == "events" else xp.zeros(t.shape, dtype=np.int64)
             rec = run_events(self.bk, types, router, xp.asarray(t), assign)
-            out = _from_events(self.bk, rec, t, overhead if overhead.any() else None)
+            out = from_events(self.bk, rec, t, overhead if overhead.any() else None)
             accepted = rec["route"] >= 0
             done = np.full((count, width), np.nan)
             done[accepted] = t[accepted] + out["sojourn"]
@@ -515,7 +516,8 @@ class _Collected:
             warnings.simplefilter("ignore")
             result = TrafficLatency(
                 sojourn, served, rejected, edges, traffic=traffic, pods=schedule,
-                replica=replica, relaxation=relaxation, method=method, accuracy=accuracy,
+                replica=replica, relaxation=relaxation, model="simulation",
+                method=method, accuracy=accuracy,
                 throughput=sojourn.size / (replicas * traffic.duration),
                 utilization=utilization,
                 batch_size_distribution={k: int(c) for k, c in enumerate(hist) if c},
