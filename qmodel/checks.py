@@ -171,6 +171,21 @@ def positive_rate(value, name: str = "rate") -> float:
     return float(value)
 
 
+def _holds_booleans(value) -> bool:
+    """Whether a (nested) sequence holds a boolean: True, np.True_, or a boolean array. The
+    types of a flat list are gathered in C (``map``): a list of ten million floats takes
+    a fraction of a second."""
+    if not isinstance(value, (list, tuple)):
+        return isinstance(value, (bool, np.bool_)) or (
+            isinstance(value, np.ndarray) and value.dtype.kind == "b")
+    kinds = set(map(type, value))
+    if kinds & {bool, np.bool_}:
+        return True
+    return any(_holds_booleans(x) for x in value
+               if isinstance(x, (list, tuple, np.ndarray))) if kinds & {list, tuple, np.ndarray} \
+        else False
+
+
 def real_array(value, name: str, expected: str) -> np.ndarray:
     """``value`` (a number or an array of numbers) as a float array, or a ValueError saying
     that ``name`` must be ``expected`` and what was given.
@@ -200,8 +215,7 @@ def real_array(value, name: str, expected: str) -> np.ndarray:
         arr = np.asarray(value)
     except (TypeError, ValueError):     # ragged nesting and the like
         refuse()
-    if not isinstance(value, np.ndarray) and arr.dtype.kind in "iuf" and any(
-            isinstance(x, (bool, np.bool_)) for x in np.asarray(value, dtype=object).flat):
+    if not isinstance(value, np.ndarray) and arr.dtype.kind in "iuf" and _holds_booleans(value):
         refuse(" (booleans: pass numbers)")     # NumPy reads [0.5, True] as [0.5, 1.0]
     kind = arr.dtype.kind
     if kind == "O":

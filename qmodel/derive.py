@@ -1,4 +1,4 @@
-"""Render the sympy derivations of :mod:`qmodel.derivations` as documents (``qmodel derive``).
+"""Render the sympy derivations of :mod:`qmodel.derivations` as documents: ``qmodel derive``.
 
 One document per derivation plus an index, as Markdown with LaTeX math (``$$...$$``, from
 ``sympy.latex``) and/or as self-contained HTML with presentation MathML (from sympy's MathML
@@ -10,11 +10,13 @@ Run ``qmodel derive --out docs/derivations --format both`` to regenerate ``docs/
 
 from __future__ import annotations
 
+import argparse
 import html
 import re
+import sys
 from pathlib import Path
 
-__all__ = ["render", "FORMATS", "DEFAULT_OUT"]
+__all__ = ["render", "main", "add_arguments", "run", "FORMATS", "DEFAULT_OUT"]
 
 FORMATS = ("md", "html")
 DEFAULT_OUT = "docs/derivations"
@@ -185,3 +187,43 @@ def render(out_dir, fmt: str = "md") -> list[Path]:
     path.write_text(index(derivations), encoding="utf-8")
     written.append(path)
     return written
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Add the ``derive`` options to a parser (used by ``qmodel derive`` and :func:`main`)."""
+    parser.add_argument("--out", default=DEFAULT_OUT, metavar="DIR",
+                        help=f"output folder (default {DEFAULT_OUT})")
+    parser.add_argument("--format", default="both", choices=[*FORMATS, "both"],
+                        help="md (Markdown + LaTeX), html (self-contained, MathML) or both "
+                             "(default)")
+    return parser
+
+
+def run(args) -> int:
+    """Render as parsed by :func:`add_arguments`; print the files written. Exit status."""
+    formats = FORMATS if args.format == "both" else (args.format,)
+    try:
+        for fmt in formats:
+            written = render(args.out, fmt)
+            print(f"wrote {len(written)} {fmt} files to {args.out}")
+    except (OSError, ValueError) as err:
+        print(f"qmodel: error: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def main(argv=None) -> int:
+    """``qmodel derive [--out DIR] [--format md|html|both]``; returns the exit status.
+
+    Bad options exit with status 2 (argparse), as does an output folder that cannot be
+    written.
+    """
+    parser = add_arguments(argparse.ArgumentParser(
+        prog="qmodel derive",
+        description="Render the sympy derivations of qmodel's closed forms as Markdown and/or "
+                    "self-contained HTML."))
+    return run(parser.parse_args(argv))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

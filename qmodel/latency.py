@@ -14,6 +14,7 @@ itself, its :class:`Accuracy`, lives in :mod:`qmodel.accuracy` (re-exported here
 from __future__ import annotations
 
 import math
+import re
 from abc import ABC, abstractmethod
 from typing import Mapping
 
@@ -45,7 +46,8 @@ class Latency(ABC):
         cluster's nodes), ``"pipeline"``, ``"cramer_lundberg"``, ``"exponential_tail"``,
         ``"kingman"``, ``"allen_cunneen"``, ``"fluid_backlog"``, ``"time_varying"`` or
         ``"simulation"``. Code decides on this (and on :attr:`accuracy`), never on
-        ``method``.
+        ``method``. Every solver of qmodel's sets it; a subclass that does not gets its class
+        name in snake case (``MyLatency``: ``"my_latency"``).
     method : str
         Which solver or engine produced it, in words for people, e.g. ``"M/M/c exact"``.
     accuracy : Accuracy
@@ -68,9 +70,11 @@ class Latency(ABC):
         request is ready at the stage to its completion there), by stage name; else None.
     """
 
-    def __init__(self, *, model: str, method: str, accuracy: Accuracy, throughput: float,
+    def __init__(self, *, method: str, accuracy: Accuracy, throughput: float,
                  utilization: float, batch_size_distribution: Mapping[int, float],
-                 rejection_fraction: float = 0.0):
+                 rejection_fraction: float = 0.0, model: str | None = None):
+        if model is None:       # a subclass of the user's own: its class name, as a key
+            model = re.sub(r"(?<!^)(?=[A-Z])", "_", type(self).__name__).lower()
         if not (isinstance(model, str) and model.isidentifier()):
             raise ValueError(f"model must be a key such as 'batch_chain', got {model!r}")
         self.model = model

@@ -12,12 +12,14 @@ from dataclasses import replace
 
 from .latency import Latency
 from .sim.timevarying import simulate_traffic
-from .stationary import FALLBACK_SEED, FALLBACKS, predict_stationary
+from .stationary import (FALLBACK_SEED, FALLBACKS, MixtureLatency, arrival_scv,
+                         predict_stationary)
 from .theory.batch import DEFAULT_RESOLUTION
 from .timevarying import predict_traffic
 from .traffic import Traffic
 
-__all__ = ["predict"]
+# MixtureLatency and arrival_scv live in qmodel.stationary; named here as before
+__all__ = ["predict", "MixtureLatency", "arrival_scv"]
 
 
 def predict(system, rate=None, *, arrivals=None, resolution: int = DEFAULT_RESOLUTION,

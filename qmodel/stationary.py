@@ -76,7 +76,7 @@ from .system import (Cluster, Node, Poisson, Renewal, Trace, arrivals_from, as_c
                      check_stable)
 from .theory.batch import DEFAULT_RESOLUTION, batch_node, check_resolution
 from .theory.budget import (ADVICE, OverBudget, charge, fits, format_bytes, format_seconds,
-                            hold, limits, remaining)
+                            hold, limits, memory_limit, remaining)
 from .theory.classical import mdc, mg1, mmc
 from .theory.pipeline import ensemble_family, ensemble_features, pipeline_latency
 from .theory.lindley import gig1, gigc
@@ -279,7 +279,7 @@ def _simulated(system, process, reason: str, least: int, shortest) -> Latency:
             f"{reason.removesuffix('; ' + ADVICE)}; and the shortest simulation that would "
             f"answer instead, {least:,} requests, needs about "
             f"{format_seconds(shortest.seconds)} and {format_bytes(shortest.nbytes)} (budget "
-            f"left {format_seconds(max(seconds, 0))} and {format_bytes(nbytes)}): call "
+            f"left {format_seconds(max(seconds, 0))}; {memory_limit()[1]}): call "
             f"qmodel.simulate(system, ..., requests={least}), or raise the budget "
             f"(qmodel.predict(..., budget=qmodel.Budget(...)))")
     cost = run_cost(system, process, requests)

@@ -24,6 +24,7 @@ SMOKE = {
                                        "simulation", "power_of_two", "simulation fallback"]),
     "size_speed.py": (["--smoke"], ["baseline, every candidate predicted"]),
     "predict_speed_paired.py": (["--rev", "HEAD", "--smoke"], ["median speed-up per node"]),
+    "sim_cost.py": (["--smoke"], ["least_outstanding"]),
     "kernel_timings.py": (["--workloads", "matmul", "--batch-sizes", "1,2", "--concurrency",
                            "1", "--repeats", "3", "--warmup", "1", "--out", "{tmp}/k"],
                           ["wrote"]),
@@ -46,10 +47,10 @@ def _run(script, args, tmp_path):
 
 
 def _named() -> set:
-    """The benchmark scripts README.md, docs/ and the Makefile name."""
+    """The benchmark scripts README.md, docs/ (notes included) and the Makefile name."""
     text = "\n".join(p.read_text(encoding="utf-8") for p in
                      [ROOT / "README.md", ROOT / "Makefile",
-                      *sorted((ROOT / "docs").glob("*.md"))])
+                      *sorted((ROOT / "docs").rglob("*.md"))])
     return set(re.findall(r"benchmarks/(\w+\.py)", text))
 
 

@@ -1107,3 +1107,14 @@ def test_derive_command(tmp_path, capsys):
     blocker.write_text("")
     assert cli_main(["derive", "--out", str(blocker / "sub")]) == 2
     assert "qmodel: error:" in capsys.readouterr().err
+
+
+def test_the_committed_documents_are_the_rendered_ones(tmp_path):
+    """docs/derivations is what `qmodel derive` writes today (one named a moved function)."""
+    from pathlib import Path
+
+    docs = Path(__file__).resolve().parents[1] / "docs" / "derivations"
+    for path in render(tmp_path, "md"):
+        committed = docs / path.name
+        assert committed.read_text(encoding="utf-8") == path.read_text(encoding="utf-8"), (
+            f"{committed} is stale: run qmodel derive --out docs/derivations --format both")

@@ -33,10 +33,10 @@ QUICK = {"demo.py": [], "size_case_study.py": ["--quick"]}
 
 
 def test_every_named_example_is_run_here():
-    """The examples README.md, docs/ and the Makefile name all have a run in this file."""
+    """The examples README.md, docs/ (notes included) and the Makefile name all have a run in this file."""
     text = "\n".join(p.read_text(encoding="utf-8") for p in
                      [ROOT / "README.md", ROOT / "Makefile",
-                      *sorted((ROOT / "docs").glob("*.md"))])
+                      *sorted((ROOT / "docs").rglob("*.md"))])
     named = set(re.findall(r"examples/(\w+\.py)", text))
     assert named and named <= set(EXPECTED), named - set(EXPECTED)
     assert set(QUICK) <= set(EXPECTED)

@@ -481,14 +481,54 @@ def test_the_installed_entry_prints_one_line_and_exits_2():
         assert "usage:" not in done.stderr and "Traceback" not in done.stderr
 
 
-def test_a_run_larger_than_the_free_memory_is_refused_before_it_starts(monkeypatch):
-    """It died inside NumPy's allocator, or was killed by the system without a word."""
-    from qmodel.sim import cost
+def _free(monkeypatch, nbytes):
+    from qmodel import machine
 
-    monkeypatch.setattr(cost, "available_memory", lambda: 2 * 2**30)
+    monkeypatch.setattr(machine, "available_memory", lambda: nbytes)
+
+
+def test_a_run_larger_than_the_free_memory_is_refused_before_it_starts(monkeypatch):
+    """It died inside NumPy's allocator, or was killed by the system without a word; nodes,
+    ensembles (whose stages take more per request) and traffic alike."""
+    _free(monkeypatch, 2 * 2**30)
     node = qm.Node(qm.ServiceTime.affine(2e-3), max_batch_size=8)
     with pytest.raises(ValueError, match=r"requests=100,000,000 would need about 14.0 GiB of "
-                                         r"memory, more than the 2.0 GiB free here; simulate "
-                                         r"at most about 14,316,557 requests"):
+                                         r"memory by qmodel's estimate, more than the 2.0 GiB "
+                                         r"free here; simulate at most about 14,316,557 "
+                                         r"requests"):
         qm.simulate(node, rate=100.0, requests=100_000_000, seed=1)
     assert qm.simulate(node, rate=100.0, requests=20_000, seed=1).requests > 0
+    chain = qm.Ensemble({f"s{i}": node for i in range(8)},
+                        [(f"s{i}", f"s{i + 1}") for i in range(7)])
+    with pytest.raises(ValueError, match=r"requests=6,000,000 would need about 2.6 GiB"):
+        qm.simulate(chain, rate=100.0, requests=6_000_000, seed=1)
+    day = qm.Traffic.constant(2e7, 3600)
+    with pytest.raises(ValueError, match=r"the traffic's expected arrivals=72,000,000,000 "
+                                         r"would need"):
+        qm.simulate(qm.Cluster(node, count=40_000), arrivals=day, seed=1)
+
+
+def test_predict_declines_a_fallback_that_the_free_memory_cannot_hold(monkeypatch):
+    """The fallback's refusal reached the user as a ValueError about requests they never
+    gave; the free memory now bounds the prediction's budget, so predict declines with both
+    reasons; with a little more, it answers with a shorter run."""
+    cluster = qm.Cluster(qm.Node(qm.ServiceTime.affine(1e-3, 1e-4), max_batch_size=8,
+                                 instances=2), count=4, router="least_outstanding")
+    _free(monkeypatch, 50 * 2**20)
+    short = qm.predict(cluster, rate=0.7 * cluster.capacity)
+    assert short.accuracy.is_fallback and short.accuracy.simulation.requests < 349_525
+    _free(monkeypatch, 2**20)
+    with pytest.raises(NotImplementedError, match=r"the shortest simulation that would answer "
+                                                  r"instead, .*; free memory 1 MiB\)"):
+        qm.predict(cluster, rate=0.7 * cluster.capacity)
+
+
+def test_traffic_above_any_cluster_is_refused_by_name(tmp_path):
+    path = tmp_path / "huge.csv"
+    path.write_text("time,rate\n0,1000\n10,5e10\n20,1000\n")
+    for build in (lambda: qm.Traffic.from_csv(path),
+                  lambda: qm.Traffic.from_counter([0, 1, 2], [0, 2e10, 4e10]),
+                  lambda: qm.Traffic.constant(1e9, 10).scaled(100)):
+        with pytest.raises(ValueError, match=r"Traffic.rates\[\d\]=\S+ requests per second is "
+                                             r"above 1e\+10"):
+            build()

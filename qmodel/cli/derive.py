@@ -1,38 +1,13 @@
 """``qmodel derive``: render the sympy derivations of qmodel's closed forms as Markdown and/or
-self-contained HTML (:func:`qmodel.derive.render`)."""
+self-contained HTML. The flags and the run are :mod:`qmodel.derive`'s own (it also runs alone,
+``python -m qmodel.derive``); this module names the subcommand."""
 
 from __future__ import annotations
 
-import argparse
-
-from ..derive import DEFAULT_OUT, FORMATS, render
-from .output import say
+from ..derive import add_arguments, run
 
 __all__ = ["HELP", "DESCRIPTION", "add_arguments", "run"]
 
 HELP = "render the sympy derivations of qmodel's closed forms"
 DESCRIPTION = ("Write the derivations of qmodel/derivations as Markdown (LaTeX math) and/or "
                "self-contained HTML (MathML).")
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    """Add the ``derive`` options to a parser (``qmodel derive``)."""
-    parser.add_argument("--out", default=DEFAULT_OUT, metavar="DIR",
-                        help=f"output folder (default {DEFAULT_OUT})")
-    parser.add_argument("--format", default="both", choices=[*FORMATS, "both"],
-                        help="md (Markdown + LaTeX), html (self-contained, MathML) or both "
-                             "(default)")
-    return parser
-
-
-def run(args) -> int:
-    """Render as parsed by :func:`add_arguments`; print the files written. Exit status."""
-    formats = FORMATS if args.format == "both" else (args.format,)
-    try:
-        for fmt in formats:
-            written = render(args.out, fmt)
-            print(f"wrote {len(written)} {fmt} files to {args.out}")
-    except (OSError, ValueError) as err:
-        say("error", err)
-        return 2
-    return 0

@@ -32,7 +32,7 @@ from .ensemble import simulate_ensemble
 from .events import run_events
 from .lookahead import run_lookahead
 from .nodetypes import NodeTypes
-from .cost import check_memory
+from .cost import check_memory, run_cost
 from .replicas import DEFAULT_REQUESTS, DEFAULT_WARMUP, auto_engine, plan_replicas
 from .routing import split_by_node, static_assignment
 from .window import batch_places, cool_down_arrivals
@@ -143,7 +143,7 @@ def simulate(system, rate=None, *, arrivals=None, requests: int | None = None, s
     if isinstance(source, Trace) and requests > source.times.size:
         raise ValueError(f"requests={requests} exceeds the {source.times.size} arrivals of the "
                          "Trace; leave requests out to replay the whole trace")
-    check_memory(requests)
+    check_memory(run_cost(system, source, requests, warmup).nbytes, requests)
     if cluster.pods:
         if engine == "events":
             raise ValueError("engine='events' does not run an Ensemble; its stages run on the "

@@ -41,6 +41,7 @@ from ..timeline import TrafficLatency, default_resolution
 from ..traffic import Traffic
 from .assemble import from_events
 from .backend import get_backend
+from .cost import BYTES_PER_REQUEST, STAGE_BYTES, check_memory
 from .ensemble import run_stages, stage_arrival_scv
 from .events import run_events
 from .lookahead import run_lookahead
@@ -112,6 +113,10 @@ def simulate_traffic(system, traffic: Traffic, *, pods=None, seed=None, replicas
                               or chunk < 100):
         raise ValueError(f"chunk={chunk!r} must be a whole number of arrivals >= 100")
     schedule = _schedule(cluster, pods, traffic)
+    expected = replicas * traffic.expected()
+    stages = len(cluster.nodes[0].stages) if cluster.pods else 0
+    check_memory((BYTES_PER_REQUEST + STAGE_BYTES * stages) * expected, expected,
+                 "the traffic's expected arrivals")
     dynamic = not cluster.router.is_static
     bk = get_backend(backend, seed)
     arrivals_rng = np.random.default_rng(np.random.SeedSequence(seed).spawn(1)[0]

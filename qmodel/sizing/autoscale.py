@@ -43,9 +43,11 @@ from ..slo import LEVELS
 from ..system import Cluster
 from .deployment import knobs, system_of
 from .plan import Plan, Transient
+from .report import autoscaled_markdown as markdown, plot_autoscaled as plot_plan
 from .trust import model_answer, trusted_quantile
 
-__all__ = ["plan_autoscaled", "TARGET_LOADS", "metric_curve"]
+# the report's parts for an autoscaled plan live in sizing/report.py; named here as before
+__all__ = ["plan_autoscaled", "TARGET_LOADS", "metric_curve", "markdown", "plot_plan"]
 
 # loads per pod (rate over a pod's capacity) at which a target is tried
 TARGET_LOADS = tuple(np.round(np.arange(0.30, 0.951, 0.05), 2))
