@@ -78,8 +78,9 @@ def _subclasses(cls):
 
 
 def test_every_latency_subclass_is_covered():
-    # a base class that no solver returns as such is covered through its subclasses
-    for cls in _subclasses(Latency):
+    # a base class that no solver returns as such is covered through its subclasses; the
+    # package's own classes (a test may define a user's subclass elsewhere)
+    for cls in (c for c in _subclasses(Latency) if c.__module__.startswith("qmodel.")):
         covered = {cls, *_subclasses(cls)} & {type(r) for r in INSTANCES.values()}
         assert covered, f"{cls.__name__} has no instance in the conformance suite"
     for name, r in INSTANCES.items():
