@@ -7,7 +7,7 @@ the working tree's, and times both on each node of benchmarks/predict_speed.py's
 (best of three warm calls each), so that both see the same machine. It prints both
 distributions and the median ratio.
 
-Run: ``.venv/bin/python benchmarks/predict_speed_paired.py --rev <commit> [--quick]``
+Run: ``.venv/bin/python benchmarks/predict_speed_paired.py --rev <commit> [--quick | --smoke]``
 """
 
 from __future__ import annotations
@@ -37,10 +37,20 @@ def export(rev: str, into: Path) -> None:
     (into / "qmodel").rename(into / "qmodel_old")
 
 
+def model(package, node, rate):
+    """The model's answer, outside its measured domain too (as benchmarks/predict_speed.py
+    times it); a revision older than ``extrapolate`` answers without it."""
+    try:
+        return package.predict(node, rate=rate, fallback="raise", extrapolate=True)
+    except TypeError:
+        return package.predict(node, rate=rate, fallback="raise")
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rev", required=True, help="git revision to compare with")
     ap.add_argument("--quick", action="store_true", help="fewer configurations")
+    ap.add_argument("--smoke", action="store_true", help="two nodes (seconds)")
     ap.add_argument("--show", type=int, default=0, metavar="N",
                     help="also list the N nodes that slowed down most and the N that sped up most")
     args = ap.parse_args(argv)
@@ -51,13 +61,12 @@ def main(argv=None) -> None:
         sys.path.insert(0, tmp)
         import qmodel_old as old
         times = {"old": [], "new": []}
-        nodes = list(grid(args.quick))
+        nodes = list(grid(args.quick, args.smoke))
         for jitter, B, d, c, load in nodes:
             for name, package in (("old", old), ("new", new)):
                 node = node_of(B, d, c, jitter, package)
                 rate = load * node.capacity
-                times[name].append(warm_time(
-                    lambda: package.predict(node, rate=rate, fallback="raise")))
+                times[name].append(warm_time(lambda: model(package, node, rate)))
     print(f"predict() on {len(times['new'])} nodes, best of three warm calls each, "
           f"{args.rev} against the working tree:")
     for name, label in (("old", args.rev), ("new", "working tree")):

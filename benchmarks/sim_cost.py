@@ -6,11 +6,13 @@ router, in a child process per run (for its peak memory), and prints the estimat
 measurement. The estimate should sit above the measurement (ratio >= 1) and not far above it:
 a low ratio lets a fallback pass its budget, a high one refuses runs that would fit.
 
-Run: ``python benchmarks/sim_cost.py`` (about 2 minutes on 2 cores).
+Run: ``python benchmarks/sim_cost.py`` (about 2 minutes on 2 cores; ``--smoke``: two small
+runs, one per engine, in seconds, for the test suite).
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 import sys
@@ -49,11 +51,17 @@ print(json.dumps(dict(estimate_s=cost.seconds, estimate_bytes=cost.nbytes, secon
 """
 
 
-def main() -> None:
+SMOKE = [(1, "round_robin", 8, 0.9, 200_000), (4, "least_outstanding", 8, 0.9, 100_000)]
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--smoke", action="store_true", help="two small runs (seconds)")
+    args = ap.parse_args(argv)
     print(f"{'nodes':>5} {'router':<18} {'B':>3} {'load':>4} {'requests':>9} {'engine':<9} "
           f"{'reps':>4} {'est s':>6} {'meas s':>6} {'ratio':>5} {'est MiB':>7} {'meas MiB':>8} "
           f"{'ratio':>5}")
-    for case in CASES:
+    for case in SMOKE if args.smoke else CASES:
         out = subprocess.run([sys.executable, "-c", CHILD, json.dumps(case)], check=True,
                              capture_output=True, text=True).stdout
         r = json.loads(out)

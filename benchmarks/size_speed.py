@@ -11,11 +11,13 @@ instances per GPU, max_batch_size 1-64, max_queue_delay 0-5 ms, round robin and 
   predicted), the same optimum (the test suite checks that on three SLOs), and its time per
   candidate, which extrapolated to the full space gives what trying every candidate would cost.
 
-Run: ``.venv/bin/python benchmarks/size_speed.py`` (about a minute).
+Run: ``.venv/bin/python benchmarks/size_speed.py`` (about a minute; ``--smoke``: the smaller
+space only, searched and brute-forced, in seconds, for the test suite).
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
 import time
 
@@ -74,12 +76,15 @@ def brute_force(space) -> tuple[float, int, float]:
     return best, count, time.perf_counter() - start
 
 
-def main() -> None:
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--smoke", action="store_true", help="the smaller space only (seconds)")
+    args = ap.parse_args(argv)
     print(f"space: {RATE:,.0f} req/s, p95 <= {SLO['p95'] * 1e3:g} ms with "
           f"{NETWORK * 1e3:g} ms network, {SVC.describe()}\n")
-    for label, verify, rate in (("search only", False, RATE),
-                                ("search + verification", True, RATE),
-                                ("range 1,000-10,000 req/s", False, (1_000.0, RATE))):
+    runs = (("search only", False, RATE), ("search + verification", True, RATE),
+            ("range 1,000-10,000 req/s", False, (1_000.0, RATE)))
+    for label, verify, rate in () if args.smoke else runs:
         plan, seconds, timer = timed_size(verify=verify, rate=rate, **FULL)
         print(f"{label:24} {plan.candidates:,} candidates in {seconds:.2f} s; "
               f"{timer.calls} predictions, {timer.seconds:.2f} s of them in predict "
@@ -92,6 +97,8 @@ def main() -> None:
           f"{seconds:.2f} s ({seconds / count * 1e3:.1f} ms each); optimum cost {best:g}, "
           f"the search's {small_plan.cost:g} in {small_seconds:.2f} s "
           f"({seconds / small_seconds:.0f} x faster)")
+    if args.smoke:
+        return
     full = 11_904
     print(f"at that rate every candidate of the full space would take about "
           f"{seconds / count * full:.0f} s")

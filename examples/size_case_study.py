@@ -64,7 +64,7 @@ def meets(sim) -> bool:
     return sim.ci(0.95)[1] + NETWORK <= SLO_P95
 
 
-def fewest_pods(pod, routers=("round_robin", "random"), most=16):
+def fewest_pods(pod, routers=("round_robin", "random"), most=16, requests=500_000):
     """Routing tuned alone: the pod's knobs fixed, the fewest pods (and the router) whose
     simulation meets the SLO; returns (cluster, simulated) and the counts tried."""
     tried = []
@@ -73,7 +73,7 @@ def fewest_pods(pod, routers=("round_robin", "random"), most=16):
             continue                                # unstable: queues grow without bound
         for router in routers:
             system = qm.Cluster(pod, count=count, router=router)
-            sim = qm.simulate(system, rate=RATE, requests=500_000, seed=3)
+            sim = qm.simulate(system, rate=RATE, requests=requests, seed=3)
             tried.append((count, router, sim))
             if meets(sim):
                 return (system, sim), tried
@@ -98,8 +98,20 @@ def row(label, system, sim):
             f"[{lo * 1e3:.2f}, {hi * 1e3:.2f}]  {verdict}")
 
 
-def main(out: str) -> None:
+def main(out: str, quick: bool = False) -> None:
+    """The story; ``quick`` searches a smaller space (instances per GPU 1/4, max_batch_size
+    1/8, delay 0/1 ms, round robin), simulates a fifth of the requests and checks two rates
+    of the range: the same steps in seconds, for the test suite."""
     start_all = time.perf_counter()
+    search, across = SEARCH, ACROSS
+    if quick:
+        search = dict(SEARCH, instances_per_gpu=(1, 4), max_batch_size=(1, 8),
+                      max_queue_delay=(0, 1e-3), routers=("round_robin",))
+        across = (LOW, RATE)
+
+    def n(requests):
+        return requests // 5 if quick else requests
+
     profiles = {name: qm.Profile.load(PROFILES / f"{file}.json")
                 for name, file in MODELS.items()}
     print(f"two-tower recommender at {RATE:,.0f} req/s; SLO p95 <= {SLO_P95 * 1e3:g} ms, of "
@@ -116,7 +128,7 @@ def main(out: str) -> None:
 
     seed_pod = seed_ensemble(profiles)
     seed = qm.Cluster(seed_pod, count=4, router="round_robin")
-    seed_sim = qm.simulate(seed, rate=RATE, requests=1_000_000, seed=2)
+    seed_sim = qm.simulate(seed, rate=RATE, requests=n(1_000_000), seed=2)
     print("2. the seed's deployment: 4 pods x 2 GPUs x 4 instances per GPU, B 8, preferred "
           "1/2/4, delay 1 ms, round robin")
     header = (f"   {'':40}{'pods':>5}{'GPUs':>6}{'p95 ms':>9}{'p95 ms':>10}"
@@ -128,7 +140,7 @@ def main(out: str) -> None:
           "delay 0-2 ms x router\n   a. for the peak, 10,000 req/s")
     start = time.perf_counter()
     plan = qm.size(seed_pod, rate=RATE, slo={"p95": SLO_P95}, network=NETWORK,
-                   nodes=range(1, 17), profiles=profiles, **SEARCH)
+                   nodes=range(1, 17), profiles=profiles, **search)
     took = time.perf_counter() - start
     print("   " + plan.summary().replace("\n", "\n   "))
     print(f"   ({took:.1f} s, simulation included)\n   b. for every rate from 1,000 to "
@@ -137,24 +149,24 @@ def main(out: str) -> None:
         raise SystemExit("no plan meets the SLO: the profiles changed; see the reason above")
     start = time.perf_counter()
     day = qm.size(seed_pod, rate=(LOW, RATE), slo={"p95": SLO_P95}, network=NETWORK,
-                  nodes=range(1, 17), profiles=profiles, **SEARCH)
+                  nodes=range(1, 17), profiles=profiles, **search)
     print("   " + day.summary().replace("\n", "\n   "))
     print(f"   ({time.perf_counter() - start:.1f} s, simulation included)")
     if not day.feasible:
         raise SystemExit("no plan holds over the range: the profiles changed; see above")
     print("   c. both simulated across the range (seed 5): p95 ms [95% CI] + 0.5 ms network "
           "against 5 ms")
-    print("   req/s   " + "".join(f"{r:>16,.0f}" for r in ACROSS))
+    print("   req/s   " + "".join(f"{r:>16,.0f}" for r in across))
     for label, p in (("peak's plan", plan), ("range's plan", day)):
         cells = []
-        for r in ACROSS:
-            sim = qm.simulate(p.system, rate=r, requests=600_000, seed=5)
+        for r in across:
+            sim = qm.simulate(p.system, rate=r, requests=n(600_000), seed=5)
             lo, hi = sim.ci(0.95)
             cells.append(f"{sim.p95 * 1e3:6.2f}{'' if meets(sim) else '!'} "
                          f"[{hi * 1e3:.2f}]".rjust(16))
         print(f"   {label:12}" + "".join(cells))
     print("   (! misses: upper end of the 95% CI, in brackets, plus the network above 5 ms)")
-    plan_sim = qm.simulate(plan.system, rate=RATE, requests=1_000_000, seed=2)
+    plan_sim = qm.simulate(plan.system, rate=RATE, requests=n(1_000_000), seed=2)
 
     print("\n4. batching and routing planned together against either tuned alone (the "
           "cheapest deployment meeting the SLO)\n   batching tuned: the seed's 4 pods and "
@@ -162,13 +174,13 @@ def main(out: str) -> None:
           "and the router that meet the SLO, by simulation")
     start = time.perf_counter()
     batching = qm.size(seed_pod, rate=RATE, slo={"p95": SLO_P95}, network=NETWORK,
-                       nodes=[4], profiles=profiles, **{**SEARCH, "routers": ("round_robin",)})
-    routing, tried = fewest_pods(seed_pod)
+                       nodes=[4], profiles=profiles, **{**search, "routers": ("round_robin",)})
+    routing, tried = fewest_pods(seed_pod, requests=n(500_000))
     print(header)
     print(row("seed's hand-picked", seed, seed_sim))
     if batching.feasible:
         print(row("batching tuned, seed's 4 pods", batching.system,
-                  qm.simulate(batching.system, rate=RATE, requests=1_000_000, seed=2)))
+                  qm.simulate(batching.system, rate=RATE, requests=n(1_000_000), seed=2)))
     for count, router, sim in tried[:-1] if routing else tried:
         print(row(f"seed's knobs, {router}", qm.Cluster(seed_pod, count=count, router=router),
                   sim))
@@ -197,4 +209,7 @@ def main(out: str) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="demo-out", help="folder for the plan")
-    main(parser.parse_args().out)
+    parser.add_argument("--quick", action="store_true",
+                        help="a smaller space and shorter simulations (the test suite's run)")
+    args = parser.parse_args()
+    main(args.out, args.quick)

@@ -21,6 +21,7 @@ from .system import (Cluster, Node, Poisson, Renewal, Router, ServiceTime, Trace
                      check_stable, parse_duration)
 from .theory.budget import Budget
 from .traffic import Traffic
+from .version import __version__  # noqa: F401  (qm.__version__)
 from . import triton  # noqa: F401  (qm.triton.read_config, ...; protobuf loads on use)
 
 __all__ = [
@@ -31,5 +32,3 @@ __all__ = [
     "router_table", "Budget", "profile", "Profile", "Ensemble", "bottleneck", "Bottleneck",
     "size", "Plan", "Traffic", "Autoscaler", "PodSchedule",
 ]
-
-__version__ = "0.1.0"

@@ -35,14 +35,16 @@ class KnobChange:
     """One stage's knob changed and the end-to-end quantile predicted with it.
 
     ``latency`` is None where the change makes the ensemble unstable or no answer came
-    (``note`` says why); ``method`` is how the answer was obtained (a model, or a simulation
-    fallback)."""
+    (``note`` says why); ``simulated`` is True where the simulator answered it (no model
+    covers the changed ensemble: its accuracy record's exactness is "simulation");
+    ``method`` is how the answer was obtained, in words, for display."""
 
     stage: str
     change: str
     latency: float | None
     method: str = ""
     note: str = ""
+    simulated: bool = False
 
 
 @dataclass(frozen=True)
@@ -58,12 +60,17 @@ class Bottleneck:
     stages : dict of str to float
         Each stage's own sojourn quantile at ``level`` (seconds).
     dominant : str
-        The stage with the largest own quantile: the one that holds the tail.
+        The stage that holds the tail: the one with the largest own quantile, or where the
+        answer does not carry the stages' own latencies, the stage nearest saturation
+        (``dominant_by`` says which rule chose it).
     changes : tuple of KnobChange
     best : KnobChange or None
-        The change with the lowest end-to-end quantile (None where none was answered).
+        The change with the lowest end-to-end quantile, where it is lower than as configured
+        (None where no answered change cuts it).
     result : Latency
         The end-to-end prediction as configured.
+    dominant_by : {"own quantile", "utilization"}
+        How ``dominant`` was chosen.
     """
 
     level: float
@@ -73,6 +80,7 @@ class Bottleneck:
     changes: tuple
     best: object
     result: object
+    dominant_by: str = "own quantile"
 
     def table(self) -> str:
         """The report as a fixed-width text table (milliseconds).
@@ -82,11 +90,15 @@ class Bottleneck:
         See :func:`bottleneck`.
         """
         name = _level_name(self.level)
+        rule = ("" if self.dominant_by == "own quantile" else
+                " (nearest saturation: the answer carries no stage's own latency)")
         lines = [f"end-to-end {name}: {self.latency * 1e3:.3f} ms; dominant stage: "
-                 f"{self.dominant}"]
+                 f"{self.dominant}{rule}"]
         if self.best is not None:
             lines.append(f"largest cut: {self.best.stage}, {self.best.change} "
                          f"({self.best.latency / self.latency - 1:+.1%})")
+        else:
+            lines.append(f"no change tried cuts the end-to-end {name}")
         lines += ["",
                  f"{'stage':16}{'own ' + name:>12}{'share':>8}"]
         for stage, value in self.stages.items():
@@ -98,7 +110,7 @@ class Bottleneck:
                 continue
             delta = c.latency / self.latency - 1.0
             lines.append(f"{c.stage:16}{c.change:30}{c.latency * 1e3:15.3f} ms{delta:+9.1%}"
-                         + ("  (simulated)" if c.method.startswith("simulation") else ""))
+                         + ("  (simulated)" if c.simulated else ""))
         return "\n".join(lines)
 
 
@@ -148,13 +160,17 @@ def bottleneck(system, rate: float, *, level: float = 0.99, fallback: str = "sim
                 changes.append(KnobChange(stage, label, None, note=_short(err)))
                 continue
             changes.append(KnobChange(stage, label, float(result.quantile(level)),
-                                      result.method))
+                                      result.method,
+                                      simulated=result.accuracy.exactness == "simulation"))
     # a simulation fallback of the ensemble carries its stages too; without them, the
-    # stage nearest saturation
-    dominant = max(own, key=own.get) if own else ensemble.bottleneck
-    answered = [c for c in changes if c.latency is not None]
-    best = min(answered, key=lambda c: c.latency) if answered else None
-    return Bottleneck(level, latency, own, dominant, tuple(changes), best, base)
+    # stage nearest saturation, and the report says so
+    if own:
+        dominant, dominant_by = max(own, key=own.get), "own quantile"
+    else:
+        dominant, dominant_by = ensemble.bottleneck, "utilization"
+    cuts = [c for c in changes if c.latency is not None and c.latency < latency]
+    best = min(cuts, key=lambda c: c.latency) if cuts else None
+    return Bottleneck(level, latency, own, dominant, tuple(changes), best, base, dominant_by)
 
 
 def _variants(node):

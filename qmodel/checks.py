@@ -35,6 +35,9 @@ MOST_RENEWAL_SCV = 100.0
 # below this an arrival rate is a unit mistake, and the simulator's clock (float64 seconds)
 # would lose the service times against arrival times of 1e9 s and more
 LEAST_RATE = 1e-3                    # requests per second: one every 17 minutes
+# requests per second: ten billion is beyond any cluster (a million instances of 0.1 ms
+# batches of 1,000), so a larger rate is a unit mistake or an overflow, not a workload
+MOST_RATE = 1e10
 
 # "µs" is the micro sign (U+00B5), "μs" the Greek mu (U+03BC): keyboards give either
 _UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "\u00b5s": 1e-6, "\u03bcs": 1e-6, "ns": 1e-9}
@@ -162,7 +165,25 @@ def positive_rate(value, name: str = "rate") -> float:
         raise ValueError(f"{name}={shown(value)} requests per second is below {LEAST_RATE:g} "
                          f"(one request every 17 minutes): give the rate in requests per "
                          f"second")
+    if value > MOST_RATE:
+        raise ValueError(f"{name}={shown(value)} requests per second is above {MOST_RATE:g}, "
+                         f"more than any cluster serves: give the rate in requests per second")
     return float(value)
+
+
+def _holds_booleans(value) -> bool:
+    """Whether a (nested) sequence holds a boolean: True, np.True_, or a boolean array. The
+    types of a flat list are gathered in C (``map``): a list of ten million floats takes
+    a fraction of a second."""
+    if not isinstance(value, (list, tuple)):
+        return isinstance(value, (bool, np.bool_)) or (
+            isinstance(value, np.ndarray) and value.dtype.kind == "b")
+    kinds = set(map(type, value))
+    if kinds & {bool, np.bool_}:
+        return True
+    return any(_holds_booleans(x) for x in value
+               if isinstance(x, (list, tuple, np.ndarray))) if kinds & {list, tuple, np.ndarray} \
+        else False
 
 
 def real_array(value, name: str, expected: str) -> np.ndarray:
@@ -194,6 +215,8 @@ def real_array(value, name: str, expected: str) -> np.ndarray:
         arr = np.asarray(value)
     except (TypeError, ValueError):     # ragged nesting and the like
         refuse()
+    if not isinstance(value, np.ndarray) and arr.dtype.kind in "iuf" and _holds_booleans(value):
+        refuse(" (booleans: pass numbers)")     # NumPy reads [0.5, True] as [0.5, 1.0]
     kind = arr.dtype.kind
     if kind == "O":
         if not all(isinstance(x, numbers.Real) and not isinstance(x, (bool, np.bool_))

@@ -14,6 +14,7 @@ itself, its :class:`Accuracy`, lives in :mod:`qmodel.accuracy` (re-exported here
 from __future__ import annotations
 
 import math
+import re
 from abc import ABC, abstractmethod
 from typing import Mapping
 
@@ -37,8 +38,18 @@ class Latency(ABC):
 
     Parameters
     ----------
+    model : str
+        Which model (or the simulator) answered, as a key that does not change with wording:
+        ``"mmc"``, ``"mdc"``, ``"md1"``, ``"mg1_transform"``, ``"pollaczek_khinchine_lattice"``,
+        ``"lindley_lattice"``, ``"fast_server"``, ``"batch_chain"``, ``"cavity"``,
+        ``"balanced_queues"``, ``"least_outstanding_as_round_robin"``, ``"mixture"`` (a
+        cluster's nodes), ``"pipeline"``, ``"cramer_lundberg"``, ``"exponential_tail"``,
+        ``"kingman"``, ``"allen_cunneen"``, ``"fluid_backlog"``, ``"time_varying"`` or
+        ``"simulation"``. Code decides on this (and on :attr:`accuracy`), never on
+        ``method``. Every solver of qmodel's sets it; a subclass that does not gets its class
+        name in snake case (``MyLatency``: ``"my_latency"``).
     method : str
-        Which solver or engine produced it, e.g. ``"simulation/lookahead"`` or ``"M/M/c exact"``.
+        Which solver or engine produced it, in words for people, e.g. ``"M/M/c exact"``.
     accuracy : Accuracy
         Exactness and the error statement.
     throughput : float
@@ -61,7 +72,12 @@ class Latency(ABC):
 
     def __init__(self, *, method: str, accuracy: Accuracy, throughput: float,
                  utilization: float, batch_size_distribution: Mapping[int, float],
-                 rejection_fraction: float = 0.0):
+                 rejection_fraction: float = 0.0, model: str | None = None):
+        if model is None:       # a subclass of the user's own: its class name, as a key
+            model = re.sub(r"(?<!^)(?=[A-Z])", "_", type(self).__name__).lower()
+        if not (isinstance(model, str) and model.isidentifier()):
+            raise ValueError(f"model must be a key such as 'batch_chain', got {model!r}")
+        self.model = model
         self.method = method
         self.accuracy = accuracy
         self.throughput = float(throughput)
@@ -186,6 +202,7 @@ class Latency(ABC):
     def summary(self) -> dict:
         """The headline numbers as a plain dict (seconds, requests per second)."""
         return {
+            "model": self.model,
             "method": self.method,
             "exactness": self.accuracy.exactness,
             "accuracy": self.accuracy.as_dict(),
@@ -216,7 +233,8 @@ class ShiftedLatency(Latency):
 
     def __init__(self, base: Latency, shift: float):
         self.base, self.shift = base, float(shift)
-        super().__init__(method=f"{base.method} + {self.shift * 1e3:g} ms outside the batcher",
+        super().__init__(model=base.model,
+                         method=f"{base.method} + {self.shift * 1e3:g} ms outside the batcher",
                          accuracy=base.accuracy, throughput=base.throughput,
                          utilization=base.utilization,
                          batch_size_distribution=base.batch_size_distribution,
@@ -252,7 +270,7 @@ class WeightedMixture(Latency):
     --------
     >>> import qmodel as qm
     >>> a = qm.predict(qm.Node(qm.ServiceTime.affine(1e-3, jitter="exponential")), rate=500.0)
-    >>> m = WeightedMixture([a, a], [1, 3], method="demo", accuracy=a.accuracy,
+    >>> m = WeightedMixture([a, a], [1, 3], model="mixture", method="demo", accuracy=a.accuracy,
     ...                     throughput=500, utilization=0.5, batch_size_distribution={1: 1})
     >>> round(m.quantile(0.99) / a.quantile(0.99), 9)
     1.0
@@ -315,7 +333,7 @@ class SampledLatency(Latency):
     >>> import numpy as np
     >>> rng = np.random.default_rng(0)
     >>> x = rng.exponential(1.0, 100_000)
-    >>> r = SampledLatency(x, [5_000] * 20, method="demo",
+    >>> r = SampledLatency(x, [5_000] * 20, model="simulation", method="demo",
     ...                    accuracy=Accuracy("simulation", "demo"), throughput=1.0,
     ...                    utilization=0.5, batch_size_distribution={1: 1.0})
     >>> round(r.p50, 2), round(r.cdf(1.0), 2)

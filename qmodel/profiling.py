@@ -41,6 +41,7 @@ import numpy as np
 
 from .checks import read_json
 from .system import ServiceTime
+from .version import __version__
 
 __all__ = ["Profile", "profile", "fit_line", "WORKLOADS"]
 
@@ -327,7 +328,6 @@ def profile(workload="two-tower", batch_sizes=range(1, 65), *, repeats: int = 30
     levels = sorted({int(m) for m in np.atleast_1d(concurrency)})
     if levels[0] < 1:
         raise ValueError(f"concurrency must be whole numbers >= 1, got {concurrency!r}")
-    from . import __version__
     versions = {"numpy": np.__version__, "qmodel": __version__,
                 "python": platform.python_version()}
     # BLAS threads decide what m copies sharing the CPU means: say how many each copy had

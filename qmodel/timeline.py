@@ -181,7 +181,8 @@ class TrafficLatency(SampledLatency, Timeline):
         part = part[order]
         rejected = int(self.rejected[i:j].sum())
         return SampledLatency(
-            part, sizes, method=f"{self.method}, window [{self.edges[i]:g}, {self.edges[j]:g}) s",
+            part, sizes, model=self.model,
+            method=f"{self.method}, window [{self.edges[i]:g}, {self.edges[j]:g}) s",
             accuracy=self.accuracy, throughput=part.size / (self.edges[j] - self.edges[i]),
             utilization=self.utilization, batch_size_distribution=self.batch_size_distribution
             or {1: 1.0}, rejection_fraction=rejected / max(1, rejected + part.size))
@@ -238,6 +239,7 @@ class TrafficPrediction(WeightedMixture, Timeline):
                              f"{self.edges[j]:g}) s")
         return WeightedMixture(
             self._parts_by_bin[i:j], w,
+            model=self.model,
             method=f"{self.method}, window [{self.edges[i]:g}, {self.edges[j]:g}) s",
             accuracy=self.accuracy if self.window_accuracy is None
             else self.window_accuracy(i, j), throughput=w.sum() / (self.edges[j] - self.edges[i]),

@@ -36,6 +36,7 @@ from .autoscaler import FluidCohorts, PodSchedule
 from .checks import UnstableError
 from .latency import Accuracy, Approximation, WeightedMixture
 from .system import Cluster, as_cluster
+from .stationary import predict_stationary
 from .theory.measured import measured_table
 from .theory.transient import BacklogLatency, saturation_spread
 from .timeline import TrafficPrediction, default_resolution
@@ -86,8 +87,6 @@ def predict_traffic(system, traffic, *, pods=None, resolution: float | None = No
     >>> round(early.p99 * 1e3, 2), round(late.p99 * 1e3, 2)   # M/M/1: ln(100) / (mu - lambda)
     (9.21, 23.03)
     """
-    from .predict import predict
-
     cluster = as_cluster(system)
     schedule = _schedule(cluster, pods, traffic)
     resolution = default_resolution(traffic) if resolution is None else float(resolution)
@@ -124,7 +123,7 @@ def predict_traffic(system, traffic, *, pods=None, resolution: float | None = No
             rounded = cap / (1 + math.exp(-logit))
         key = (n, rounded)
         if key not in stationary:
-            stationary[key] = _stationary(predict, target, (rounded, rate), "raise", budget,
+            stationary[key] = _stationary(target, (rounded, rate), "raise", budget,
                                           traffic.scv)
             if isinstance(stationary[key], NotImplementedError):
                 # no model here: a simulation, shared by the rates of a coarser grid
@@ -135,7 +134,7 @@ def predict_traffic(system, traffic, *, pods=None, resolution: float | None = No
                     coarse = cap / (1 + math.exp(-logit))
                 if (n, "simulated", coarse) not in stationary:
                     stationary[(n, "simulated", coarse)] = _stationary(
-                        predict, target, (coarse, rate), "simulate", budget, traffic.scv)
+                        target, (coarse, rate), "simulate", budget, traffic.scv)
                 stationary[key] = stationary[(n, "simulated", coarse)]
         found = stationary[key]
         if isinstance(found, Exception):
@@ -244,7 +243,7 @@ def predict_traffic(system, traffic, *, pods=None, resolution: float | None = No
     parts = [filler if p is None else p for p in parts]
     result = TrafficPrediction(
         parts, expected, edges, traffic=traffic, pods=schedule,
-        method=f"pointwise stationary model over {traffic.describe()}"
+        model="time_varying", method=f"pointwise stationary model over {traffic.describe()}"
                + (" with a fluid backlog" if backlog_bins else ""),
         accuracy=accuracy, throughput=float(expected.sum() / traffic.duration),
         utilization=min(1.0, util_num / util_den) if util_den else 0.0,
@@ -268,7 +267,7 @@ def _accuracy(basis, rules, stationary_bins, fluid_bins, parts) -> Accuracy:
     return Accuracy.combine(outer, [p.accuracy for p in parts])
 
 
-def _stationary(predict, system, rates, fallback, budget, scv=1.0):
+def _stationary(system, rates, fallback, budget, scv=1.0):
     """The stationary answer at the first of ``rates`` below the capacity (renewal arrivals
     where ``scv`` is not 1); None where all are unstable; the NotImplementedError where no
     model answers and ``fallback`` is "raise"."""
@@ -277,8 +276,9 @@ def _stationary(predict, system, rates, fallback, budget, scv=1.0):
     for r in rates:
         try:
             arrivals = Renewal(r, scv) if scv != 1.0 else None
-            return predict(system, rate=None if arrivals else r, arrivals=arrivals,
-                           extrapolate=True, fallback=fallback, budget=budget)
+            return predict_stationary(system, rate=None if arrivals else r,
+                                      arrivals=arrivals, extrapolate=True, fallback=fallback,
+                                      budget=budget)
         except UnstableError:
             continue
         except NotImplementedError as err:
@@ -329,6 +329,7 @@ def _longest_path(ensemble, weight) -> float:
 
 def _metrics(throughput, utilization, unit) -> dict:
     size = unit.max_batch_size if hasattr(unit, "max_batch_size") else 1
-    return {"method": "fluid backlog", "accuracy": Accuracy("approximation"),
+    return {"model": "fluid_backlog", "method": "fluid backlog",
+            "accuracy": Accuracy("approximation"),
             "throughput": float(throughput), "utilization": float(utilization),
             "batch_size_distribution": {size: 1.0}}

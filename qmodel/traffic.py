@@ -39,7 +39,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .checks import LEAST_RATE, MOST_RENEWAL_SCV, positive_rate, real_array, shown
+from .checks import LEAST_RATE, MOST_RATE, MOST_RENEWAL_SCV, positive_rate, real_array, shown
 
 __all__ = ["Traffic", "counter_rates"]
 
@@ -118,6 +118,11 @@ class Traffic:
         if np.any(r < 0):
             i = int(np.argmax(r < 0))
             raise ValueError(f"Traffic.rates[{i}]={r[i]:g} is negative; a rate is >= 0 "
+                             "requests per second")
+        if r.max() > MOST_RATE:
+            i = int(np.argmax(r))
+            raise ValueError(f"Traffic.rates[{i}]={r[i]:g} requests per second is above "
+                             f"{MOST_RATE:g}, more than any cluster serves: give the rate in "
                              "requests per second")
         if r.max() < LEAST_RATE:
             raise ValueError(f"Traffic.rates are all below {LEAST_RATE:g} requests per second "

@@ -79,3 +79,57 @@ def test_qmodel_ensemble_errors_are_one_line(tmp_path, capsys):
     assert main(["ensemble", "--triton-repo", str(repo), "--model", "pre", "--rate", "1",
                  "--service", "pre=1ms"]) == 2
     assert "'pre' is not an ensemble" in capsys.readouterr().err
+
+
+def _patched_predict(monkeypatch, answer):
+    """qmodel.bottleneck's predict replaced: ``answer(system)`` for every call."""
+    import sys
+
+    monkeypatch.setattr(sys.modules["qmodel.bottleneck"], "predict", lambda system, **kwargs: answer(system))
+
+
+def test_a_change_that_cuts_nothing_is_not_called_the_largest_cut(monkeypatch):
+    """Every change answered with the configured latency (+0.0%): no best change, and the
+    table says so (it printed "largest cut: ... (+0.0%)")."""
+    base = qm.predict(ENS, rate=300.0)
+    _patched_predict(monkeypatch, lambda system: base)
+    report = qm.bottleneck(ENS, rate=300.0)
+    assert all(c.latency == pytest.approx(report.latency) for c in report.changes)
+    assert report.best is None
+    text = report.table()
+    assert "largest cut" not in text and "no change tried cuts the end-to-end p99" in text
+
+
+def test_the_dominant_stage_says_which_rule_chose_it(monkeypatch):
+    """Where the answer carries no stage's own latency, the stage nearest saturation is named
+    and the report says so (it claimed "largest own p99" silently)."""
+    from dataclasses import replace
+
+    base = qm.predict(ENS, rate=300.0)
+    bare = qm.predict(qm.Node(qm.ServiceTime.affine(2e-3, 5e-4), max_batch_size=8), rate=300.0)
+    assert bare.stages is None
+    _patched_predict(monkeypatch, lambda system: bare if system is ENS else base)
+    report = qm.bottleneck(ENS, rate=300.0)
+    assert report.stages == {} and report.dominant == ENS.bottleneck
+    assert report.dominant_by == "utilization"
+    assert "nearest saturation" in report.table()
+    _patched_predict(monkeypatch, lambda system: base)
+    assert qm.bottleneck(ENS, rate=300.0).dominant_by == "own quantile"
+    assert replace(report, dominant_by="own quantile").table().count("saturation") == 0
+
+
+def test_a_simulated_change_is_marked_by_its_accuracy_record_not_its_wording(monkeypatch):
+    """A change answered by the simulator is flagged from ``accuracy.exactness``: rewording
+    its ``method`` does not lose the mark (the table tested the method's first word)."""
+    base = qm.predict(ENS, rate=300.0)
+    simulated = qm.simulate(ENS, rate=300.0, requests=40_000, seed=3)
+    simulated.method = "Monte Carlo run of the changed ensemble"
+    assert simulated.accuracy.exactness == "simulation"
+    _patched_predict(monkeypatch, lambda system: base if system is ENS else simulated)
+    report = qm.bottleneck(ENS, rate=300.0)
+    assert report.changes and all(c.simulated for c in report.changes)
+    rows = [line for line in report.table().splitlines() if "->" in line]
+    assert len(rows) == len(report.changes)
+    assert all(line.endswith("(simulated)") for line in rows)
+    _patched_predict(monkeypatch, lambda system: base)
+    assert not any(c.simulated for c in qm.bottleneck(ENS, rate=300.0).changes)

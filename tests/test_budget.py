@@ -127,7 +127,7 @@ def test_fallback_spends_what_the_model_left(monkeypatch, spent):
         return simulate(system, **kwargs)
 
     simulate = sim_run.simulate
-    monkeypatch.setattr(sys.modules["qmodel.predict"], "_model", costly_model)
+    monkeypatch.setattr(sys.modules["qmodel.stationary"], "_model", costly_model)
     monkeypatch.setattr(sim_run, "simulate", counted)
     r = qm.predict(node, rate=1500.0)
     assert r.accuracy.is_fallback and "costly model" in r.accuracy.fallback_reason
@@ -184,7 +184,7 @@ def test_fallback_runs_fit_the_time_budget(monkeypatch):
     def no_model(*args):
         raise NotImplementedError("no model here")
 
-    monkeypatch.setattr(sys.modules["qmodel.predict"], "_model", no_model)
+    monkeypatch.setattr(sys.modules["qmodel.stationary"], "_model", no_model)
     cluster = qm.Cluster(qm.Node(qm.ServiceTime.affine(1e-3, 1e-4), max_batch_size=8),
                          count=64, router="least_outstanding")
     rate = 0.9 * cluster.capacity

@@ -84,7 +84,10 @@ def test_predict_json_matches_the_api_and_check_simulates(capsys):
     node = qm.Node(qm.ServiceTime.affine(2.4e-3, 0.54e-3), max_batch_size=8,
                    max_queue_delay=1e-3)
     assert rep["p99"] == pytest.approx(qm.predict(node, rate=800.0).p99)
-    assert rep["simulated"]["p99_ci95"][0] < rep["simulated"]["p99"]
+    # --check is the simulation of the same node, at the same rate, seed and length
+    sim = qm.simulate(node, rate=800.0, requests=100_000, seed=1)
+    assert rep["simulated"]["p99"] == pytest.approx(sim.p99, rel=1e-6)
+    assert rep["simulated"]["p99_ci95"] == pytest.approx(list(sim.ci(0.99)), rel=1e-6)
     assert rep["exactness"] == "approximation"
 
 
@@ -102,7 +105,7 @@ def test_predict_without_a_model_answers_by_simulation(capsys):
                 "--router", "least_outstanding"]
     assert main(["predict", *no_model, "--json"]) == 0
     rep = json.loads(capsys.readouterr().out)
-    assert rep["method"].startswith("simulation fallback")
+    assert rep["model"] == "simulation" and rep["accuracy"]["fallback_reason"]
     assert rep["exactness"] == "simulation" and rep["p99"] > rep["p50"] > 0
 
 

@@ -111,7 +111,7 @@ def test_a_stage_no_model_covers_makes_predict_simulate_and_say_which():
                      instances=2, max_queue_delay=2e-3)
     ens = qm.Ensemble({"a": JITTERY, "b": coarse}, [("a", "b")])
     r = qm.predict(ens, rate=2000.0)
-    assert r.accuracy.is_fallback and r.method.startswith("simulation fallback")
+    assert r.accuracy.is_fallback and r.model == "simulation"
     assert r.accuracy.fallback_reason.startswith("ensemble stage 'b': ")
     assert set(r.stages) == {"a", "b"}          # the simulation's own per-stage results
     with pytest.raises(NotImplementedError, match="ensemble stage 'b'"):
@@ -140,7 +140,7 @@ def test_pods_behind_a_random_router_are_the_ensemble_at_their_share():
     assert abs(sim.p99 - alone.p99) <= (hi - lo) / 2 + (hi1 - lo1) / 2
     assert sim.stages["a"].utilization == pytest.approx(alone.stages["a"].utilization,
                                                         rel=0.03)
-    assert "x 4 pods" in sim.method
+    assert sim.model == "simulation" and sim.accuracy.simulation.engine == "lookahead"
 
 
 def test_pods_take_static_routers_only_and_name_the_stage_when_unstable():

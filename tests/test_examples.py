@@ -1,8 +1,12 @@
-"""The example scripts run to the end and print their story (slow: make demo runs two of them).
+"""The example scripts run to the end and print their story.
 
 Each runs in a fresh interpreter, as ``make demo`` runs it, writing into a temporary folder.
+The default run takes make demo's two scripts (the case study in its ``--quick`` mode, about
+25 s); the full runs, the ensemble case study (20 s) and the flash sale (a minute even held
+5 minutes) are marked slow.
 """
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -24,11 +28,34 @@ EXPECTED = {
 }
 
 
+# the default run's: make demo's scripts, the case study in its quick mode
+QUICK = {"demo.py": [], "size_case_study.py": ["--quick"]}
+
+
+def test_every_named_example_is_run_here():
+    """The examples README.md, docs/ (notes included) and the Makefile name all have a run in this file."""
+    text = "\n".join(p.read_text(encoding="utf-8") for p in
+                     [ROOT / "README.md", ROOT / "Makefile",
+                      *sorted((ROOT / "docs").rglob("*.md"))])
+    named = set(re.findall(r"examples/(\w+\.py)", text))
+    assert named and named <= set(EXPECTED), named - set(EXPECTED)
+    assert set(QUICK) <= set(EXPECTED)
+
+
+@pytest.mark.parametrize("script", sorted(QUICK))
+def test_example_quick_run(script, tmp_path):
+    _check(script, tmp_path, QUICK[script])
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("script", sorted(EXPECTED))
 def test_example_runs(script, tmp_path):
+    _check(script, tmp_path, ARGUMENTS.get(script, []))
+
+
+def _check(script, tmp_path, arguments):
     done = subprocess.run([sys.executable, str(ROOT / "examples" / script), "--out",
-                           str(tmp_path), *ARGUMENTS.get(script, [])], capture_output=True,
+                           str(tmp_path), *arguments], capture_output=True,
                           text=True, timeout=900, cwd=ROOT)
     assert done.returncode == 0, done.stderr[-3000:]
     for line in EXPECTED[script]:

@@ -306,8 +306,35 @@ CONSTRUCTORS = {
 }
 
 
+# (constructor, repr of the value): the hostile values that are valid there, and why
+ACCEPTED = {
+    ("affine per_item", "0"): "no per-request cost: S(k) = base",
+    ("empirical samples", "[1]"): "one measured batch of one second",
+    ("max_queue_delay", "0"): "no delay: Triton's default",
+    ("preferred", "[1]"): "batches of one preferred",
+    ("preferred", "()"): "no preferred sizes: Triton's default",
+    ("max_queue_size", "0"): "an unlimited queue: Triton's default",
+    ("count", "None"): "the count not given: the nodes listed, or one",
+    ("weights", "None"): "no weights: an even split",
+    ("a weight", "0"): "a node that takes no traffic (drained)",
+    ("a weight", "1e+300"): "weights are relative: the first node's share is 1e-300",
+    ("a weight", "10000000000000000000"): "weights are relative",
+    ("Renewal scv", "0"): "deterministic arrivals",
+    ("a trace time", "1e+300"): "a finite arrival time; where the trace is used, its rate "
+                                "(1e-300 per second) is refused",
+    ("a trace time", "10000000000000000000"): "a finite arrival time, as above",
+    ("parse_duration", "0"): "zero seconds (a delay of 0)",
+    ("parse_duration", "1e+300"): "a parser of units: each field checks its own range "
+                                  "(Node.max_queue_delay=1e300 is refused)",
+    ("parse_duration", "10000000000000000000"): "a parser of units, as above",
+}
+
+
 @pytest.mark.parametrize("label", CONSTRUCTORS)
 def test_hostile_values_get_a_value_error_naming_the_field(label):
+    """Each hostile value is refused with a ValueError that names the field, or is listed in
+    ACCEPTED with the reason it is valid; anything else (a TypeError, an OverflowError, a
+    RuntimeWarning, a value taken silently) fails."""
     field, build = CONSTRUCTORS[label]
     for value in HOSTILE:
         with warnings.catch_warnings():
@@ -317,7 +344,17 @@ def test_hostile_values_get_a_value_error_naming_the_field(label):
             except ValueError as err:
                 assert field in str(err), (label, value, str(err))
                 assert "could not convert" not in str(err), (label, value, str(err))
-            # anything else (TypeError, OverflowError, MemoryError, a RuntimeWarning) fails
+                assert (label, repr(value)) not in ACCEPTED, (label, value, "listed as valid")
+                continue
+        assert (label, repr(value)) in ACCEPTED, (label, value, "accepted, not listed as valid")
+
+
+def test_every_accepted_hostile_value_is_still_accepted():
+    """The list of valid hostile values holds no stale entry."""
+    hostile = {repr(v): v for v in HOSTILE}
+    for (label, value), reason in ACCEPTED.items():
+        assert reason and value in hostile, (label, value)
+        CONSTRUCTORS[label][1](hostile[value])
 
 
 @pytest.mark.parametrize("build, message", [
@@ -442,3 +479,56 @@ def test_the_installed_entry_prints_one_line_and_exits_2():
         assert done.returncode == 2, done.stderr
         assert done.stderr.count("\n") == 1 and done.stderr.startswith("qmodel"), done.stderr
         assert "usage:" not in done.stderr and "Traceback" not in done.stderr
+
+
+def _free(monkeypatch, nbytes):
+    from qmodel import machine
+
+    monkeypatch.setattr(machine, "available_memory", lambda: nbytes)
+
+
+def test_a_run_larger_than_the_free_memory_is_refused_before_it_starts(monkeypatch):
+    """It died inside NumPy's allocator, or was killed by the system without a word; nodes,
+    ensembles (whose stages take more per request) and traffic alike."""
+    _free(monkeypatch, 2 * 2**30)
+    node = qm.Node(qm.ServiceTime.affine(2e-3), max_batch_size=8)
+    with pytest.raises(ValueError, match=r"requests=100,000,000 would need about 14.0 GiB of "
+                                         r"memory by qmodel's estimate, more than the 2.0 GiB "
+                                         r"free here; simulate at most about 14,316,557 "
+                                         r"requests"):
+        qm.simulate(node, rate=100.0, requests=100_000_000, seed=1)
+    assert qm.simulate(node, rate=100.0, requests=20_000, seed=1).requests > 0
+    chain = qm.Ensemble({f"s{i}": node for i in range(8)},
+                        [(f"s{i}", f"s{i + 1}") for i in range(7)])
+    with pytest.raises(ValueError, match=r"requests=6,000,000 would need about 2.6 GiB"):
+        qm.simulate(chain, rate=100.0, requests=6_000_000, seed=1)
+    day = qm.Traffic.constant(2e7, 3600)
+    with pytest.raises(ValueError, match=r"the traffic's expected arrivals=72,000,000,000 "
+                                         r"would need"):
+        qm.simulate(qm.Cluster(node, count=40_000), arrivals=day, seed=1)
+
+
+def test_predict_declines_a_fallback_that_the_free_memory_cannot_hold(monkeypatch):
+    """The fallback's refusal reached the user as a ValueError about requests they never
+    gave; the free memory now bounds the prediction's budget, so predict declines with both
+    reasons; with a little more, it answers with a shorter run."""
+    cluster = qm.Cluster(qm.Node(qm.ServiceTime.affine(1e-3, 1e-4), max_batch_size=8,
+                                 instances=2), count=4, router="least_outstanding")
+    _free(monkeypatch, 50 * 2**20)
+    short = qm.predict(cluster, rate=0.7 * cluster.capacity)
+    assert short.accuracy.is_fallback and short.accuracy.simulation.requests < 349_525
+    _free(monkeypatch, 2**20)
+    with pytest.raises(NotImplementedError, match=r"the shortest simulation that would answer "
+                                                  r"instead, .*; free memory 1 MiB\)"):
+        qm.predict(cluster, rate=0.7 * cluster.capacity)
+
+
+def test_traffic_above_any_cluster_is_refused_by_name(tmp_path):
+    path = tmp_path / "huge.csv"
+    path.write_text("time,rate\n0,1000\n10,5e10\n20,1000\n")
+    for build in (lambda: qm.Traffic.from_csv(path),
+                  lambda: qm.Traffic.from_counter([0, 1, 2], [0, 2e10, 4e10]),
+                  lambda: qm.Traffic.constant(1e9, 10).scaled(100)):
+        with pytest.raises(ValueError, match=r"Traffic.rates\[\d\]=\S+ requests per second is "
+                                             r"above 1e\+10"):
+            build()

@@ -19,7 +19,7 @@ import pytest
 
 import qmodel as qm
 from qmodel.campaign.grids import GRID_SERVICE
-from qmodel.predict import MixtureLatency
+from qmodel.stationary import MixtureLatency
 from qmodel.theory.measured import measured
 
 TAU0, ALPHA, S1 = GRID_SERVICE.base, GRID_SERVICE.per_item, GRID_SERVICE.s1
@@ -80,9 +80,9 @@ def test_several_instances_within_the_measured_bound(case):
 def test_front_door_picks_the_exact_solver_when_there_is_one():
     det = qm.Node(qm.ServiceTime.affine(2e-3), max_batch_size=1, instances=3)
     exp = qm.Node(qm.ServiceTime.affine(2e-3, jitter="exponential"), max_batch_size=1)
-    assert qm.predict(det, rate=1000.0).method.startswith("M/D/c")
-    assert qm.predict(exp, rate=300.0).method.startswith("M/M/c")
-    assert "batch node" in qm.predict(_node(8, 0, 1), rate=1000.0).method
+    assert qm.predict(det, rate=1000.0).model == "mdc"
+    assert qm.predict(exp, rate=300.0).model == "mmc"
+    assert qm.predict(_node(8, 0, 1), rate=1000.0).model == "batch_chain"
 
 
 def test_random_router_is_an_exact_mixture_of_its_nodes():
@@ -136,7 +136,7 @@ def test_one_request_per_batch_with_several_instances(jitter, c, scv, assert_wit
     node = _node(1, 0, c, jitter)
     arrivals = qm.Renewal(0.8 * node.capacity, scv=scv)
     pred = qm.predict(node, arrivals=arrivals)
-    assert pred.method.startswith(f"GI/G/{c} fast-server")
+    assert pred.model == "fast_server"
     assert pred.accuracy.exactness == "approximation"
     assert_within(pred, qm.simulate(node, arrivals=arrivals, requests=REQUESTS, seed=6), 0.05)
 
@@ -159,14 +159,14 @@ def test_one_request_per_batch_with_any_service_law_is_mg1():
     for jitter in (("gamma", 1.5), ("gamma", 0.3), ("lognormal", 1.5)):
         node = qm.Node(qm.ServiceTime.affine(2e-3, jitter=jitter), max_batch_size=1)
         pred = qm.predict(node, rate=400.0)
-        assert pred.method.startswith("M/G/1")
+        assert pred.model == "mg1_transform"
         assert pred.p99 == pytest.approx(qm.theory.mg1(400.0, node.service).p99)
     # ... lognormal up to cv 1 to the (faster) Pollaczek-Khinchine lattice, which agrees with
     # it within its lattice step
     for cv in (0.3, 1.0):
         node = qm.Node(qm.ServiceTime.affine(2e-3, jitter=("lognormal", cv)), max_batch_size=1)
         pred = qm.predict(node, rate=450.0)
-        assert "Pollaczek-Khinchine" in pred.method
+        assert pred.model == "pollaczek_khinchine_lattice"
         for p in (0.5, 0.95, 0.99):
             exact = qm.theory.mg1(450.0, node.service).quantile(p)
             assert abs(pred.quantile(p) - exact) <= pred.h
@@ -226,7 +226,7 @@ def test_renewal_arrivals(scv):
     arrivals = qm.Renewal(0.7 * node.capacity, scv=scv)
     pred = qm.predict(node, arrivals=arrivals)
     sim = qm.simulate(node, arrivals=arrivals, requests=REQUESTS, seed=4)
-    assert pred.method.startswith("GI/G/1")
+    assert pred.model == "lindley_lattice"
     for p in (0.95, 0.99):
         lo, hi = sim.ci(p, level=0.99)
         assert lo - 2 * pred.h <= pred.quantile(p) <= hi + 2 * pred.h
@@ -309,7 +309,7 @@ def test_power_of_two_mean_field_inside_its_domain(B, load, bound, assert_within
     cluster = qm.Cluster(_node(B, 0, 1), count=32, router="power_of_two")
     rate = load * cluster.capacity
     pred = qm.predict(cluster, rate=rate)
-    assert "cavity (mean-field)" in pred.method and pred.accuracy.exactness == "approximation"
+    assert pred.model == "cavity" and pred.accuracy.exactness == "approximation"
     assert_within(pred, qm.simulate(cluster, rate=rate, requests=600_000, seed=12), bound)
 
 
@@ -338,7 +338,7 @@ def test_dynamic_routers_outside_the_model_say_why():
     four = qm.Cluster(node, count=4, router="power_of_two")
     with pytest.raises(NotImplementedError, match=r"N x \(1 - load\) >= 0.8"):
         qm.predict(four, rate=0.9 * four.capacity, fallback="raise")
-    assert "cavity" in qm.predict(four, rate=0.8 * four.capacity).method
+    assert qm.predict(four, rate=0.8 * four.capacity).model == "cavity"
     with pytest.raises(NotImplementedError, match="one instance"):
         qm.predict(qm.Cluster(_node(8, 1, 2), count=32, router="power_of_two"), rate=1000.0,
                    fallback="raise")
@@ -404,7 +404,7 @@ def test_least_outstanding_with_batching_is_close_to_round_robin(B, N, load, bou
     cluster = qm.Cluster(_node(B, 0, 1), count=N, router="least_outstanding")
     rate = load * cluster.capacity
     pred = qm.predict(cluster, rate=rate)
-    assert pred.method.startswith(f"least outstanding over {N} nodes as round robin")
+    assert pred.model == "least_outstanding_as_round_robin"
     assert_within(pred, qm.simulate(cluster, rate=rate, requests=600_000, seed=13), bound)
 
 
@@ -415,7 +415,7 @@ def test_least_outstanding_with_batching_under_renewal_arrivals(assert_within):
     cluster = qm.Cluster(_node(8, 0, 1), count=8, router="least_outstanding")
     arrivals = qm.Renewal(0.8 * cluster.capacity, scv=2.0)
     pred = qm.predict(cluster, arrivals=arrivals)
-    assert pred.method.startswith("least outstanding over 8 nodes as round robin")
+    assert pred.model == "least_outstanding_as_round_robin"
     assert measured("least_outstanding_as_round_robin_renewal") in pred.accuracy.measured
     assert_within(pred, qm.simulate(cluster, arrivals=arrivals, requests=600_000, seed=13), 0.08)
     small = qm.Cluster(_node(4, 0, 1), count=8, router="least_outstanding")
@@ -437,7 +437,7 @@ def test_least_outstanding_without_batching_is_the_balanced_model(jitter, N, loa
     rate = load * cluster.capacity
     # jittery nodes lie outside the family's measured domain (deterministic): extrapolated
     pred = qm.predict(cluster, rate=rate, extrapolate=True, fallback="raise")
-    assert pred.method == f"least outstanding over {N} one-request nodes: balanced-queue model"
+    assert pred.model == "balanced_queues"
     assert pred.accuracy.exactness == "approximation"
     assert_within(pred, qm.simulate(cluster, rate=rate, requests=600_000, seed=14), 0.06)
 
@@ -448,8 +448,9 @@ def test_power_of_n_is_least_outstanding(assert_within):
     cluster = qm.Cluster(_node(1, 0, 1), count=2, router="power_of_two")
     rate = 0.8 * cluster.capacity
     pred = qm.predict(cluster, rate=rate)
-    assert pred.method.startswith("power of 2 over 2 nodes is least outstanding: least "
-                                  "outstanding over 2 one-request nodes")
+    # power of N samples every node: least outstanding's balanced-queue model answers
+    assert pred.model == "balanced_queues"
+    assert [m.family for m in pred.accuracy.measured] == ["least_outstanding_balanced"]
     assert_within(pred, qm.simulate(cluster, rate=rate, requests=600_000, seed=15), 0.06)
 
 

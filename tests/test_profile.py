@@ -29,7 +29,12 @@ def test_every_run_after_the_warm_up_is_a_sample_at_every_concurrency():
 def test_built_in_and_named_workloads_run(workload):
     p = profile(workload, batch_sizes=[1, 3], repeats=2, warmup=0)
     assert p.workload == workload and p.versions["numpy"] == np.__version__
-    assert isinstance(p.service(), qm.ServiceTime)
+    # every size timed as often as asked, every sample a positive finite time
+    assert sorted(p.samples[1]) == [1, 3] and all(len(v) == 2 for v in p.samples[1].values())
+    assert all(0 < x < 60 for v in p.samples[1].values() for x in v)
+    service = p.service()
+    assert isinstance(service, qm.ServiceTime)
+    assert service.mean(3) == pytest.approx(np.mean(p.samples[1][3]))
 
 
 def test_fit_recovers_a_known_affine_law():

@@ -13,10 +13,14 @@ Properties:
 - predict's p99 within its stated error (``Accuracy.p99_bounds``) of a simulation's,
   widened by the simulation's 95% confidence interval, on small systems.
 
-A draw that predict refuses (NotImplementedError with the reason) or a run that simulate
-refuses with its own error has no answer to check and passes. A RuntimeWarning is an error
-under the suite's settings, so a warning leaked from numpy fails a property too. The wider
-comparison with the simulator (clusters, 400,000 requests) is marked slow.
+The figures' properties take predict's answer outside its families' measured domains too
+(``extrapolate=True``): an extrapolated answer may be off, but it must still be a
+distribution. A draw that predict refuses (NotImplementedError with the reason) or a run that
+simulate refuses with its own error has no answer to check; each property states the least
+share of its draws that must be checked (:func:`checked_share`), so a predict that refused
+everything fails them instead of passing them all. A RuntimeWarning is an error under the
+suite's settings, so a warning leaked from numpy fails a property too. The wider comparison
+with the simulator (clusters, 400,000 requests) is marked slow.
 """
 
 import importlib.util
@@ -59,6 +63,10 @@ def log_uniform(lo, hi):
 JITTERS = st.one_of(st.sampled_from(["deterministic", "exponential"]),
                     st.tuples(st.sampled_from(["gamma", "lognormal"]),
                               st.floats(0.05, 2.0)))
+
+# the service laws most models were measured on (jitter cv up to 0.5)
+STEADY = st.one_of(st.sampled_from(["deterministic", "exponential"]),
+                   st.tuples(st.sampled_from(["gamma", "lognormal"]), st.floats(0.05, 0.5)))
 
 
 @st.composite
@@ -122,7 +130,8 @@ def predicted(system, load, **kw):
     simulation is too slow for a property test)."""
     try:
         return qm.predict(system, rate=load * system.capacity, fallback="raise", **kw)
-    except NotImplementedError:
+    except NotImplementedError as err:
+        REFUSED.append(str(err))
         return None
 
 
@@ -142,6 +151,53 @@ def largest_batch(system) -> int:
     return max(n.max_batch_size for n in members)
 
 
+# --------------------------------------------------------------------------------------------
+# how many draws a property checked
+# --------------------------------------------------------------------------------------------
+TALLY = {}
+REFUSED = []      # why predict refused, for the message of a share that falls short
+# the least share of each property's draws that must have an answer to check
+# The least share of each property's draws that must have an answer to check. The draws are
+# derandomized, but Hypothesis seeds its numbers with the constants of the modules imported
+# so far, so they differ with what ran before: measured alone and after the rest of the suite
+# (checked / drawn), the minimum is set below the lower.
+MINIMUM = {
+    "predict_quantiles_ordered": 0.25,                      # 18 / 40 alone, 12 / 40 in the suite
+    "predict_cdf_monotone_within_unit_interval": 0.55,      # 23 / 30, 20 / 30
+    "predict_figures_finite": 0.30,                         # 21 / 42, 16 / 42
+    "predict_utilization_and_batch_size_in_range": 0.40,    # 20 / 30, 15 / 30
+    "predict_p99_non_decreasing_in_rate": 0.40,             # 25 / 41, 21 / 41
+    "simulate_utilization_in_unit_interval": 0.85,          # 31 / 31
+    "simulate_mean_batch_size_in_range": 0.85,              # 30 / 31
+    "predict_within_stated_error_small_nodes": 0.40,        # 13 / 21, 11 / 21
+    "predict_within_stated_error": 0.15,                    # 13 / 62 alone (slow)
+}
+
+
+def drawn(name: str, answer) -> bool:
+    """Count a draw of property ``name`` and whether it has an ``answer`` to check (not
+    None); returns whether it has."""
+    counts = TALLY.setdefault(name, [0, 0])
+    counts[0] += 1
+    counts[1] += answer is not None
+    return answer is not None
+
+
+def checked_share(name: str, prop):
+    """Run the Hypothesis property ``prop`` and fail unless at least ``MINIMUM[name]`` of its
+    draws had an answer to check."""
+    minimum = MINIMUM[name]
+    TALLY[name] = [0, 0]
+    REFUSED.clear()
+    prop()
+    total, checked = TALLY[name]
+    reasons = "\n".join(sorted({r[:160] for r in REFUSED}))
+    assert total > 0 and checked / total >= minimum, (
+        f"{name}: {checked} of {total} draws checked, below the stated {minimum:.0%}; "
+        f"predict refused:\n{reasons}")
+    return checked, total
+
+
 # issue 21's cases, as systems
 NAN_MEAN = qm.Node(qm.ServiceTime.affine(8e-3, 1e-3, jitter=("lognormal", 1.0)),
                    max_batch_size=128, instances=7, max_queue_size=159)
@@ -157,22 +213,26 @@ NOT_MONOTONE = qm.Node(qm.ServiceTime.affine(2.64e-4, 2.9e-6), max_batch_size=8,
 # --------------------------------------------------------------------------------------------
 # predict's figures
 # --------------------------------------------------------------------------------------------
-@settings(max_examples=30, **CI)
+@settings(max_examples=40, **CI)
 @given(system=systems(), load=LOADS)
-def test_predict_quantiles_ordered(system, load):
-    r = predicted(system, load)
-    if r is None:
+def _predict_quantiles_ordered(system, load):
+    r = predicted(system, load, extrapolate=True)
+    if not drawn("predict_quantiles_ordered", r):
         return
     q = [r.p50, r.p95, r.p99, r.quantile(0.999)]
     assert all(math.isfinite(x) and x >= 0 for x in q), q
     assert q == sorted(q), q
 
 
+def test_predict_quantiles_ordered():
+    checked_share("predict_quantiles_ordered", _predict_quantiles_ordered)
+
+
 @settings(max_examples=30, **CI)
 @given(system=systems(), load=LOADS)
-def test_predict_cdf_monotone_within_unit_interval(system, load):
-    r = predicted(system, load)
-    if r is None:
+def _predict_cdf_monotone_within_unit_interval(system, load):
+    r = predicted(system, load, extrapolate=True)
+    if not drawn("predict_cdf_monotone_within_unit_interval", r):
         return
     t = np.concatenate([[0.0], np.geomspace(r.p50 / 100, 10 * r.quantile(0.999), 40)])
     c = r.cdf(t)
@@ -183,13 +243,18 @@ def test_predict_cdf_monotone_within_unit_interval(system, load):
     assert r.cdf(r.p99) >= 0.99 - 1e-9
 
 
-@settings(max_examples=20, **CI)
+def test_predict_cdf_monotone_within_unit_interval():
+    checked_share("predict_cdf_monotone_within_unit_interval",
+                  _predict_cdf_monotone_within_unit_interval)
+
+
+@settings(max_examples=40, **CI)
 @given(system=systems(), load=LOADS)
 @example(system=NAN_MEAN, load=0.3)
 @example(system=MASS_ABOVE_ONE, load=0.383)
-def test_predict_figures_finite(system, load):
-    r = predicted(system, load)
-    if r is None:
+def _predict_figures_finite(system, load):
+    r = predicted(system, load, extrapolate=True)
+    if not drawn("predict_figures_finite", r):
         return
     for name in ("mean", "p99", "throughput", "utilization", "mean_batch_size"):
         assert math.isfinite(getattr(r, name)), name
@@ -198,32 +263,45 @@ def test_predict_figures_finite(system, load):
     assert mass is None or 0 <= mass <= 1, mass
 
 
+def test_predict_figures_finite():
+    checked_share("predict_figures_finite", _predict_figures_finite)
+
+
 @settings(max_examples=30, **CI)
 @given(system=systems(), load=LOADS)
-def test_predict_utilization_and_batch_size_in_range(system, load):
-    r = predicted(system, load)
-    if r is None:
+def _predict_utilization_and_batch_size_in_range(system, load):
+    r = predicted(system, load, extrapolate=True)
+    if not drawn("predict_utilization_and_batch_size_in_range", r):
         return
     assert 0 <= r.utilization <= 1, r.utilization
     assert 1 <= r.mean_batch_size <= largest_batch(system), r.mean_batch_size
+
+
+def test_predict_utilization_and_batch_size_in_range():
+    checked_share("predict_utilization_and_batch_size_in_range",
+                  _predict_utilization_and_batch_size_in_range)
 
 
 # A node whose larger batches run faster (a non-monotone table) or that waits for fuller
 # batches (a delay) may truly answer faster at a higher rate (the simulator agrees: a table
 # {1: 49.8 ms, 2: 18.3 ms} at B = 2 gives p99 97.4 / 94.1 ms at load 0.25 / 0.5), so the
 # property is drawn on nodes without either (at loads where the models were measured).
-@settings(max_examples=15, **CI)
-@given(node=nodes(delay=False, monotone=True),
+@settings(max_examples=40, **CI)
+@given(node=nodes(delay=False, monotone=True, max_instances=2, finite=False, jitters=STEADY),
        loads=st.lists(st.floats(0.3, 0.95), min_size=3, max_size=3, unique=True).map(sorted))
 @example(node=NOT_MONOTONE, loads=[0.3, 0.6, 0.9])
-def test_predict_p99_non_decreasing_in_rate(node, loads):
+def _predict_p99_non_decreasing_in_rate(node, loads):
     results = [predicted(node, load) for load in loads]
-    if None in results:
+    if not drawn("predict_p99_non_decreasing_in_rate", None if None in results else results):
         return
     for lo, hi in zip(results, results[1:]):
         slack = sum(r.accuracy.quantile_error or r.accuracy.lattice_step or 0.0
                     for r in (lo, hi))
         assert lo.p99 <= hi.p99 + slack, [r.p99 for r in results]
+
+
+def test_predict_p99_non_decreasing_in_rate():
+    checked_share("predict_p99_non_decreasing_in_rate", _predict_p99_non_decreasing_in_rate)
 
 
 # --------------------------------------------------------------------------------------------
@@ -233,31 +311,39 @@ SHORT_WINDOW = qm.Node(qm.ServiceTime.affine(1e-3, 1e-4), max_batch_size=32,
                        max_queue_delay=0.05)
 
 
-@pytest.mark.filterwarnings("ignore:.*replicas leave:UserWarning")
 @settings(max_examples=30, **CI)
 @given(system=systems(), load=LOADS, requests=st.integers(200, 20_000),
        seed=st.integers(0, 2**16))
 @example(system=qm.Cluster(qm.Node(qm.ServiceTime.affine(math.exp(-4.0)), max_batch_size=4),
                            count=3, router="round_robin"), load=0.5, requests=200, seed=0)
-def test_simulate_utilization_in_unit_interval(system, load, requests, seed):
+def _simulate_utilization_in_unit_interval(system, load, requests, seed):
     r = simulated(system, load, requests, seed)
-    if r is None:
+    if not drawn("simulate_utilization_in_unit_interval", r):
         return
     assert 0 <= r.utilization <= 1, r.utilization
 
 
 @pytest.mark.filterwarnings("ignore:.*replicas leave:UserWarning")
+def test_simulate_utilization_in_unit_interval():
+    checked_share("simulate_utilization_in_unit_interval", _simulate_utilization_in_unit_interval)
+
+
 @settings(max_examples=30, **CI)
 @given(system=systems(), load=LOADS, requests=st.integers(200, 20_000),
        seed=st.integers(0, 2**16))
 @example(system=SHORT_WINDOW, load=0.13, requests=200, seed=0)
-def test_simulate_mean_batch_size_in_range(system, load, requests, seed):
+def _simulate_mean_batch_size_in_range(system, load, requests, seed):
     r = simulated(system, load, requests, seed)
-    if r is None:
+    if not drawn("simulate_mean_batch_size_in_range", r):
         return
     assert r.requests > 0
     assert 1 <= r.mean_batch_size <= largest_batch(system), r.mean_batch_size
     assert r.p50 <= r.p95 <= r.p99
+
+
+@pytest.mark.filterwarnings("ignore:.*replicas leave:UserWarning")
+def test_simulate_mean_batch_size_in_range():
+    checked_share("simulate_mean_batch_size_in_range", _simulate_mean_batch_size_in_range)
 
 
 # --------------------------------------------------------------------------------------------
@@ -291,7 +377,10 @@ CALLS = {
     "predict rate": lambda v: qm.predict(NODE, rate=v),
     "predict resolution": lambda v: qm.predict(NODE, rate=1000.0, resolution=v),
     "simulate rate": lambda v: qm.simulate(NODE, rate=v, requests=2_000, seed=1),
-    "simulate requests": lambda v: qm.simulate(NODE, rate=1000.0, requests=v, seed=1),
+    # a valid count above a million is a long run, not a hostile one (its memory is checked:
+    # tests/test_messages.py)
+    "simulate requests": lambda v: qm.simulate(NODE, rate=1000.0, requests=v, seed=1)
+    if not (isinstance(v, (int, float)) and 1e6 < v < math.inf) else None,
     "simulate seed": lambda v: qm.simulate(NODE, rate=1000.0, requests=2_000, seed=v),
     "simulate replicas": lambda v: qm.simulate(NODE, rate=1000.0, requests=2_000, replicas=v),
     "simulate warmup": lambda v: qm.simulate(NODE, rate=1000.0, requests=2_000, warmup=v),
@@ -341,11 +430,12 @@ def test_hostile_input_raises_only_library_errors(call, value):
 # --------------------------------------------------------------------------------------------
 def check_within_stated(system, load, requests=200_000):
     """predict's p99 interval (its stated error) meets the simulated p99's 95% CI; a stated
-    truncated or discretised mass of 0.01 or more would leave the p99 itself undetermined."""
+    truncated or discretised mass of 0.01 or more would leave the p99 itself undetermined.
+    Returns the prediction, None where predict refuses the system."""
     rate = load * system.capacity
     r = predicted(system, load)
     if r is None:
-        return
+        return None
     assert (r.accuracy.truncated_mass or 0.0) < 0.01, r.accuracy.statement
     low, high = r.accuracy.p99_bounds(r.p99)
     sim = qm.simulate(system, rate=rate, requests=requests, seed=1)
@@ -353,24 +443,33 @@ def check_within_stated(system, load, requests=200_000):
     assert s_low <= high and s_high >= low, (
         f"predicted p99 {r.p99 * 1e3:.4g} ms, stated [{low * 1e3:.4g}, {high * 1e3:.4g}] ms; "
         f"simulated {sim.p99 * 1e3:.4g} ms, CI [{s_low * 1e3:.4g}, {s_high * 1e3:.4g}] ms")
+    return r
 
 
-STEADY = st.one_of(st.sampled_from(["deterministic", "exponential"]),
-                   st.tuples(st.sampled_from(["gamma", "lognormal"]), st.floats(0.05, 0.5)))
-
-
-@settings(max_examples=8, **CI)
+@settings(max_examples=20, **CI)
 @given(node=nodes(max_batch=8, max_instances=1, finite=False, jitters=STEADY),
        load=st.floats(0.1, 0.8))
 @example(node=COARSE_LATTICE, load=0.125)
-def test_predict_within_stated_error_small_nodes(node, load):
-    check_within_stated(node, load)
+def _predict_within_stated_error_small_nodes(node, load):
+    drawn("predict_within_stated_error_small_nodes", check_within_stated(node, load))
 
 
-@pytest.mark.slow
+def test_predict_within_stated_error_small_nodes():
+    checked_share("predict_within_stated_error_small_nodes",
+                  _predict_within_stated_error_small_nodes)
+
+
 @settings(max_examples=60, **CI)
 @given(system=systems(), load=st.floats(0.05, 0.9))
 @example(system=MASS_ABOVE_ONE, load=0.383)
 @example(system=LIGHT_ROUND_ROBIN, load=0.1)
-def test_predict_within_stated_error(system, load):
-    check_within_stated(system, load, requests=400_000)
+def _predict_within_stated_error(system, load):
+    drawn("predict_within_stated_error", check_within_stated(system, load, requests=400_000))
+
+
+
+@pytest.mark.slow
+def test_predict_within_stated_error():
+    checked_share("predict_within_stated_error", _predict_within_stated_error)
+
+

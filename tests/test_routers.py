@@ -6,7 +6,7 @@ import pytest
 
 import qmodel as qm
 from qmodel.cli import build_parser
-from qmodel.predict import CLUSTER_MODELS
+from qmodel.stationary import CLUSTER_MODELS
 from qmodel.routers import COMPARED_ROUTERS, ROUTER_NAMES, ROUTERS, router_policy
 
 NODE = qm.Node(qm.ServiceTime.affine(1e-3, 0.2e-3), max_batch_size=8)

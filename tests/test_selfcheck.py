@@ -64,7 +64,7 @@ def test_case5_flat_service_over_several_instances_lies_outside_its_domain():
 
 def test_defects_names_the_figure_that_fails():
     ok = Accuracy("numerical", "demo", lattice_step=1e-4, truncated_mass=1e-9)
-    metrics = dict(method="demo", throughput=1.0, utilization=0.5,
+    metrics = dict(model="demo", method="demo", throughput=1.0, utilization=0.5,
                    batch_size_distribution={1: 1.0})
     pmf = np.exp(-np.arange(200) / 20.0)
     assert defects(LatticeLatency(pmf, 1e-4, accuracy=ok, **metrics)) is None

@@ -209,7 +209,7 @@ def test_weighted_random_split_follows_the_weights():
 def test_replicas_are_longer_for_large_jittery_batches():
     # R = load^2 (ca^2 + load B cs^2) / (1 - load)^2: 361 for M/D/1 at 95% load, and B = 64
     # with lognormal cv 0.3 relaxes 6.5 times slower (measured in validation/replica_bias.py)
-    from qmodel.sim.run import arrivals_per_replica_node, relaxation_arrivals
+    from qmodel.sim.replicas import arrivals_per_replica_node, relaxation_arrivals
     det = qm.Node(qm.ServiceTime.affine(2e-3, 1e-4), max_batch_size=64)
     jittery = qm.Node(qm.ServiceTime.affine(2e-3, 1e-4, jitter=("lognormal", 0.3)),
                       max_batch_size=64)
@@ -234,7 +234,8 @@ def test_replicas_are_longer_for_large_jittery_batches():
     with pytest.raises(ValueError, match="arrival_scv must be a finite number >= 0"):
         relaxation_arrivals(qm.Cluster(det), 100.0, arrival_scv=float("nan"))
     r = qm.simulate(jittery, rate=0.95 * jittery.capacity, requests=2_000_000, seed=1)
-    assert "(lookahead engine, numpy, 8 replicas)" in r.method     # 100 R ~ 234,000 arrivals
+    sim = r.accuracy.simulation                                   # 100 R ~ 234,000 arrivals
+    assert (sim.engine, sim.backend, sim.replicas) == ("lookahead", "numpy", 8)
 
 
 def test_too_few_requests_for_the_transient_warn_and_say_how_many():
@@ -256,5 +257,11 @@ def test_mixed_cluster_samples_each_node_only_up_to_its_own_batch():
     batching = qm.Node(qm.ServiceTime.affine(1e-3, 1e-4), max_batch_size=8,
                        max_queue_delay=1e-3)
     cluster = qm.Cluster([one, batching], router="least_outstanding")
-    r = qm.simulate(cluster, rate=0.5 * cluster.capacity, requests=50_000, seed=3)
-    assert r.throughput > 0 and 1 <= r.mean_batch_size <= 8
+    rate = 0.5 * cluster.capacity
+    r = qm.simulate(cluster, rate=rate, requests=50_000, seed=3)
+    assert r.throughput == pytest.approx(rate, rel=0.05) and r.rejection_fraction == 0
+    assert 1 <= r.mean_batch_size <= 8 and 0 < r.utilization < 1
+    # no request is served faster than its fastest batch: the batching node's S(1) = 1.1 ms
+    assert r.quantile(1e-6) >= 1.1e-3 * (1 - 1e-6)
+    # both nodes serve: batches of one (the table's node, and the batcher's singles) and larger
+    assert r.batch_size_distribution[1] > 0 and max(r.batch_size_distribution) > 1

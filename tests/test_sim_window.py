@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import qmodel as qm
-from qmodel.sim.run import arrivals_per_replica_node
+from qmodel.sim.replicas import arrivals_per_replica_node
 from qmodel.sim.window import (WINDOW_CYCLES, ShortRunWarning, batch_cycle, batch_places,
                                busy_time, cool_down_arrivals, window_arrivals)
 
@@ -85,7 +85,7 @@ def test_a_window_shorter_than_the_delay_is_lengthened_and_never_empty():
         r = qm.simulate(SLOW_FILL, rate=10_000.0, requests=18_000, seed=1)
     assert r.requests > 0
     assert r.mean_batch_size >= 1 and r.utilization > 0
-    assert "2 replicas" in r.method
+    assert r.accuracy.simulation.replicas == 2
     text = str(caught[0].message)
     assert text.startswith("requests=18000 is too short:")
     assert "max_queue_delay" in text
@@ -101,7 +101,7 @@ def test_fewer_longer_replicas_when_requests_allow_full_windows():
     with warnings.catch_warnings():
         warnings.simplefilter("error", ShortRunWarning)
         r = qm.simulate(node, rate=500.0, requests=40_000, seed=3)
-    assert "3 replicas" in r.method
+    assert r.accuracy.simulation.replicas == 3
     assert r.mean == pytest.approx(0.5 + 1.5e-3, rel=0.05)    # half the delay, S(500)
 
 
@@ -138,7 +138,7 @@ def test_a_short_trace_asks_for_a_longer_trace():
     with pytest.warns(ShortRunWarning, match="4.5 batch cycles .* replay a trace of at least "
                       "16,000 arrivals"):            # 8 replicas of at least 2,000
         r = qm.simulate(node, arrivals=qm.Trace(times), seed=1)
-    assert "2 replicas" in r.method and r.mean_batch_size >= 1
+    assert r.accuracy.simulation.replicas == 2 and r.mean_batch_size >= 1
 
 
 # Batches of 32 fill in 10.7 ms at 3,000 requests/s, well before their 20 ms delay.
@@ -151,7 +151,7 @@ def test_the_last_batch_of_a_replica_fills_as_in_an_endless_stream(engine):
     # out the 20 ms delay; at the default 2,000 arrivals per replica p99 read 19.25 ms
     # against 17.94 ms for replicas of 50,000. The cool-down gives them successors.
     short = qm.simulate(FILLS, rate=3000.0, requests=400_000, seed=1, engine=engine)
-    assert "200 replicas" in short.method
+    assert short.accuracy.simulation.replicas == 200
     long = qm.simulate(FILLS, rate=3000.0, requests=400_000, replicas=8, seed=1, engine=engine)
     lo, hi = long.ci(0.99)
     assert lo < short.p99 < hi

@@ -264,7 +264,7 @@ def test_an_ensemble_takes_each_stage_s_k_from_its_profile():
 
 
 def test_an_ensemble_plan_sweeps_the_batch_of_its_longest_tail(tmp_path):
-    from qmodel.sizing.plan import knobs
+    from qmodel.sizing.deployment import knobs
     from qmodel.sizing.report import batch_sweep
 
     plan = qm.size(_two_towers(), rate=3000.0, slo={"p99": 6e-3}, nodes=range(1, 9),
@@ -283,7 +283,7 @@ def test_an_ensemble_plan_sweeps_the_batch_of_its_longest_tail(tmp_path):
 def test_qmodel_size_reads_a_toml_spec(tmp_path, capsys):
     pytest.importorskip("tritonclient.grpc", reason="needs the triton extra")
     from qmodel.cli import main
-    from qmodel.size_command import spec_arguments
+    from qmodel.cli.size import spec_arguments
 
     spec = ROOT / "examples" / "size_two_tower.toml"
     argv = spec_arguments(spec)

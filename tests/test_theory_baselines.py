@@ -102,7 +102,7 @@ def test_baseline_metadata():
     assert r.accuracy.exactness == "approximation"
     assert r.accuracy.approximation_keys == ("exponential_tail_baseline",)
     assert "baseline, error not bounded" in r.accuracy.statement
-    assert "Allen-Cunneen" in r.method
+    assert r.model == "allen_cunneen"
     assert r.throughput == 1.6 and r.utilization == pytest.approx(0.8)
     k = baseline_latency(0.8, 1.0, 0.5, arrival_scv=0.5, method="kingman")
     assert k.waiting_probability == pytest.approx(0.8)

@@ -55,17 +55,17 @@ def test_md2_oracles():
 # --------------------------------------------------------------------------------------------
 # the result objects
 # --------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("make, exactness", [
-    (lambda: mmc(3.0, 1.0, 4), "exact"),
-    (lambda: md1(0.75, 1.0), "exact"),
-    (lambda: mdc(3.0, 1.0, 4), "numerical"),
+@pytest.mark.parametrize("make, exactness, model", [
+    (lambda: mmc(3.0, 1.0, 4), "exact", "mmc"),
+    (lambda: md1(0.75, 1.0), "exact", "md1"),
+    (lambda: mdc(3.0, 1.0, 4), "numerical", "mdc"),
 ])
-def test_result_metadata(make, exactness):
+def test_result_metadata(make, exactness, model):
     r = make()
     assert isinstance(r, Latency)
     assert isinstance(r.accuracy, Accuracy) and r.accuracy.exactness == exactness
     assert r.accuracy.statement
-    assert r.method
+    assert r.method and r.model == model
     assert r.utilization == pytest.approx(0.75)
     assert r.batch_size_distribution == {1: 1.0}
     assert r.rejection_fraction == 0.0

@@ -41,7 +41,7 @@ import numpy as np
 
 import qmodel as qm
 from qmodel.sim.ensemble import arrivals_per_replica
-from qmodel.sim.run import MIN_REPLICAS
+from qmodel.sim.replicas import MIN_REPLICAS
 from qmodel.theory.pipeline import ensemble_features
 
 SHAPES = {

@@ -75,7 +75,7 @@ import numpy as np
 import qmodel as qm
 from qmodel.campaign.results import add_output_arguments
 from qmodel.latency import Latency, SampledLatency
-from qmodel.sim import run as sim_run
+from qmodel.sim import replicas as sim_replicas
 from qmodel.sim.cost import run_cost
 from qmodel.system import arrivals_from, as_cluster
 from qmodel.theory.budget import OverBudget
@@ -182,7 +182,7 @@ def _finite(x) -> bool:
 
 def _figures(r: Latency, facts: dict) -> tuple[dict, list]:
     """The figures a user reads off a result, and the checks they fail."""
-    fig = {"method": r.method, "exactness": r.accuracy.exactness,
+    fig = {"model": r.model, "method": r.method, "exactness": r.accuracy.exactness,
            "fallback": r.accuracy.is_fallback}
     for name in ("p50", "p95", "p99"):
         fig[name] = float(getattr(r, name))
@@ -317,8 +317,8 @@ def _compare_requests(case: dict, least: int) -> int:
         process = eval(f"arrivals_from({case['arrivals']})", ns | {"arrivals_from":
                                                                     arrivals_from})
     cluster = as_cluster(ns["system"])
-    per_node = sim_run.arrivals_per_replica_node(cluster, process.rate, process.scv)
-    sound = math.ceil(sim_run.MIN_REPLICAS * len(cluster.nodes) * per_node)
+    per_node = sim_replicas.arrivals_per_replica_node(cluster, process.rate, process.scv)
+    sound = math.ceil(sim_replicas.MIN_REPLICAS * len(cluster.nodes) * per_node)
     requests = int(min(COMPARE_MAX_REQUESTS, max(least, sound)))
     while requests > least and run_cost(ns["system"], process, requests).seconds \
             > COMPARE_SECONDS:
@@ -535,7 +535,7 @@ def comparison_rows(compares: list, records: dict) -> list:
         low, high = p["p99_interval"]
         hw = s.get("p99_half_width", math.nan)
         hw = 0.0 if not _finite(hw) else hw
-        row |= {"method": p["method"], "exactness": p["exactness"],
+        row |= {"model": p["model"], "method": p["method"], "exactness": p["exactness"],
                 "load": c["load"], "pred": {q: p[q] for q in ("p50", "p95", "p99")},
                 "sim": {q: s[q] for q in ("p50", "p95", "p99")}, "sim_p99_half_width": hw,
                 "stated": [low, high],
@@ -613,7 +613,7 @@ def comparison_text(rows: list, compares: dict, records: dict) -> list:
     for r in done:
         groups["all"].append(r)
         groups[f"exactness {r['exactness']}"].append(r)
-        groups[f"method {r['method'].split(':')[0].split(' (')[0][:27]}"].append(r)
+        groups[f"model {r['model']}"].append(r)
         groups["simulation warned (too short)" if r["sim_warned"]
                else "simulation long enough"].append(r)
     for name, rs in sorted(groups.items(), key=lambda x: (x[0] != "all", x[0])):

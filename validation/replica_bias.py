@@ -2,7 +2,7 @@
 
 Every replica starts empty, so short replicas under-estimate the tail. The transient lasts
 about R = load^2 (ca^2 + load B cs^2) / (1 - load)^2 arrivals per node
-(qmodel.sim.run.relaxation_arrivals). For one-instance nodes with no delay, whose embedded-chain
+(qmodel.sim.replicas.relaxation_arrivals). For one-instance nodes with no delay, whose embedded-chain
 model is exact up to its lattice step (qmodel.predict says "numerical"), the script cuts the
 same number of requests into replicas of 3 to 200 R arrivals and prints the simulated p99's
 mean relative error over several seeds (with its standard error), the spread from run to run,
@@ -24,7 +24,7 @@ import numpy as np
 
 import qmodel as qm
 from qmodel.campaign.grids import GRID_SERVICE     # the accuracy grid's nodes
-from qmodel.sim.run import relaxation_arrivals
+from qmodel.sim.replicas import relaxation_arrivals
 
 NODES = [  # (max_batch_size, jitter, load); lognormal jitter has cv 0.3
     (64, "lognormal", 0.95),

@@ -34,7 +34,7 @@ from qmodel.campaign.grids import GRID_SERVICE, ROUTERS, router_grid
 from qmodel.campaign.measure import QUANTILES
 from qmodel.campaign.results import write_rows
 from qmodel.campaign.summaries import router_class, router_error, router_groups
-from qmodel.predict import DYNAMIC_RESOLUTION
+from qmodel.stationary import DYNAMIC_RESOLUTION
 from qmodel.theory.routing import dynamic_router
 
 

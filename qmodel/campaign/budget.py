@@ -1,7 +1,7 @@
 """How many requests a validation campaign simulates per configuration.
 
 The run-to-run spread of a simulated p99 is about 3.5 sqrt(R / requests), R the node's
-relaxation length in arrivals (:func:`qmodel.sim.run.relaxation_arrivals`; measured by
+relaxation length in arrivals (:func:`qmodel.sim.replicas.relaxation_arrivals`; measured by
 validation/replica_bias.py, where it held from B = 1 to B = 64, deterministic and lognormal
 service, 90% and 95% load), so :func:`requests_for` simulates 54,000 R requests, which holds
 that spread near 1.5%: 19.5 M for a deterministic node at 95% load, 73 M for B = 32 with
@@ -14,7 +14,7 @@ replicas, each long enough for the start-up transient of every node.
 
 from __future__ import annotations
 
-from ..sim.run import MIN_REPLICAS, arrivals_per_replica_node, relaxation_arrivals
+from ..sim.replicas import MIN_REPLICAS, arrivals_per_replica_node, relaxation_arrivals
 from ..system import Cluster, Node
 
 __all__ = ["REQUESTS_PER_RELAXATION", "requests_for", "cluster_requests"]

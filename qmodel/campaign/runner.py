@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import __version__
+from ..version import __version__
 from .configs import Config, parse_config
 from .grids import ROUTER_NODE, ROUTERS, Plan, grid_config
 from .measure import measure_config, measure_curve, measure_router, tags

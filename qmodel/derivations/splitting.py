@@ -218,5 +218,5 @@ def derive() -> Derivation:
         steps=tuple(steps), results=results,
         symbols={"p": p, "m": m, "ca2": ca2, "s": s, "theta": theta, "k": k, "N": N,
                  "A": Astar, "t": t},
-        implemented_by="qmodel.predict._cluster (node rate λp and scv p c_a² + 1 - p for a "
+        implemented_by="qmodel.stationary._cluster (node rate λp and scv p c_a² + 1 - p for a "
                        "random router, gamma gaps; rate λ/N and scv c_a²/N for round robin)")

@@ -36,11 +36,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .. import machine
 from ..system import as_cluster
-from .run import DEFAULT_WARMUP, auto_engine, default_replicas
+from .replicas import DEFAULT_WARMUP, auto_engine, default_replicas
 
 __all__ = ["RunCost", "run_cost", "LOOKAHEAD_RATE", "LOOKAHEAD_STEP_SECONDS", "STEP_SECONDS",
-           "REPLICA_SECONDS", "LANE_SECONDS", "BYTES_PER_REQUEST"]
+           "REPLICA_SECONDS", "LANE_SECONDS", "BYTES_PER_REQUEST", "check_memory"]
 
 # Nominal speeds (see the module docstring for the measurements behind them).
 LOOKAHEAD_RATE = 4e6          # look-ahead engine: requests per second ...
@@ -100,3 +101,19 @@ def _ensemble_cost(cluster, arrivals, requests: int, warmup: float) -> RunCost:
     return RunCost(SETUP_SECONDS + seconds,
                    (BYTES_PER_REQUEST + STAGE_BYTES * stages) * requests, "lookahead",
                    replicas)
+
+
+def check_memory(nbytes: float, requests: float, what: str = "requests") -> None:
+    """A ValueError, before anything is drawn, where a run of ``requests`` would need about
+    ``nbytes`` (:func:`run_cost`'s estimate, an upper bound: measured peaks were 1/5 to 1/1.1
+    of it) and that is more than the machine has free: the run would otherwise die inside
+    NumPy's allocator, or be killed by the system without a word. ``what`` names what sets
+    the requests."""
+    free = machine.available_memory()
+    if free is not None and nbytes > free:
+        most = int(requests * free / nbytes)
+        raise ValueError(f"{what}={int(requests):,} would need about {nbytes / 2**30:.1f} GiB "
+                         f"of memory by qmodel's estimate, more than the "
+                         f"{free / 2**30:.1f} GiB free here; simulate at most about {most:,} "
+                         f"requests (a p99's confidence interval narrows as one over the "
+                         f"square root of the requests)")

@@ -34,9 +34,11 @@ import numpy as np
 from ..checks import MOST_RENEWAL_SCV
 from ..system import Cluster, Renewal, Trace, as_cluster
 from .arrivals import replica_arrivals
+from .assemble import assemble
 from .backend import get_backend
 from .lookahead import run_lookahead
 from .nodetypes import NodeTypes
+from .replicas import arrivals_per_replica_node, plan_replicas
 from .routing import split_by_node, static_assignment
 from .window import batch_places, cool_down_arrivals
 
@@ -84,10 +86,12 @@ def run_stages(bk, ensemble, arrival: np.ndarray, totals: np.ndarray, progress=N
 
     Returns
     -------
-    dict of stage name -> dict with ``finish`` (lanes, width): when the stage completes each
-    request, in arrival order (+inf past the real ones); ``ready`` and ``done``: the stage's
-    ready and completion times sorted by ready time, lane by lane; ``record``: the look-ahead
-    engine's batches (``start``, ``service``, ``size``, each (steps, lanes)); ``types``.
+    dict of stage name -> dict with ``ready`` and ``finish`` (lanes, width): when each
+    request becomes ready at the stage and when the stage completes it, in arrival order
+    (+inf past the real ones); ``order`` (lanes, width): the requests' indices in the order
+    the stage serves them (by ready time); ``record``: the look-ahead engine's batches
+    (``start``, ``service``, ``size``, each (steps, lanes)), which take the requests in that
+    order; ``types``.
 
     Examples
     --------
@@ -134,7 +138,7 @@ def run_stages(bk, ensemble, arrival: np.ndarray, totals: np.ndarray, progress=N
         done[real] = completion + node.overhead
         finish = np.empty_like(done)
         np.put_along_axis(finish, perm, done, axis=1)
-        out[name] = {"finish": finish, "ready": ready_sorted, "done": done, "record": record,
+        out[name] = {"ready": ready, "finish": finish, "order": perm, "record": record,
                      "types": types}
     return out
 
@@ -150,12 +154,11 @@ def simulate_ensemble(cluster, source, requests: int, seed, replicas, warmup: fl
     (one pod: the Ensemble alone), with ``.stages``; called by :func:`qmodel.simulate`,
     which has checked the arguments (see its documentation). Each replica's arrivals are
     split among its pods by the router, one lane per (replica, pod)."""
-    from .run import _assemble, _plan_replicas
 
     ensemble, pods = cluster.nodes[0], len(cluster.nodes)
     rate = source.rate
     worst, plan_source = _longest_need(cluster, source, warmup)
-    replicas, per_replica, ask = _plan_replicas(_pods_of(worst, cluster), plan_source,
+    replicas, per_replica, ask = plan_replicas(_pods_of(worst, cluster), plan_source,
                                                 requests, replicas, warmup)
     nodes = ensemble.stages.values()
     cool = sum(cool_down_arrivals(_pods_of(node, cluster), rate) for node in nodes)
@@ -176,40 +179,20 @@ def simulate_ensemble(cluster, source, requests: int, seed, replicas, warmup: fl
     stages = run_stages(bk, ensemble, arrival, totals, progress)
     lanes = replicas * pods
     lane_replica = np.arange(lanes) // pods         # lane = replica * pods + pod
-
-    def outcome(ready, done, record=None):
-        """The engine-adapter record :func:`qmodel.sim.run._assemble` takes: the requests
-        (ready at ``ready``, done at ``done``, lane by lane) and ``record``'s batches."""
-        rows = [ready[r, :totals[r]] for r in range(lanes)]
-        out = {"arrival": rows, "segment_replica": lane_replica,
-               "sojourn": np.concatenate([done[r, :totals[r]] - rows[r]
-                                          for r in range(lanes)]),
-               "rejected_arrival": np.zeros(0), "rejected": np.zeros(replicas, dtype=np.int64)}
-        if record is None:
-            return out
-        sizes = record["size"]
-
-        def first_arrival():
-            first = np.cumsum(sizes, axis=0) - sizes
-            got = ready[lane_replica[None, :], np.minimum(first, width - 1)]
-            return np.where(sizes > 0, got, np.inf)
-
-        out.update({"batch_start": record["start"], "batch_service": record["service"],
-                    "batch_size": sizes, "batch_replica": lane_replica[None, :],
-                    "batch_first_arrival": first_arrival})
-        return out
-
     per_stage = {}
-    outcomes = {name: outcome(stages[name]["ready"], stages[name]["done"],
-                              stages[name]["record"]) for name in ensemble.order}
+    with np.errstate(invalid="ignore"):        # inf - inf past each lane's real requests
+        outcomes = {name: _requests_record(arrival, stages[name]["finish"] - stages[name]["ready"],
+                                           totals, lane_replica, replicas,
+                                           stages[name]["record"], stages[name]["order"])
+                    for name in ensemble.order}
     with warnings.catch_warnings():
         # the end-to-end result below warns once for the whole run
         warnings.simplefilter("ignore")
         for name in ensemble.order:
             # the stage's instance count, in every pod
             types = NodeTypes(bk, [ensemble.stages[name]] * pods)
-            result = _assemble(outcomes[name], times, start, counts, types, warmup,
-                               "lookahead", bk.name, requests, ask)
+            result = assemble(outcomes[name], times, start, counts, types, warmup,
+                              "lookahead", bk.name, requests, ask)
             result.method = f"simulation of ensemble stage {name!r} ({result.method})"
             per_stage[name] = result
 
@@ -219,9 +202,10 @@ def simulate_ensemble(cluster, source, requests: int, seed, replicas, warmup: fl
     # Every stage's batches together: the end-to-end utilization is the busy fraction of all
     # the pipeline's instances, its batch sizes those of all its batches.
     pooled = _pool_records(list(outcomes.values()))
-    e2e = outcome(arrival, end)
+    with np.errstate(invalid="ignore"):
+        e2e = _requests_record(arrival, end - arrival, totals, lane_replica, replicas)
     e2e.update(pooled)
-    result = _assemble(e2e, times, start, counts,
+    result = assemble(e2e, times, start, counts,
                        NodeTypes(bk, [ensemble.stages[n] for n in ensemble.order] * pods),
                        warmup, "lookahead", bk.name, requests, ask)
     where = f" x {pods} pods, {cluster.router.name}" if pods > 1 else ""
@@ -229,6 +213,35 @@ def simulate_ensemble(cluster, source, requests: int, seed, replicas, warmup: fl
                      f"engine per stage, {bk.name}, {replicas} replicas)")
     result.stages = per_stage
     return result
+
+
+def _requests_record(arrival, sojourn, totals, lane_replica, replicas, record=None, order=None):
+    """The engine-adapter record :func:`qmodel.sim.assemble.assemble` takes, lane by lane:
+    the requests by their arrival at the ensemble (``arrival``, sorted in each lane, which
+    cuts every stage's window as the end-to-end one) with their ``sojourn`` (at one stage, or
+    end to end), and where a stage's ``record`` is given its batches, which take the lane's
+    requests in ``order``: each batch's first request is the one at the batch's first place
+    in that order, in the batch's own lane."""
+    lanes = arrival.shape[0]
+    rows = [arrival[r, :totals[r]] for r in range(lanes)]
+    out = {"arrival": rows, "segment_replica": lane_replica,
+           "sojourn": np.concatenate([sojourn[r, :totals[r]] for r in range(lanes)]),
+           "rejected_arrival": np.zeros(0), "rejected": np.zeros(replicas, dtype=np.int64)}
+    if record is None:
+        return out
+    sizes = record["size"]
+    width = arrival.shape[1]
+
+    def first_arrival():
+        place = np.minimum(np.cumsum(sizes, axis=0) - sizes, width - 1)     # (steps, lanes)
+        lane = np.broadcast_to(np.arange(lanes)[None, :], place.shape)
+        got = arrival[lane, order[lane, place]]
+        return np.where(sizes > 0, got, np.inf)
+
+    out.update({"batch_start": record["start"], "batch_service": record["service"],
+                "batch_size": sizes, "batch_replica": lane_replica[None, :],
+                "batch_first_arrival": first_arrival})
+    return out
 
 
 def _pool_records(parts) -> dict:
@@ -245,14 +258,13 @@ def _pool_records(parts) -> dict:
 def arrivals_per_replica(system, source, warmup: float = 0.1) -> float:
     """Arrivals each replica of a simulation of an Ensemble (or a cluster of Ensemble pods)
     needs: those of the stage that needs the most
-    (:func:`qmodel.sim.run.arrivals_per_replica_node`, for that stage in every pod, with the
+    (:func:`qmodel.sim.replicas.arrivals_per_replica_node`, for that stage in every pod, with the
     stage's arrival scv from :func:`stage_arrival_scv`)."""
     cluster = as_cluster(system)
     return len(cluster.nodes) * max(_needs(cluster, source, warmup)[0].values())
 
 
 def _needs(cluster, source, warmup: float):
-    from .run import arrivals_per_replica_node
 
     ensemble = cluster.nodes[0]
     scv = stage_arrival_scv(ensemble, source.scv)

@@ -17,114 +17,27 @@ Confidence intervals come from the spread between groups of replicas (sectioning
 
 from __future__ import annotations
 
-import math
 import numbers
-import warnings
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..checks import positive_int
-from ..latency import Accuracy, SampledLatency, SimulationEstimate
+from ..latency import SampledLatency
 from ..system import Trace, arrivals_from, as_cluster, check_stable
 from .arrivals import replica_arrivals
+from .assemble import assemble, from_events, overheads
 from .backend import get_backend
 from .ensemble import simulate_ensemble
 from .events import run_events
 from .lookahead import run_lookahead
 from .nodetypes import NodeTypes
+from .cost import check_memory, run_cost
+from .replicas import DEFAULT_REQUESTS, DEFAULT_WARMUP, auto_engine, plan_replicas
 from .routing import split_by_node, static_assignment
-from .window import (WINDOW_CYCLES, ShortRunWarning, batch_places, busy_time, cool_down_arrivals,
-                     longest_cycle, measured_batches, window_arrivals)
+from .window import batch_places, cool_down_arrivals
 
 __all__ = ["simulate", "replay", "Replay"]
-
-# Replicas start empty, so each must be long against the start-up transient. Its length in
-# arrivals scales like R = load^2 (ca^2 + load B cs^2) / (1 - load)^2 (relaxation_arrivals):
-# the heavy-traffic diffusion of the queue, measured in batches of B, has drift -(1 - load) B
-# and variance load B ca^2 + (load B)^2 cs^2 per batch time (ca^2, cs^2: the squared
-# coefficients of variation of the interarrival times and of a full batch's service time), and
-# relaxes in about variance / drift^2 batch times. Measured against exact one-instance models
-# (validation/replica_bias.py, results/replica_bias.txt: mean p99 error of eight 4M-request
-# runs per length): at 3, 6, 12, 25 R arrivals per replica p99 reads -18, -8.6, -3.9, -1.8% low
-# (B = 1, deterministic, 95% load, R = 361), -13, -7.1, -2.2, -1.4% (B = 32, lognormal cv 0.3,
-# R = 1,349), -14, -7.7, -2.7, +0.8% (B = 64 lognormal, R = 2,336), -7.9, -3.5, -1.4, -0.4%
-# (B = 64 deterministic); from 50 R on, every mean lies within 2 standard errors of zero
-# (the largest, +2.5%, with a standard error of 3.9%). Replicas hold 100 R arrivals per node
-# (at least 2,000); more requests buy more replicas, not longer ones.
-REPLICA_RELAXATIONS = 100.0
-PER_NODE_FLOOR = 2_000
-DEFAULT_REQUESTS = 2_000_000
-# Beyond ~2048 lanes a step's arrays outgrow the CPU caches and each request costs more
-# (measured on the look-ahead engine: 23M req/s at 2048 lanes, 20M at 4096, 18M at 8000).
-MAX_REPLICAS = 2048
-MIN_REPLICAS = 8
-# Sections for confidence intervals: enough for a stable t interval, each holding many replicas.
-MAX_SECTIONS = 32
-DEFAULT_WARMUP = 0.1
-
-
-def relaxation_arrivals(cluster, rate: float, arrival_scv: float = 1.0) -> float:
-    """R = load^2 (ca^2 + load B cs^2) / (1 - load)^2: arrivals per node over which the queue
-    forgets its start (see REPLICA_RELAXATIONS above), the largest over the nodes.
-
-    B is the node's max_batch_size, cs^2 the squared coefficient of variation of its service
-    time (of the measured batch size nearest B for empirical service), ca^2 ``arrival_scv``.
-    A finite queue of Q caps it at Q^2 / (ca^2 + load B cs^2); a dynamic router (which pools
-    the N nodes' queues) divides it by N.
-
-    Examples
-    --------
-    >>> import qmodel as qm
-    >>> node = qm.Node(qm.ServiceTime.affine(1e-3))              # M/D/1, capacity 1000/s
-    >>> round(relaxation_arrivals(qm.Cluster(node), 950.0), 3)   # 0.95^2 / 0.05^2
-    361.0
-    """
-    if not (rate > 0 and math.isfinite(rate)):
-        raise ValueError(f"rate must be a positive number of requests per second, got {rate!r}")
-    if not (arrival_scv >= 0 and math.isfinite(arrival_scv)):
-        raise ValueError(f"arrival_scv must be a finite number >= 0 (1 for Poisson), got "
-                         f"{arrival_scv!r}")
-    load = rate / cluster.capacity
-    worst = 0.0
-    for node in cluster.nodes:
-        spread = arrival_scv + load * node.max_batch_size * node.service.scv(node.max_batch_size)
-        # |1 - load|: a finite queue may be overloaded, and then relaxes towards its full end
-        relax = load ** 2 * spread / max(abs(1.0 - load), 1e-3) ** 2
-        if node.max_queue_size:
-            # a finite queue confines the walk to Q requests, which it crosses in about
-            # Q^2 / spread arrivals
-            relax = min(relax, node.max_queue_size ** 2 / spread)
-        worst = max(worst, relax)
-    if not cluster.router.is_static:
-        # a dynamic router pools the nodes into one queue of N servers, which relaxes over R
-        # arrivals in all: R / N per node (an 8-node least_outstanding cluster at 97% load:
-        # p99 2.7% low at 7 R / N arrivals per node per replica, unbiased at 28 R / N)
-        worst /= len(cluster.nodes)
-    return worst
-
-
-def arrivals_per_replica_node(cluster, rate: float, arrival_scv: float = 1.0,
-                              warmup: float = DEFAULT_WARMUP) -> float:
-    """Arrivals each node needs per replica: 100 relaxations (:func:`relaxation_arrivals`)
-    for the start-up transient not to bias the tail, at least 2,000, and the node's part of
-    a measured window of 20 batch cycles after the ``warmup`` fraction
-    (:func:`qmodel.sim.window.window_arrivals`).
-
-    Examples
-    --------
-    >>> import qmodel as qm
-    >>> node = qm.Node(qm.ServiceTime.affine(1e-3))                 # capacity 1000/s
-    >>> round(arrivals_per_replica_node(qm.Cluster(node), 950.0), 6)
-    36100.0
-    """
-    transient = _replica_length(relaxation_arrivals(cluster, rate, arrival_scv))
-    return max(transient, window_arrivals(cluster, rate, warmup) / len(cluster.nodes))
-
-
-def _replica_length(relaxation: float) -> float:
-    return max(PER_NODE_FLOOR, REPLICA_RELAXATIONS * relaxation)
-
 
 def simulate(system, rate=None, *, arrivals=None, requests: int | None = None, seed=None,
              replicas: int | None = None, warmup: float = DEFAULT_WARMUP, backend: str = "auto",
@@ -230,6 +143,7 @@ def simulate(system, rate=None, *, arrivals=None, requests: int | None = None, s
     if isinstance(source, Trace) and requests > source.times.size:
         raise ValueError(f"requests={requests} exceeds the {source.times.size} arrivals of the "
                          "Trace; leave requests out to replay the whole trace")
+    check_memory(run_cost(system, source, requests, warmup).nbytes, requests)
     if cluster.pods:
         if engine == "events":
             raise ValueError("engine='events' does not run an Ensemble; its stages run on the "
@@ -246,7 +160,7 @@ def simulate(system, rate=None, *, arrivals=None, requests: int | None = None, s
     stream = source      # a Trace's arrivals after the replayed ones serve as cool-down
     if isinstance(source, Trace) and requests < source.times.size:
         source = Trace(source.times[:requests])
-    replicas, per_replica, ask = _plan_replicas(cluster, source, requests, replicas, warmup)
+    replicas, per_replica, ask = plan_replicas(cluster, source, requests, replicas, warmup)
 
     static = cluster.router.is_static
     fitting = auto_engine(cluster)
@@ -270,90 +184,16 @@ def simulate(system, rate=None, *, arrivals=None, requests: int | None = None, s
             width = int(totals.max())
             assign = (static_assignment(bk, cluster.router, nodes, (replicas, width))
                       if static else None)
-            out = _from_events(bk, run_events(bk, types, cluster.router, times[:, :width],
+            out = from_events(bk, run_events(bk, types, cluster.router, times[:, :width],
                                               assign, report), times[:, :width],
-                               _overheads(cluster))
+                               overheads(cluster))
     finally:
         if hasattr(report, "close"):
             report.close()
-    return _assemble(out, bk.asnumpy(times), bk.asnumpy(start), bk.asnumpy(counts), types,
+    return assemble(out, bk.asnumpy(times), bk.asnumpy(start), bk.asnumpy(counts), types,
                      warmup, engine, bk.name, requests, ask)
 
 
-def default_replicas(cluster, source, requests: int, warmup: float = DEFAULT_WARMUP) -> int:
-    """The replicas a run of ``requests`` takes when none are asked for: as many as leave each
-    node :func:`arrivals_per_replica_node` arrivals, between MIN_REPLICAS and MAX_REPLICAS."""
-    nodes = len(cluster.nodes)
-    per_node = arrivals_per_replica_node(cluster, source.rate, source.scv, warmup)
-    replicas = int(np.clip(requests // (nodes * per_node), MIN_REPLICAS, MAX_REPLICAS))
-    window = window_arrivals(cluster, source.rate, warmup)
-    if requests // replicas < window:
-        # A window of a few batch cycles measures the first batches of fresh replicas and
-        # may see requests arrive and no batch leave: fewer, longer replicas instead, two
-        # at least for a confidence interval.
-        replicas = max(2, min(replicas, int(requests // window)))
-    return replicas
-
-
-def auto_engine(cluster) -> str:
-    """The engine ``engine="auto"`` runs: look-ahead for static routing and unlimited queues,
-    events otherwise."""
-    finite = any(n.max_queue_size > 0 for n in cluster.nodes)
-    return "lookahead" if cluster.router.is_static and not finite else "events"
-
-
-def _plan_replicas(cluster, source, requests: int, replicas, warmup: float):
-    """(replicas, arrivals per replica, the fix to ask for) for a run of ``requests``;
-    warns with ShortRunWarning where the replicas are too short for the load or the delay."""
-    nodes = len(cluster.nodes)
-    relaxation = relaxation_arrivals(cluster, source.rate, source.scv)
-    transient = _replica_length(relaxation)
-    window = window_arrivals(cluster, source.rate, warmup)
-    per_node = max(transient, window / nodes)
-    chosen = replicas is not None
-    if chosen:
-        replicas = positive_int(replicas, "replicas")
-    else:
-        replicas = default_replicas(cluster, source, requests, warmup)
-    per_replica = requests // replicas
-    if per_replica < 2:
-        raise ValueError(f"requests={requests} over replicas={replicas} leaves fewer than 2 "
-                         "arrivals per replica; raise requests or lower replicas")
-    reasons = []
-    # below 25 relaxations the measured p99 bias reaches a few percent (see above)
-    if (not isinstance(source, Trace)
-            and per_replica / nodes < REPLICA_RELAXATIONS / 4 * relaxation):
-        load = min(source.rate / cluster.capacity, 0.999)
-        reasons.append(f"{replicas} replicas leave {per_replica / nodes:,.0f} arrivals per "
-                       f"node per replica; at {load:.0%} load about {transient:,.0f} are "
-                       "needed for the start-up transient not to bias the tail low")
-    if per_replica < window:
-        cycle = longest_cycle(cluster, source.rate)
-        length = per_replica * (1 - warmup) / source.rate
-        reasons.append(f"{replicas} replicas leave measured windows of {length:.3g} s, "
-                       f"{length / cycle:.2g} batch cycles of {cycle:.3g} s (the wait for a "
-                       "batch to fill or its max_queue_delay, then the slowest batch's "
-                       f"service), where {WINDOW_CYCLES} are needed for the means and batch "
-                       "statistics not to come from the start-up transient")
-    needed = math.ceil(nodes * per_node)
-    total = (replicas if chosen else MIN_REPLICAS) * needed
-    ask = (f"replay a trace of at least {total:,} arrivals" if isinstance(source, Trace)
-           else f"ask for at least {total:,} requests")
-    if chosen and requests // needed >= 1:
-        ask = f"lower replicas to {requests // needed} or {ask}"
-    if reasons:
-        warnings.warn(f"requests={requests} is too short: {'; '.join(reasons)}: {ask}.",
-                      ShortRunWarning, stacklevel=3)
-    return replicas, per_replica, ask
-
-
-# ------------------------------------------------------------------------------------------
-# Engine adapters. Both return, on the host: served requests as "sojourn", in segments that are
-# each in arrival order ("arrival": the list of segments' arrival times; "segment_replica": the
-# replica of each segment; segments of one replica are adjacent), rejected requests
-# ("rejected_arrival"; "rejected", per-replica counts), and one entry per executed batch
-# ("batch_*").
-# ------------------------------------------------------------------------------------------
 def _run_static(bk, types, cluster, times, totals, replicas, nodes, report):
     """Lookahead engine over (replica, node) lanes, lane = replica * nodes + node."""
     xp = bk.xp
@@ -391,7 +231,7 @@ def _run_static(bk, types, cluster, times, totals, replicas, nodes, report):
         got = lt[np.arange(lt.shape[0])[None, :], np.minimum(first, lt.shape[1] - 1)]
         return np.where(size > 0, got, np.inf)
 
-    overhead = _overheads(cluster)
+    overhead = overheads(cluster)
     if overhead is not None:
         # lane l = replica * nodes + node serves lane_counts[l] requests, lane after lane
         sojourn += np.repeat(np.tile(overhead, replicas), lane_counts).astype(np.float32)
@@ -405,130 +245,6 @@ def _run_static(bk, types, cluster, times, totals, replicas, nodes, report):
         "batch_replica": (np.arange(replicas * nodes) // nodes)[None, :],
         "batch_first_arrival": first_arrival,
     }
-
-
-def _overheads(cluster):
-    """Each node's Node.overhead (seconds outside the batcher, added to its requests'
-    sojourns), or None where all are 0."""
-    overhead = np.array([node.overhead for node in cluster.nodes])
-    return overhead if overhead.any() else None
-
-
-def _from_events(bk, rec, times, overhead=None):
-    """Per-request sojourns from the event engine's routes and per-node dispatch records;
-    ``overhead`` (per node, or None) is added to each request's."""
-    nodes = rec["nodes"]
-    route = rec["route"]
-    times = bk.asnumpy(times)
-    replicas = route.shape[0]
-    # Requests of each (replica, node) in arrival order are served by that node's batches in
-    # dispatch order; a stable sort by node key lines both lists up.
-    accepted = route >= 0
-    # Small integer keys let NumPy's stable sort use radix sort (16-bit) instead of timsort.
-    kdt = np.int16 if replicas * nodes < 2 ** 15 else np.int64
-    key = (np.arange(replicas, dtype=kdt)[:, None] * kdt(nodes) + route.astype(kdt))[accepted]
-    req_order = np.argsort(key, kind="stable")
-    batch_order = np.argsort(rec["pair"].astype(kdt), kind="stable")
-    done = np.repeat((rec["start"] + rec["service"])[batch_order], rec["size"][batch_order])
-    if done.size != key.size:
-        raise AssertionError(f"event engine served {done.size} of {key.size} accepted requests")
-    completion = np.empty(key.size)
-    completion[req_order] = done
-    arrival = times[accepted]
-    rejected = np.isfinite(times) & ~accepted
-    served = accepted.sum(axis=1)
-
-    def first_arrival():
-        # Each node's batches take its requests in order, as lined up above.
-        size = rec["size"][batch_order]
-        got = np.empty(size.size)
-        got[batch_order] = arrival[req_order][np.cumsum(size) - size]
-        return got
-
-    sojourn = completion - arrival
-    if overhead is not None:
-        sojourn += overhead[route[accepted]]
-    return {
-        "arrival": np.split(arrival, np.cumsum(served)[:-1]),
-        "segment_replica": np.arange(replicas), "sojourn": sojourn,
-        "rejected_arrival": times[rejected], "rejected": rejected.sum(axis=1),
-        "batch_start": rec["start"], "batch_service": rec["service"],
-        "batch_size": rec["size"], "batch_replica": rec["pair"] // nodes,
-        "batch_first_arrival": first_arrival,
-    }
-
-
-def _assemble(out, times, start, counts, types, warmup, engine: str, backend: str,
-              requests: int, ask: str):
-    """Cut the warm-up and the cool-down, compute the metrics and build the SampledLatency.
-
-    The measured window of each replica and what counts inside it: :mod:`qmodel.sim.window`;
-    the window of replica r is its ``counts[r]`` arrivals from index ``start[r]``, less
-    their ``warmup`` fraction. ``requests`` and ``ask`` (the fix, from
-    :func:`_plan_replicas`) go into its warning."""
-    replicas = counts.size
-    method = f"simulation ({engine} engine, {backend}, {replicas} replicas)"
-    rows = np.arange(replicas)
-    t_warm = times[rows, start + np.minimum((warmup * counts).astype(np.int64), counts - 1)]
-    t_end = times[rows, start + counts - 1]
-    span = float(np.sum(t_end - t_warm))
-    if span <= 0:
-        raise ValueError("the measured window is empty; raise requests or lower warmup")
-    # Within a segment, served requests are in arrival order, so the window keeps a slice of
-    # each segment: a search per segment instead of a mask over all requests.
-    seg_replica = out["segment_replica"]
-    lengths = np.array([a.size for a in out["arrival"]], dtype=np.int64)
-    # [t_warm, t_end] is [t_warm, next float after t_end): one search for both edges
-    edges = np.stack([t_warm, np.nextafter(t_end, np.inf)], axis=1)
-    bounds = np.array([np.searchsorted(a, edges[r]) for a, r in zip(out["arrival"], seg_replica)],
-                      dtype=np.int64).reshape(-1, 2)
-    offsets = np.cumsum(lengths) - lengths
-    cut, ends = offsets + bounds[:, 0], offsets + bounds[:, 1]
-    sojourn = np.concatenate([out["sojourn"][c:e] for c, e in zip(cut, ends)],
-                             dtype=np.float32, casting="same_kind")
-    kept = np.bincount(seg_replica, weights=ends - cut, minlength=replicas)
-    refused = out["rejected_arrival"]
-    rejected = int(np.sum((refused >= np.repeat(t_warm, out["rejected"]))
-                          & (refused <= np.repeat(t_end, out["rejected"]))))
-    served = sojourn.size
-
-    b_rep = out["batch_replica"]
-    b_warm, b_end = t_warm[b_rep], t_end[b_rep]
-    counted, after_window = measured_batches(np, out["batch_start"], out["batch_size"],
-                                             b_warm, b_end, out["batch_first_arrival"])
-    if after_window and served:
-        warnings.warn(f"requests={requests} is too short: no batch was dispatched "
-                      f"inside the measured windows ({span / replicas:.3g} s each); the batch "
-                      "statistics count the batches dispatched after the windows that "
-                      f"carried the measured requests: {ask}.", ShortRunWarning, stacklevel=3)
-    hist = np.bincount(out["batch_size"][counted], minlength=types.bmax + 1)
-    instance_count = sum(types.kinds[t].instances for t in types.type_of_node)
-    busy = float(busy_time(np, out["batch_start"], out["batch_service"], b_warm, b_end).sum())
-    utilization = busy / (span * instance_count)
-    # An instance runs one batch at a time: busy <= instances x window, up to rounding.
-    if utilization > 1 + 1e-9:
-        raise AssertionError(f"{engine} engine reported {utilization:.6g} of its instances "
-                             "busy in the measured window; an instance overlapped two batches")
-    utilization = min(1.0, utilization)
-
-    # Contiguous groups of replicas form the sections of the confidence intervals.
-    sections = min(replicas, MAX_SECTIONS)
-    section_of_replica = rows * sections // replicas
-    section_sizes = np.bincount(section_of_replica, weights=kept, minlength=sections)
-    result = SampledLatency(
-        sojourn, section_sizes.astype(np.int64), method=method,
-        accuracy=Accuracy("simulation"),
-        throughput=served / span, utilization=utilization,
-        batch_size_distribution={k: int(c) for k, c in enumerate(hist) if c},
-        rejection_fraction=rejected / max(1, rejected + served))
-    half_width = None
-    if result.sections >= 2:
-        lo, hi = result.ci(0.99)
-        half_width = (hi - lo) / 2 / result.p99
-    result.accuracy = Accuracy("simulation", simulation=SimulationEstimate(
-        requests=served, replicas=replicas, p99_half_width=half_width, engine=engine,
-        backend=backend))
-    return result
 
 
 @dataclass(frozen=True)
@@ -593,7 +309,7 @@ def replay(system, times, *, seed=None, engine: str = "auto") -> Replay:
     assign = (static_assignment(bk, cluster.router, nodes, (1, n))
               if cluster.router.is_static else None)
     rec = run_events(bk, types, cluster.router, t[:, :n], assign)
-    out = _from_events(bk, rec, t[:, :n], _overheads(cluster))
+    out = from_events(bk, rec, t[:, :n], overheads(cluster))
     route = rec["route"][0]
     sojourn = np.full(n, np.nan)
     sojourn[route >= 0] = out["sojourn"]

@@ -15,7 +15,7 @@
    the engines are fast only over many lanes side by side. So each stream is cut into chunks
    of consecutive arrivals, each run as its own lane: a chunk's lane starts, empty, a warm-up
    of arrivals before the chunk (ten relaxation lengths at the highest per-pod load just
-   before it, :func:`qmodel.sim.run.relaxation_arrivals`, at least 500 and four batches of
+   before it, :func:`qmodel.sim.replicas.relaxation_arrivals`, at least 500 and four batches of
    every stage, and back to before
    the start of any overload still being worked off, from the fluid backlog) and runs on a
    cool-down of arrivals after it. No chunk starts inside an overload: one that would end in
@@ -39,12 +39,14 @@ from ..latency import Accuracy, Approximation, SimulationEstimate
 from ..system import Cluster, as_cluster
 from ..timeline import TrafficLatency, default_resolution
 from ..traffic import Traffic
+from .assemble import from_events
 from .backend import get_backend
+from .cost import BYTES_PER_REQUEST, STAGE_BYTES, check_memory
 from .ensemble import run_stages, stage_arrival_scv
 from .events import run_events
 from .lookahead import run_lookahead
 from .nodetypes import NodeTypes
-from .run import _from_events, relaxation_arrivals
+from .replicas import relaxation_arrivals
 
 __all__ = ["simulate_traffic"]
 
@@ -111,6 +113,10 @@ def simulate_traffic(system, traffic: Traffic, *, pods=None, seed=None, replicas
                               or chunk < 100):
         raise ValueError(f"chunk={chunk!r} must be a whole number of arrivals >= 100")
     schedule = _schedule(cluster, pods, traffic)
+    expected = replicas * traffic.expected()
+    stages = len(cluster.nodes[0].stages) if cluster.pods else 0
+    check_memory((BYTES_PER_REQUEST + STAGE_BYTES * stages) * expected, expected,
+                 "the traffic's expected arrivals")
     dynamic = not cluster.router.is_static
     bk = get_backend(backend, seed)
     arrivals_rng = np.random.default_rng(np.random.SeedSequence(seed).spawn(1)[0]
@@ -436,7 +442,7 @@ class _Runner:
             # one node per lane: every request goes to it
             assign = None if self.kind == "events" else xp.zeros(t.shape, dtype=np.int64)
             rec = run_events(self.bk, types, router, xp.asarray(t), assign)
-            out = _from_events(self.bk, rec, t, overhead if overhead.any() else None)
+            out = from_events(self.bk, rec, t, overhead if overhead.any() else None)
             accepted = rec["route"] >= 0
             done = np.full((count, width), np.nan)
             done[accepted] = t[accepted] + out["sojourn"]
@@ -515,7 +521,8 @@ class _Collected:
             warnings.simplefilter("ignore")
             result = TrafficLatency(
                 sojourn, served, rejected, edges, traffic=traffic, pods=schedule,
-                replica=replica, relaxation=relaxation, method=method, accuracy=accuracy,
+                replica=replica, relaxation=relaxation, model="simulation",
+                method=method, accuracy=accuracy,
                 throughput=sojourn.size / (replicas * traffic.duration),
                 utilization=utilization,
                 batch_size_distribution={k: int(c) for k, c in enumerate(hist) if c},

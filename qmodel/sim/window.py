@@ -17,7 +17,7 @@ the last one, ``t_end``. Two things keep its edges from biasing what it measures
 Every figure of a simulation comes from the window, by rules written once here and used by
 both engines and both backends:
 
-- latency: the requests that arrive inside the window (``run._assemble`` cuts them);
+- latency: the requests that arrive inside the window (``assemble.assemble`` cuts them);
 - utilization: the busy time that lies inside the window (:func:`busy_time`), each batch's
   ``[start, start + service)`` clipped to ``[t_warm, t_end]``, over instances x window length.
   An instance serves one batch at a time, so this is at most 1;

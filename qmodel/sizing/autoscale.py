@@ -41,10 +41,13 @@ from ..checks import UnstableError
 from ..ensemble import Ensemble
 from ..slo import LEVELS
 from ..system import Cluster
-from .plan import Plan, Transient, knobs, system_of
+from .deployment import knobs, system_of
+from .plan import Plan, Transient
+from .report import autoscaled_markdown as markdown, plot_autoscaled as plot_plan
 from .trust import model_answer, trusted_quantile
 
-__all__ = ["plan_autoscaled", "TARGET_LOADS", "metric_curve", "plot_plan", "markdown"]
+# the report's parts for an autoscaled plan live in sizing/report.py; named here as before
+__all__ = ["plan_autoscaled", "TARGET_LOADS", "metric_curve", "markdown", "plot_plan"]
 
 # loads per pod (rate over a pod's capacity) at which a target is tried
 TARGET_LOADS = tuple(np.round(np.arange(0.30, 0.951, 0.05), 2))
@@ -141,7 +144,7 @@ def plan_autoscaled(static: Plan, search, traffic, autoscaler, verify: bool, see
     notes.append(f"the autoscaler's {autoscaler.metric} per pod is taken from the model at "
                  "each pod's rate (steady state); with a backlog it counts the backlog"
                  if autoscaler.metric == "in_flight" else
-                 f"the autoscaler's utilization per pod is the model's busy fraction of the "
+                 "the autoscaler's utilization per pod is the model's busy fraction of the "
                  "pod's instances (for a pod of several models, its busiest stage's), at each "
                  "pod's rate")
     return Plan(
@@ -366,58 +369,3 @@ def _transients(found, simulated, traffic, space, window) -> list:
         out.append(Transient(a, b, worst, over, traffic.expected(a, b), sim_worst, sim_over))
         i = j
     return out
-
-
-def markdown(plan) -> list:
-    """The report's lines for an autoscaled plan: the schedule, the cost, the transients."""
-    a = plan.autoscaler
-    lines = [f"**Autoscaler.** {a.metric} target {a.target:.3g} per pod, pods "
-             f"{a.min_pods}-{a.max_pods}, ready {a.scale_up_delay:g} s after a scale-up, "
-             f"scale-down stabilization {a.stabilization:g} s; the HorizontalPodAutoscaler "
-             "is `hpa.yaml`.", ""]
-    if plan.static is not None and plan.static.feasible:
-        hours = plan.traffic.duration / 3600
-        lines += [f"**Cost.** {plan.cost * hours:,.1f} GPU-hour units over the "
-                  f"{hours:.3g} h traffic, against {plan.static.cost * hours:,.1f} for the "
-                  f"static plan over the whole range ({plan.static.nodes} "
-                  f"{'pod' if isinstance(plan.node, Ensemble) else 'node'}(s)): "
-                  f"{plan.cost / plan.static.cost:.0%}.", ""]
-    lines += ["| from s | ready | requested |", "|---|---|---|"]
-    changes = plan.schedule.changes()
-    for t, ready, requested in changes[:40]:
-        lines.append(f"| {t:,.0f} | {ready} | {requested} |")
-    if len(changes) > 40:
-        lines.append(f"| ... {len(changes) - 40} more changes | | |")
-    lines.append("")
-    if plan.transients:
-        lines += ["**Transients** (after a rise, before the new pods are ready and the "
-                  "backlog is worked off; not required by the plan):", ""]
-        lines += [f"- {t.describe()}" for t in plan.transients] + [""]
-    lines += [f"**Verification.** {plan.verification}", ""]
-    return lines
-
-
-def plot_plan(plan, path):
-    """Pods and the windowed quantile over the traffic, predicted and simulated, against the
-    static plan's pods (the figure a design review wants)."""
-    from ..plots import plot_timeline
-
-    key = max(plan.slo, key=lambda k: LEVELS[k])
-    level = LEVELS[key]
-    series = {}
-    rows = plan.windows
-    series["autoscaled, predicted"] = ([r[0] for r in rows], [r[2][key] for r in rows])
-    if plan.simulated is not None:
-        starts, values = plan.simulated.windowed_quantiles(level, rows[1][0] - rows[0][0]
-                                                           if len(rows) > 1 else 60.0)
-        series["autoscaled, simulated"] = (starts, values)
-    sched = plan.schedule
-    pods = {"autoscaled": (np.concatenate([sched.times, [sched.end]]),
-                           np.concatenate([sched.ready, sched.ready[-1:]]))}
-    if plan.static is not None and plan.static.feasible:
-        pods[f"static ({plan.static.nodes})"] = ([plan.traffic.start, plan.traffic.end],
-                                                 [plan.static.nodes] * 2)
-    t = np.linspace(plan.traffic.start, plan.traffic.end, 1000)
-    return plot_timeline(series, pods, path, wall=plan.slo[key] - plan.network, key=key,
-                         rate=(t, plan.traffic.rate_at(t)),
-                         title=f"{knobs(plan.node)[:90]}")

@@ -29,10 +29,11 @@ import numpy as np
 from ..ensemble import Ensemble
 from ..slo import LEVELS, highest_quantile
 from ..system import Cluster
-from .plan import knobs, unit
+from .deployment import knobs, unit
 from .trust import model_answer, trusted_quantile
 
-__all__ = ["write_plan", "rate_sweep", "batch_sweep", "tail"]
+__all__ = ["write_plan", "rate_sweep", "batch_sweep", "tail", "autoscaled_markdown",
+           "plot_autoscaled"]
 
 # rates swept, as fractions of the sized rate (one rate) or of the range's ends
 SWEEP = np.linspace(0.3, 1.3, 21)
@@ -187,9 +188,8 @@ def write_plan(plan, folder, name: str = "model") -> list:
         figures.append(plot_batch_sweep(*batches, key, target - plan.network,
                                         folder / "batch_sweep.png"))
     if plan.schedule is not None:
-        from .autoscale import plot_plan
 
-        figures.append(plot_plan(plan, folder / "schedule.png"))
+        figures.append(plot_autoscaled(plan, folder / "schedule.png"))
     report = folder / "report.md"
     report.write_text(_markdown(plan, figures, batches, config_note, written))
     return [*written, report, *figures]
@@ -207,9 +207,8 @@ def _markdown(plan, figures, batches, config_note, configs) -> str:
               + (f"; {plan.network * 1e3:g} ms of each target left to the network"
                  if plan.network else "") + ".", ""]
     if plan.schedule is not None:
-        from .autoscale import markdown
 
-        lines += markdown(plan)
+        lines += autoscaled_markdown(plan)
     else:
         lines += _quantile_table(plan, ms)
         lines += ["", f"**Verification.** {plan.verification}", ""]
@@ -284,3 +283,58 @@ def _quantile_table(plan, ms) -> list:
                 f"{ms(sim.quantile(LEVELS[k]))} ({ms(sim.ci(LEVELS[k])[1])})"
                 for k in plan.slo) + " |")
     return lines
+
+
+def autoscaled_markdown(plan) -> list:
+    """The report's lines for an autoscaled plan: the schedule, the cost, the transients."""
+    a = plan.autoscaler
+    lines = [f"**Autoscaler.** {a.metric} target {a.target:.3g} per pod, pods "
+             f"{a.min_pods}-{a.max_pods}, ready {a.scale_up_delay:g} s after a scale-up, "
+             f"scale-down stabilization {a.stabilization:g} s; the HorizontalPodAutoscaler "
+             "is `hpa.yaml`.", ""]
+    if plan.static is not None and plan.static.feasible:
+        hours = plan.traffic.duration / 3600
+        lines += [f"**Cost.** {plan.cost * hours:,.1f} GPU-hour units over the "
+                  f"{hours:.3g} h traffic, against {plan.static.cost * hours:,.1f} for the "
+                  f"static plan over the whole range ({plan.static.nodes} "
+                  f"{'pod' if isinstance(plan.node, Ensemble) else 'node'}(s)): "
+                  f"{plan.cost / plan.static.cost:.0%}.", ""]
+    lines += ["| from s | ready | requested |", "|---|---|---|"]
+    changes = plan.schedule.changes()
+    for t, ready, requested in changes[:40]:
+        lines.append(f"| {t:,.0f} | {ready} | {requested} |")
+    if len(changes) > 40:
+        lines.append(f"| ... {len(changes) - 40} more changes | | |")
+    lines.append("")
+    if plan.transients:
+        lines += ["**Transients** (after a rise, before the new pods are ready and the "
+                  "backlog is worked off; not required by the plan):", ""]
+        lines += [f"- {t.describe()}" for t in plan.transients] + [""]
+    lines += [f"**Verification.** {plan.verification}", ""]
+    return lines
+
+
+def plot_autoscaled(plan, path):
+    """Pods and the windowed quantile over the traffic, predicted and simulated, against the
+    static plan's pods (the figure a design review wants)."""
+    from ..plots import plot_timeline
+
+    key = max(plan.slo, key=lambda k: LEVELS[k])
+    level = LEVELS[key]
+    series = {}
+    rows = plan.windows
+    series["autoscaled, predicted"] = ([r[0] for r in rows], [r[2][key] for r in rows])
+    if plan.simulated is not None:
+        starts, values = plan.simulated.windowed_quantiles(level, rows[1][0] - rows[0][0]
+                                                           if len(rows) > 1 else 60.0)
+        series["autoscaled, simulated"] = (starts, values)
+    sched = plan.schedule
+    pods = {"autoscaled": (np.concatenate([sched.times, [sched.end]]),
+                           np.concatenate([sched.ready, sched.ready[-1:]]))}
+    if plan.static is not None and plan.static.feasible:
+        pods[f"static ({plan.static.nodes})"] = ([plan.traffic.start, plan.traffic.end],
+                                                 [plan.static.nodes] * 2)
+    t = np.linspace(plan.traffic.start, plan.traffic.end, 1000)
+    return plot_timeline(series, pods, path, wall=plan.slo[key] - plan.network, key=key,
+                         rate=(t, plan.traffic.rate_at(t)),
+                         title=f"{knobs(plan.node)[:90]}")

@@ -49,7 +49,8 @@ import math
 from ..checks import UnstableError
 from ..ensemble import Ensemble
 from ..slo import LEVELS
-from .plan import Candidate, Plan, knobs, system_of
+from .deployment import knobs, system_of
+from .plan import Candidate, Plan
 from .space import (DEFAULT_BATCHES, DEFAULT_DELAYS, Space, checked_space, configurations,
                     pod_stage_options, services_for)
 from .trust import model_answer, trusted_quantile, worst_over_rates

@@ -191,7 +191,7 @@ def exponential_tail(p_wait, mean_wait, service, *, batch_size=1, rate=None,
         throughput, utilization = rate, rate * law.mean / c
     return ExponentialWaitLatency(
         decay_rate=p_wait / mean_wait, constant=float(p_wait), cap=float(p_wait), law=law,
-        method="exponential-tail baseline",
+        model="exponential_tail", method="exponential-tail baseline",
         accuracy=Accuracy("approximation", approximations=[Approximation(
             "exponential_tail_baseline", "exponential tail P(Wq > 0) exp(-P(Wq > 0) t / E[Wq]) "
             "+ independent service: baseline, error not bounded")]),
@@ -261,7 +261,7 @@ def baseline_latency(rate, mean_service, service_scv, servers=1, arrival_scv=1.0
                          "baseline has no tail. Use the service time itself.")
     return ExponentialWaitLatency(
         decay_rate=p_wait / mean_wait, constant=p_wait, cap=p_wait, law=law,
-        method=f"{name} + exponential-tail baseline",
+        model=method, method=f"{name} + exponential-tail baseline",
         accuracy=Accuracy("approximation", approximations=[Approximation(
             "exponential_tail_baseline", f"{name} mean wait, probability of waiting "
             f"{'rho' if method == 'kingman' else 'Erlang C'}, exponential tail, {law.family} "

@@ -11,7 +11,8 @@ says why, rather than ending in a MemoryError or a call of minutes.
 
 Times are estimates, not measurements: counts of element operations and floating-point
 operations at the nominal speeds below (one core, one BLAS thread, as the models run), so that
-the same configuration is answered or declined on every machine. The limits apply to one
+the same configuration is answered or declined on every machine, unless the machine has less
+memory free than the budget allows: then the free memory is the limit. The limits apply to one
 :func:`qmodel.predict` call as a whole (its work is summed over the steps and nodes it solves)
 and, for a model called directly, to each step alone. They are set here (:data:`MEMORY`,
 :data:`TIME`), or per call with ``qmodel.predict(..., budget=Budget(...))``.
@@ -35,9 +36,11 @@ import contextvars
 import numbers
 from dataclasses import dataclass
 
+from .. import machine
+
 __all__ = ["Budget", "OverBudget", "MEMORY", "TIME", "ELEMENT_RATE", "FLOP_RATE", "limits",
-           "check_memory", "charge", "expect", "remaining", "hold", "fits", "elements", "flops", "format_bytes",
-           "format_seconds", "ADVICE"]
+           "check_memory", "memory_limit", "charge", "expect", "remaining", "hold", "fits",
+           "elements", "flops", "format_bytes", "format_seconds", "ADVICE"]
 
 # The defaults: at most this many bytes of arrays at once, and this many seconds of estimated
 # work per prediction. The time is set by the costliest configurations of the validation
@@ -159,13 +162,24 @@ ADVICE = ("use qmodel.simulate for this configuration, or raise the budget "
           "(qmodel.predict(..., budget=qmodel.Budget(...)))")
 
 
+def memory_limit(account=None) -> tuple[float, str]:
+    """(bytes allowed, what sets them) in the open account (or ``account``): the budget's
+    memory, or the machine's free memory where that is less
+    (:func:`qmodel.machine.available_memory`)."""
+    limit = (account or _account()).budget.limit_bytes
+    free = machine.available_memory()
+    if free is not None and free < limit:
+        return float(free), f"free memory {format_bytes(free)}"
+    return limit, f"budget {format_bytes(limit)}"
+
+
 def check_memory(nbytes: float, model: str, what: str) -> None:
     """Raise :class:`OverBudget` if ``model`` would hold ``nbytes`` of arrays for ``what``
-    beyond the memory budget."""
-    limit = _account().budget.limit_bytes
+    beyond the memory budget, or beyond the machine's free memory where that is less."""
+    limit, source = memory_limit(_account())
     if not nbytes <= limit:
         raise OverBudget(f"{model} would need about {format_bytes(nbytes)} for {what} "
-                         f"(budget {format_bytes(limit)}); {ADVICE}")
+                         f"({source}); {ADVICE}")
 
 
 def _within(account: _Account, seconds: float, model: str, what: str) -> None:
@@ -193,10 +207,11 @@ def charge(seconds: float, model: str, what: str) -> None:
 
 def remaining() -> tuple[float, float]:
     """(seconds of estimated work left, bytes of arrays allowed) in the open account, less
-    what is held back (:func:`hold`)."""
+    what is held back (:func:`hold`); the bytes are the machine's free memory where that is
+    less than the budget's."""
     account = _account()
     return (account.budget.limit_seconds - account.reserved - account.spent,
-            account.budget.limit_bytes)
+            memory_limit(account)[0])
 
 
 def hold(seconds: float) -> None:

@@ -257,6 +257,7 @@ def balanced_least_outstanding(node: Node, rate: float, nodes: int,
                         measured=[measured("least_outstanding_balanced")])
     return LatticeLatency(
         np.clip(pmf, 0.0, None), h,
+        model="balanced_queues",
         method=f"least outstanding over {nodes} one-request nodes: balanced-queue model",
         accuracy=accuracy, throughput=rate,
         utilization=rate * mean / nodes, batch_size_distribution={1: 1.0})

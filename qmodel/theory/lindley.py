@@ -35,6 +35,10 @@ from .service_law import service_lattice, service_upper
 
 __all__ = ["gig1", "gigc"]
 
+# the result's model key for each way of computing the wait
+LATTICE_MODELS = {"Pollaczek-Khinchine": "pollaczek_khinchine_lattice",
+                  "Lindley recursion": "lindley_lattice"}
+
 # Lindley's recursion charges its work to the budget this many iterations at a time
 CHARGE_EVERY = 100
 
@@ -217,7 +221,7 @@ def gig1(rate, service: ServiceTime, arrival_scv: float, batch_size: int = 1,
     s_pmf = _service_pmf(service, batch_size, h)
     sojourn = np.convolve(w, s_pmf)
     return LatticeLatency(
-        sojourn, h, method=f"GI/G/1 numerical ({name} on a lattice)",
+        sojourn, h, model=LATTICE_MODELS[name], method=f"GI/G/1 numerical ({name} on a lattice)",
         accuracy=Accuracy("numerical", how, lattice_step=h, quantile_error=2 * h),
         throughput=rate, utilization=rate * mean_s, batch_size_distribution={batch_size: 1.0})
 
@@ -281,6 +285,7 @@ def gigc(rate, service: ServiceTime, arrival_scv: float, servers: int,
     s_pmf = _service_pmf(service, 1, h)
     return LatticeLatency(
         np.convolve(wait, s_pmf), h,
+        model="fast_server",
         method=f"GI/G/{servers} fast-server approximation ({name} lattice, Erlang C scaling)",
         accuracy=Accuracy(
             "approximation", how, lattice_step=h, quantile_error=2 * h,

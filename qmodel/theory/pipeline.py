@@ -339,8 +339,9 @@ def pipeline_latency(ensemble, process, entry_scv: float, solve, notes=()):
         for k, p in r.batch_size_distribution.items():    # all stages' batches, per batch
             batches[k] = batches.get(k, 0.0) + p / r.mean_batch_size
     out = LatticeLatency(
-        pmf, h, method=f"ensemble of {len(stages)} stages (stage models combined: renewal "
-                       "arrivals downstream, independent sojourns)",
+        pmf, h, model="pipeline",
+        method=f"ensemble of {len(stages)} stages (stage models combined: renewal "
+               "arrivals downstream, independent sojourns)",
         accuracy=accuracy, throughput=min(r.throughput for r in stages.values()),
         utilization=float(np.dot([r.utilization for r in stages.values()], instances)
                           / instances.sum()),

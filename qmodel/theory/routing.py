@@ -430,6 +430,7 @@ def _no_delay(node: Node, rate: float, nodes: int, choices: int, resolution: int
     policy = "least outstanding" if choices == nodes else f"power of {choices}"
     return LatticeLatency(
         pmf, cav.h,
+        model="cavity",
         method=f"{policy} over {nodes} nodes: cavity (mean-field) model, state-dependent "
                f"arrivals",
         accuracy=Accuracy(

@@ -71,8 +71,8 @@ class ExponentialWaitLatency(QueueLatency):
     """
 
     def __init__(self, *, decay_rate: float, constant: float, cap: float, law: ServiceLaw,
-                 method: str, accuracy: Accuracy, throughput: float, utilization: float,
-                 batch_size_distribution):
+                 model: str, method: str, accuracy: Accuracy, throughput: float,
+                 utilization: float, batch_size_distribution):
         for name, value in (("decay_rate", decay_rate), ("constant", constant), ("cap", cap)):
             if not (math.isfinite(value) and value > 0):
                 raise ArithmeticError(f"{method}: the tail's {name} is {value!r}, not a positive "
@@ -83,7 +83,7 @@ class ExponentialWaitLatency(QueueLatency):
         self._law = law
         self.service_mean = law.mean
         self._time_scale = law.mean + 1.0 / self.decay_rate
-        super().__init__(method=method, accuracy=accuracy, throughput=throughput,
+        super().__init__(model=model, method=method, accuracy=accuracy, throughput=throughput,
                          utilization=utilization, batch_size_distribution=batch_size_distribution)
 
     # --- waiting time -----------------------------------------------------------------------
@@ -342,6 +342,7 @@ def cramer_lundberg(rate, service, arrival_scv=1.0, batch_size=1) -> CramerLundb
             f"Choudhury & Whitt 1995), an approximation with unbounded error; tail capped at 1")])
     result = CramerLundbergLatency(
         decay_rate=theta, constant=constant, cap=cap, law=law,
+        model="cramer_lundberg",
         method=("Cramer-Lundberg tail" + (" (M/G/1)" if ca2 == 1 else " (GI/G/1)")),
         accuracy=accuracy, throughput=rate * k, utilization=rho,
         batch_size_distribution={k: 1.0})

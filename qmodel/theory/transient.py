@@ -49,7 +49,7 @@ class BacklogLatency(Latency):
     Examples
     --------
     >>> from qmodel.latency import Accuracy
-    >>> r = BacklogLatency(500.0, 0.0, 1000.0, 2e-3, 0.0, method="demo",
+    >>> r = BacklogLatency(500.0, 0.0, 1000.0, 2e-3, 0.0, model="fluid_backlog", method="demo",
     ...                    accuracy=Accuracy("approximation"), throughput=1000.0,
     ...                    utilization=1.0, batch_size_distribution={8: 1.0})
     >>> round(r.quantile(0.5), 6), round(r.mean, 6)       # 0.5 s of backlog, then S(B)

@@ -40,27 +40,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..system import Node, ServiceTime
+from ..ensemble import Ensemble
+from .ensemble import read_ensemble, write_ensemble
+from .pbtxt import at, proto
 
 __all__ = ["TritonConfig", "TritonConfigWarning", "read_config", "write_config"]
 
-EXTRA = "pip install 'qmodel[triton]'"
-
-
 class TritonConfigWarning(UserWarning):
     """A config.pbtxt sets something that qmodel does not model (the message names it)."""
-
-
-def _proto():
-    """protobuf's text_format and tritonclient's model_config_pb2, or an ImportError that
-    says which extra to install."""
-    try:
-        from google.protobuf import text_format
-        from tritonclient.grpc import model_config_pb2
-    except (ImportError, RuntimeError) as err:     # tritonclient without grpc: RuntimeError
-        raise ImportError(f"qmodel.triton reads and writes config.pbtxt with protobuf and "
-                          f"tritonclient's model_config_pb2, which are not installed ({err}); "
-                          f"install them with: {EXTRA}") from None
-    return text_format, model_config_pb2
 
 
 @dataclass(frozen=True)
@@ -147,20 +134,6 @@ def _text(source) -> tuple[str, str]:
         raise ValueError(f"read_config: cannot read {path}: {err}") from None
 
 
-def _line_of(text: str, name: str) -> int:
-    """The first line (from 1) that mentions the field ``name``, for an error's location;
-    0 where none does (the field took its default)."""
-    for number, line in enumerate(text.splitlines(), start=1):
-        if name in line.split("#", 1)[0]:
-            return number
-    return 0
-
-
-def _at(where: str, text: str, name: str) -> str:
-    line = _line_of(text, name)
-    return f"{where}:{line}" if line else where
-
-
 def _instances(message, gpus, where: str, text: str, notes: list) -> int:
     """Instances summed over instance groups: count per listed GPU, per GPU the server sees
     for a GPU group that lists none (``gpus``; 1 assumed, and noted, where it is None)."""
@@ -194,7 +167,7 @@ def _instances(message, gpus, where: str, text: str, notes: list) -> int:
             notes.append(f"instance_group[{i}].rate_limiter: instances wait for resources "
                          f"shared with other models, which qmodel does not model")
     if total < 1:
-        raise ValueError(f"{_at(where, text, 'instance_group')}: the instance groups give no "
+        raise ValueError(f"{at(where, text, 'instance_group')}: the instance groups give no "
                          f"instance (gpus=0 with KIND_GPU groups); say how many GPUs the "
                          f"server sees, or use KIND_CPU")
     return total
@@ -239,7 +212,7 @@ def read_config(source, *, gpus: int | None = None, repository=None):
     ...
     ValueError: <text>:2:1: Message type "inference.ModelConfig" has no field named "max_queue_delay_microseconds". (config.pbtxt is the protobuf text format of Triton's inference.ModelConfig: fix that line)
     """
-    text_format, model_config_pb2 = _proto()
+    text_format, model_config_pb2 = proto()
     if gpus is not None and (isinstance(gpus, bool) or not isinstance(gpus, numbers.Integral)
                              or gpus < 0):
         raise ValueError(f"gpus must be the number of GPUs the server sees (0 or more), "
@@ -255,13 +228,11 @@ def read_config(source, *, gpus: int | None = None, repository=None):
         raise ValueError(f"{place}: {detail} (config.pbtxt is the protobuf text format of "
                          f"Triton's inference.ModelConfig: fix that line)") from None
     if message.HasField("sequence_batching"):
-        raise ValueError(f"{_at(where, text, 'sequence_batching')}: this model uses sequence "
+        raise ValueError(f"{at(where, text, 'sequence_batching')}: this model uses sequence "
                          "batching (stateful models, one sequence per instance slot), which "
                          "qmodel does not model; qmodel reads models served by the dynamic "
                          "batcher, and ensembles of them")
     if message.HasField("ensemble_scheduling") or message.platform == "ensemble":
-        from .ensemble import read_ensemble
-
         if repository is None and where != "<text>":
             repository = Path(where).parent.parent
         config, notes = read_ensemble(message, text, where, repository, gpus, read_config)
@@ -271,7 +242,7 @@ def read_config(source, *, gpus: int | None = None, repository=None):
     notes: list[str] = []
     triton_b = int(message.max_batch_size)
     if triton_b < 0:
-        raise ValueError(f"{_at(where, text, 'max_batch_size')}: max_batch_size must be 0 "
+        raise ValueError(f"{at(where, text, 'max_batch_size')}: max_batch_size must be 0 "
                          f"(no batching) or more, got {triton_b}")
     batching = message.HasField("dynamic_batching")
     db = message.dynamic_batching
@@ -317,7 +288,7 @@ def read_config(source, *, gpus: int | None = None, repository=None):
         pbtxt_name = {"preferred_batch_sizes": "preferred_batch_size",
                       "max_queue_delay": "max_queue_delay_microseconds"}.get(field_name,
                                                                             field_name)
-        raise ValueError(f"{_at(where, text, pbtxt_name)}: {err}") from None
+        raise ValueError(f"{at(where, text, pbtxt_name)}: {err}") from None
     for note in notes:
         warnings.warn(f"{where}: {note}", TritonConfigWarning, stacklevel=2)
     return config
@@ -365,10 +336,8 @@ def write_config(node, name: str, *, backend: str = "python", platform: str = ""
     >>> read_config(text).node(node.service) == node
     True
     """
-    text_format, model_config_pb2 = _proto()
-    if type(node).__name__ == "Ensemble":
-        from .ensemble import write_ensemble
-
+    text_format, model_config_pb2 = proto()
+    if isinstance(node, Ensemble):
         if inputs or outputs or platform:
             raise ValueError("write_config(ensemble, ...) writes its own tensors and "
                              "platform; drop inputs, outputs and platform")

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from ..ensemble import Ensemble
 from ..system import ServiceTime
+from .pbtxt import at, proto
 
 __all__ = ["TritonEnsembleConfig", "read_ensemble", "write_ensemble"]
 
@@ -92,7 +93,6 @@ def read_ensemble(message, text: str, where: str, repository, gpus, read_model):
     >>> cfg.ensemble({"user": s, "item": s, "score": s}) == ens
     True
     """
-    from .config import _at
 
     notes = []
     scheduling = message.ensemble_scheduling
@@ -112,20 +112,20 @@ def read_ensemble(message, text: str, where: str, repository, gpus, read_model):
     for step in scheduling.step:
         model = step.model_name
         if not model:
-            raise ValueError(f"{_at(where, text, 'step')}: a step names no model_name")
+            raise ValueError(f"{at(where, text, 'step')}: a step names no model_name")
         if model in models:
-            raise ValueError(f"{_at(where, text, model)}: model {model!r} runs in two steps; "
+            raise ValueError(f"{at(where, text, model)}: model {model!r} runs in two steps; "
                              "both would share its one queue and instances, which qmodel's "
                              "stages (one batcher each) do not model")
         models.append(model)
         for tensor in step.output_map.values():
             if tensor in writer or tensor in available:
-                raise ValueError(f"{_at(where, text, tensor)}: ensemble tensor {tensor!r} is "
+                raise ValueError(f"{at(where, text, tensor)}: ensemble tensor {tensor!r} is "
                                  "written twice (by "
                                  f"{writer.get(tensor, 'the ensemble input')!r} and {model!r})")
             writer[tensor] = model
     if not models:
-        raise ValueError(f"{_at(where, text, 'ensemble_scheduling')}: the ensemble has no "
+        raise ValueError(f"{at(where, text, 'ensemble_scheduling')}: the ensemble has no "
                          "steps")
     edges = []
     for step in scheduling.step:
@@ -133,7 +133,7 @@ def read_ensemble(message, text: str, where: str, repository, gpus, read_model):
             if tensor in available:
                 continue
             if tensor not in writer:
-                raise ValueError(f"{_at(where, text, tensor)}: step {step.model_name!r} "
+                raise ValueError(f"{at(where, text, tensor)}: step {step.model_name!r} "
                                  f"reads tensor {tensor!r}, which neither the ensemble's "
                                  "inputs nor any step's output_map provides (a missing "
                                  "input: the step could never run)")
@@ -142,7 +142,7 @@ def read_ensemble(message, text: str, where: str, repository, gpus, read_model):
                 edges.append(edge)
     for output in message.output:
         if output.name not in writer and output.name not in available:
-            raise ValueError(f"{_at(where, text, output.name)}: ensemble output "
+            raise ValueError(f"{at(where, text, output.name)}: ensemble output "
                              f"{output.name!r} is written by no step")
     stages = {}
     for model in models:
@@ -182,9 +182,8 @@ def write_ensemble(ensemble: Ensemble, name: str, write_model, *, backend: str =
     exit stages' tensors. ``tensor`` is the (data_type, dims) of every tensor. Called by
     :func:`qmodel.triton.write_config`.
     """
-    from .config import _proto
 
-    text_format, model_config_pb2 = _proto()
+    text_format, model_config_pb2 = proto()
     data_type, dims = tensor
     graph = ensemble.graph
     texts = {}

@@ -201,7 +201,7 @@ def _result(rules, arrivals, grid, run, rejection, pmf, H_total) -> BatchNodeLat
     batches = run.chain.batch_sizes(rules.B)
     return BatchNodeLatency(
         pmf, h,
-        method=(f"batch node, embedded chain at instance-free epochs "
+        model="batch_chain", method=(f"batch node, embedded chain at instance-free epochs "
                 f"({rules.c} instance{'s' if rules.c > 1 else ''})"),
         accuracy=accuracy, throughput=rate * (1.0 - rejection), utilization=utilization,
         rejection_fraction=rejection,

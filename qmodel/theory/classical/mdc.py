@@ -171,7 +171,8 @@ class MD1Latency(_DeterministicService):
         self.tail_rate = math.log(zstar) / service_time
         # Cramer-Lundberg: P(Wq > t) ~ (1 - rho) / (rho z* - 1) exp(-tail_rate t).
         self._tail_constant = (1.0 - rho) / (rho * zstar - 1.0)
-        super().__init__(method="M/D/1 exact (Erlang)", throughput=rate, utilization=rho,
+        super().__init__(model="md1",
+                         method="M/D/1 exact (Erlang)", throughput=rate, utilization=rho,
                          accuracy=Accuracy("exact", "Erlang's formula summed in mpmath at a "
                                                     "working precision of (decimal digits of the "
                                                     "largest term) + (digits of the tail) + 25; "
@@ -304,7 +305,8 @@ class MDcLatency(_DeterministicService):
         self._solve(c, a, rho)
         self.waiting_probability = float(self._wait_sf(np.array([0.0]))[0])
         super().__init__(
-            method="M/D/c exact (Crommelin/Franx)", throughput=rate, utilization=rho,
+            model="mdc", method="M/D/c exact (Crommelin/Franx)", throughput=rate,
+            utilization=rho,
             accuracy=Accuracy("numerical", f"stationary queue law by ladder heights (Wiener-Hopf"
                                            f"), positive terms only; truncation mass "
                                            f"{self.truncation:.1e} and Poisson cut 1e-18, "

@@ -95,6 +95,7 @@ class MG1Latency(QueueLatency):
         self.estimated_error = self._estimate_error()
         how = law.transform_note
         super().__init__(
+            model="mg1_transform",
             method="M/G/1 numerical (Pollaczek-Khinchine, Euler inversion)",
             accuracy=Accuracy("numerical",
                               f"Pollaczek-Khinchine transform inverted by Euler summation "

@@ -50,7 +50,7 @@ class MMcLatency(QueueLatency):
         self.waiting_probability = erlang_c(servers, self.load)
         self.decay = servers * service_rate - rate     # gamma: P(Wq > t) = C exp(-gamma t)
         self._time_scale = 1.0 / min(service_rate, self.decay)
-        super().__init__(method="M/M/c exact", throughput=rate, utilization=rho,
+        super().__init__(model="mmc", method="M/M/c exact", throughput=rate, utilization=rho,
                          accuracy=Accuracy("exact", "closed form (Erlang C, Erlang B "
                                                     "recursion); float64 rounding only"),
                          batch_size_distribution={1: 1.0})

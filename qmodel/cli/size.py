@@ -12,7 +12,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["add_arguments", "run", "spec_arguments", "expand_spec"]
+from .args import (read_duration, read_int_list, read_jitter, read_service_duration,
+                   read_size_ranges)
+from .output import say
+
+__all__ = ["HELP", "DESCRIPTION", "add_arguments", "run", "spec_arguments", "expand_spec"]
+
+HELP = "the cheapest deployment whose tail latency meets an SLO"
+DESCRIPTION = ("Search batching knobs, instances and node counts for the cheapest deployment "
+               "meeting --slo at --rate, verify it by simulation, and write config.pbtxt, "
+               "report.md and figures to --out. Exit status 1 when no deployment meets the SLO "
+               "(the report says why).")
 
 # spec keys written as flags: a list joins with commas, a path is taken from the spec's folder
 SPEC_KEYS = {"rate", "network", "peak", "failures", "nodes", "gpus_per_node",
@@ -24,13 +34,11 @@ SERVICE_KEYS = {"base", "per_item", "jitter", "profile", "triton_repo", "model",
 
 
 def add_arguments(parser) -> None:
-    from .cli import _duration, _int_list, _jitter, _service_duration, _size_ranges
-
     g = parser.add_argument_group("service (one of)")
-    g.add_argument("--service-base", type=_service_duration, default=None, metavar="TIME",
+    g.add_argument("--service-base", type=read_service_duration, default=None, metavar="TIME",
                    help="S(k) = base + per_item k of one instance")
-    g.add_argument("--per-item", type=_service_duration, default=0.0, metavar="TIME")
-    g.add_argument("--jitter", type=_jitter, default="deterministic", metavar="NAME[:CV]")
+    g.add_argument("--per-item", type=read_service_duration, default=0.0, metavar="TIME")
+    g.add_argument("--jitter", type=read_jitter, default="deterministic", metavar="NAME[:CV]")
     g.add_argument("--profile", action="append", default=[], metavar="[STAGE=]FILE",
                    help="a measured profile (qmodel profile --out): concurrency i gives the "
                         "service of i instances per GPU; with --triton-repo, STAGE=FILE per "
@@ -51,16 +59,16 @@ def add_arguments(parser) -> None:
                         "with --autoscale plans pods over it")
     g.add_argument("--slo", action="append", required=True, metavar="KEY=TIME",
                    help="e.g. p95=5ms (repeat for several quantiles)")
-    g.add_argument("--network", type=_duration, default=0.0, metavar="TIME",
+    g.add_argument("--network", type=read_duration, default=0.0, metavar="TIME",
                    help="each target's share spent outside the servers")
     g.add_argument("--peak", type=float, default=1.0, help="peak factor on the rate")
     g.add_argument("--failures", type=int, default=0, metavar="K",
                    help="nodes that may be down while the SLO holds")
     g = parser.add_argument_group("search space")
-    g.add_argument("--nodes", type=_size_ranges, default=tuple(range(1, 65)), metavar="N-N")
+    g.add_argument("--nodes", type=read_size_ranges, default=tuple(range(1, 65)), metavar="N-N")
     g.add_argument("--gpus-per-node", type=int, default=1, metavar="G")
-    g.add_argument("--instances-per-gpu", type=_int_list, default=(1,), metavar="I,I")
-    g.add_argument("--max-batch-size", type=_int_list, default=(1, 2, 4, 8, 16, 32, 64),
+    g.add_argument("--instances-per-gpu", type=read_int_list, default=(1,), metavar="I,I")
+    g.add_argument("--max-batch-size", type=read_int_list, default=(1, 2, 4, 8, 16, 32, 64),
                    metavar="B,B")
     g.add_argument("--max-queue-delay", type=_delays, default=(0.0, 0.5e-3, 1e-3, 2e-3, 5e-3),
                    metavar="D,D", help="durations, e.g. 0,0.5ms,1ms")
@@ -93,9 +101,7 @@ def add_arguments(parser) -> None:
 
 
 def _delays(text: str) -> tuple:
-    from .cli import _duration
-
-    return tuple(_duration(x.strip()) for x in text.split(",") if x.strip())
+    return tuple(read_duration(x.strip()) for x in text.split(",") if x.strip())
 
 
 def _names(text: str) -> tuple:
@@ -156,7 +162,7 @@ def _long_duration(text: str) -> float:
 
 def _autoscaler(args):
     """The Autoscaler of --autoscale and its flags, or None."""
-    from .autoscaler import Autoscaler
+    from ..autoscaler import Autoscaler
 
     if args.autoscale is None:
         return None
@@ -175,10 +181,10 @@ def _autoscaler(args):
 
 def _service(args):
     """(service, stage profiles or None) from the service flags."""
-    from .ensemble_command import stage_profiles, stage_services
-    from .profiling import Profile
-    from .system import ServiceTime
-    from .triton import read_config
+    from .ensemble import stage_profiles, stage_services
+    from ..profiling import Profile
+    from ..system import ServiceTime
+    from ..triton import read_config
 
     given = [args.service_base is not None, bool(args.profile) and args.triton_repo is None,
              args.triton_repo is not None]
@@ -326,20 +332,17 @@ def _service_arguments(path, service) -> list:
 
 
 def _slo(items) -> dict:
-    from .cli import _duration
-
     out = {}
     for item in items:
         key, sep, value = item.partition("=")
         if not sep:
             raise ValueError(f"--slo {item!r}: write KEY=TIME, e.g. p95=5ms")
-        out[key.strip()] = _duration(value.strip())
+        out[key.strip()] = read_duration(value.strip())
     return out
 
 
 def run(args) -> int:
-    from .cli import _say
-    from .sizing import size
+    from ..sizing import size
 
     try:
         service, profiles = _service(args)
@@ -347,7 +350,7 @@ def run(args) -> int:
             raise ValueError("give --rate REQ/S (or LOW:PEAK), or --traffic FILE.csv")
         traffic = None
         if args.traffic is not None:
-            from .traffic import Traffic
+            from ..traffic import Traffic
 
             traffic = Traffic.from_csv(args.traffic)
         plan = size(service, rate=args.rate, slo=_slo(args.slo), nodes=args.nodes,
@@ -362,10 +365,10 @@ def run(args) -> int:
                     window=args.window)
         paths = plan.write(args.out, args.name or args.model or "model")
     except NotImplementedError as err:
-        _say("not modelled yet", err)
+        say("not modelled yet", err)
         return 3
     except (ValueError, OSError) as err:
-        _say("error", err)
+        say("error", err)
         return 2
     print(plan.summary())
     print("wrote " + ", ".join(str(p) for p in paths))

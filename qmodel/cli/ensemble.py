@@ -12,7 +12,16 @@ from __future__ import annotations
 
 import json
 
-__all__ = ["add_arguments", "run"]
+from .args import read_jitter
+from .output import say
+
+__all__ = ["HELP", "DESCRIPTION", "add_arguments", "run"]
+
+HELP = "a Triton ensemble from its model repository, predicted end to end"
+DESCRIPTION = ("Read an ensemble's config.pbtxt and its composing models' configs, take each "
+               "stage's S(k) from --service or --profile, and predict the end-to-end p50/p95/p99"
+               " with each stage's share (--check: also simulate; --bottleneck: what each "
+               "stage's knobs do to p99).")
 
 
 def add_arguments(parser) -> None:
@@ -47,8 +56,7 @@ def stage_services(services, profiles=()) -> dict:
     ``--profile STAGE=FILE`` values."""
     import argparse
 
-    from .cli import _jitter
-    from .system import ServiceTime, parse_duration
+    from ..system import ServiceTime, parse_duration
 
     out = {}
     for item in services:
@@ -59,7 +67,7 @@ def stage_services(services, profiles=()) -> dict:
         times, _, jitter = spec.partition(":")
         base, _, per_item = times.partition("+")
         try:
-            law = _jitter(jitter) if jitter else "deterministic"
+            law = read_jitter(jitter) if jitter else "deterministic"
         except argparse.ArgumentTypeError as err:
             raise ValueError(f"--service {stage}: {err}") from None
         out[stage] = ServiceTime.affine(parse_duration(base, f"--service {stage} base"),
@@ -73,7 +81,7 @@ def stage_services(services, profiles=()) -> dict:
 
 def stage_profiles(items) -> dict:
     """{stage: Profile} from ``--profile STAGE=FILE`` values, each file loaded once."""
-    from .profiling import Profile
+    from ..profiling import Profile
 
     out = {}
     for item in items:
@@ -85,12 +93,11 @@ def stage_profiles(items) -> dict:
 
 
 def run(args) -> int:
-    from .bottleneck import bottleneck
-    from .cli import _say
-    from .predict import predict
-    from .sim import simulate
-    from .system import Cluster
-    from .triton import read_config
+    from ..bottleneck import bottleneck
+    from ..predict import predict
+    from ..sim import simulate
+    from ..system import Cluster
+    from ..triton import read_config
 
     try:
         config = read_config(f"{args.triton_repo}/{args.model}", gpus=args.gpus)
@@ -106,13 +113,13 @@ def run(args) -> int:
             check = simulate(system, rate=args.rate, requests=args.check, seed=args.seed)
         report = bottleneck(system, args.rate) if args.bottleneck else None
     except NotImplementedError as err:
-        _say("not modelled yet", err)
+        say("not modelled yet", err)
         return 3
     except (ValueError, OSError) as err:
-        _say("error", err)
+        say("error", err)
         return 2
     if args.plot and report is not None:
-        from .plots import plot_bottleneck
+        from ..plots import plot_bottleneck
         plot_bottleneck(report, args.plot)
     if args.json:
         out = {"system": system.describe(), "arrival_rate": args.rate,
@@ -122,9 +129,12 @@ def run(args) -> int:
             out["simulated"] = check.summary()
             out["simulated_stages"] = {n: r.summary() for n, r in check.stages.items()}
         if report is not None:
-            out["bottleneck"] = {"dominant": report.dominant, "changes": [
-                {"stage": c.stage, "change": c.change, "p99": c.latency, "note": c.note}
-                for c in report.changes]}
+            out["bottleneck"] = {
+                "dominant": report.dominant, "dominant_by": report.dominant_by,
+                "best": None if report.best is None else report.best.change,
+                "changes": [{"stage": c.stage, "change": c.change, "p99": c.latency,
+                             "simulated": c.simulated, "note": c.note}
+                            for c in report.changes]}
         print(json.dumps(out, indent=2))
         return 0
     print(_text(system, args.rate, result, check))

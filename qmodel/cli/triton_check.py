@@ -11,50 +11,57 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["add_arguments", "run"]
+from .args import read_count, read_duration, read_int_list, read_service_duration
+from .output import say
+
+__all__ = ["HELP", "DESCRIPTION", "add_arguments", "run"]
+
+HELP = "qmodel against a real Triton server (or the files of one)"
+DESCRIPTION = ("Measure a sleeping model on a real Triton server on loopback under "
+               "perf_analyzer's Poisson load (--rates, --out), or read runs measured before "
+               "(--from DIR); calibrate, predict and simulate each run and print them against "
+               "perf_analyzer's and Triton's quantiles.")
 
 # --batcher: calibrate(prefetch=...)
 BATCHER = {"auto": None, "prefetch": True, "at-free": False}
 
 
 def add_arguments(parser) -> None:
-    from .cli import _count, _duration, _int_list, _service_duration
-
     g = parser.add_argument_group("read runs measured before")
     g.add_argument("--from", dest="source", default=None, metavar="DIR",
                    help="a folder of runs (qmodel triton-check --out, or "
                         "validation/reports/triton/runs)")
     g = parser.add_argument_group("or measure: the sleeping model and its batcher")
-    g.add_argument("--service-base", type=_service_duration, default=None, metavar="TIME",
+    g.add_argument("--service-base", type=read_service_duration, default=None, metavar="TIME",
                    help="S(k) = base + per_item k, slept per batch")
-    g.add_argument("--per-item", type=_service_duration, default=0.0, metavar="TIME")
+    g.add_argument("--per-item", type=read_service_duration, default=0.0, metavar="TIME")
     g.add_argument("--workload", default=None, metavar="NAME",
                    help="compute this NumPy profiling workload per batch (e.g. item-tower) "
                         "instead of sleeping: the service law is then measured")
-    g.add_argument("--blas-threads", type=_count, default=1, metavar="N",
+    g.add_argument("--blas-threads", type=read_count, default=1, metavar="N",
                    help="BLAS threads of the workload (default 1)")
     g.add_argument("--sleep-cv", type=float, default=0.0, metavar="CV",
                    help="lognormal jitter of each sleep (default 0)")
     g.add_argument("--config", default=None, metavar="FILE",
                    help="take the batching knobs from this config.pbtxt instead of the four "
                         "flags below")
-    g.add_argument("--max-batch-size", type=_count, default=None, metavar="B")
-    g.add_argument("--max-queue-delay", type=_duration, default=None, metavar="TIME")
-    g.add_argument("--preferred", type=_int_list, default=None, metavar="K,K")
-    g.add_argument("--instances", type=_count, default=None, metavar="C")
+    g.add_argument("--max-batch-size", type=read_count, default=None, metavar="B")
+    g.add_argument("--max-queue-delay", type=read_duration, default=None, metavar="TIME")
+    g.add_argument("--preferred", type=read_int_list, default=None, metavar="K,K")
+    g.add_argument("--instances", type=read_count, default=None, metavar="C")
     g.add_argument("--rates", type=_rates, default=None, metavar="R,R",
                    help="requests per second, e.g. 200,400")
-    g.add_argument("--repeats", type=_count, default=2, metavar="N")
-    g.add_argument("--interval-ms", type=_count, default=5000, metavar="MS",
+    g.add_argument("--repeats", type=read_count, default=2, metavar="N")
+    g.add_argument("--interval-ms", type=read_count, default=5000, metavar="MS",
                    help="perf_analyzer's measurement window (three of them per run)")
-    g.add_argument("--traced", type=_count, default=1500, metavar="N",
+    g.add_argument("--traced", type=read_count, default=1500, metavar="N",
                    help="requests traced from the start of each run (default 1500); near "
                         "capacity trace the whole run (e.g. 40000, about 2 MB gzipped)")
     g.add_argument("--out", default=None, metavar="DIR", help="where the runs go")
     g = parser.add_argument_group("output")
     g.add_argument("--report", default=None, metavar="FILE",
                    help="the Markdown report (default <DIR>/report.md)")
-    g.add_argument("--requests", type=_count, default=400_000, metavar="N",
+    g.add_argument("--requests", type=read_count, default=400_000, metavar="N",
                    help="requests of each calibrated simulation")
     g.add_argument("--batcher", choices=tuple(BATCHER), default="auto",
                    help="the batching rule of the calibrated nodes: Triton's prefetching "
@@ -76,8 +83,6 @@ def _rates(text: str) -> tuple:
 
 
 def run(args) -> int:
-    from .cli import _say
-
     try:
         if (args.source is None) == (args.rates is None):
             raise ValueError("give --from DIR (runs measured before) or --rates R,R with the "
@@ -86,11 +91,11 @@ def run(args) -> int:
             folder = Path(args.source)
         else:
             folder = _measure(args)
-        from .triton.check import compare, report
+        from ..triton.check import compare, report
 
         rows = compare(folder, requests=args.requests, prefetch=BATCHER[args.batcher])
         path = Path(args.report) if args.report else folder / "report.md"
-        from .plots import plot_triton_check
+        from ..plots import plot_triton_check
 
         figure = plot_triton_check(rows, path.with_suffix(".png"))
         again = f"qmodel triton-check --from {args.source or args.out}" + (
@@ -102,10 +107,10 @@ def run(args) -> int:
                 "request duration.\n\n" + report(rows)
                 + f"\n![predicted against measured]({figure.name})\n")
     except RuntimeError as err:          # the server or perf_analyzer failed
-        _say("the server run failed", err)
+        say("the server run failed", err)
         return 3
     except (ValueError, OSError) as err:
-        _say("error", err)
+        say("error", err)
         return 2
     path.write_text(text)
     print(text + f"\nreport: {path}")
@@ -113,8 +118,8 @@ def run(args) -> int:
 
 
 def _measure(args) -> Path:
-    from .system import Node, ServiceTime
-    from .triton.check import measure
+    from ..system import Node, ServiceTime
+    from ..triton.check import measure
 
     if args.out is None or (args.service_base is None) == (args.workload is None):
         raise ValueError("measuring needs --out DIR and either --service-base (with "
@@ -130,14 +135,14 @@ def _measure(args) -> Path:
         if given:
             raise ValueError(f"--config {args.config} gives the batching knobs: drop "
                              f"{', '.join(given)}")
-        from .triton.config import read_config
+        from ..triton.config import read_config
 
         node = read_config(Path(args.config)).node(service)
     else:
         node = Node(service, **{k: v for k, v in knobs.items() if v is not None})
     if not 0 <= args.sleep_cv <= 2:
         raise ValueError(f"--sleep-cv {args.sleep_cv!r} must lie in [0, 2]")
-    from .triton.server import find_installation
+    from ..triton.server import find_installation
 
     find_installation()                  # a missing server is said before anything starts
     measure(node, args.rates, args.out, repeats=args.repeats, cv=args.sleep_cv,
