@@ -196,9 +196,15 @@ def _outside_measured_domain(system, process, result: Latency) -> str | None:
     cluster = as_cluster(system)
     outer = [m for m in families if m.family in CLUSTER_FAMILIES]
     if outer:
-        features = configuration_features(cluster.nodes[0], rate / cluster.capacity, scv,
-                                          nodes=len(cluster.nodes))
-        checks = [(m, features) for m in outer]
+        # every node of the cluster, not only the first: a mixed cluster is inside the
+        # family's domain only where each of its nodes is
+        distinct = []
+        for node in cluster.nodes:
+            if node not in distinct:
+                distinct.append(node)
+        checks = [(m, configuration_features(node, rate / cluster.capacity, scv,
+                                             nodes=len(cluster.nodes)))
+                  for node in distinct for m in outer]
     else:
         parts = getattr(result, "parts", [result])
         N = len(cluster.nodes)
@@ -328,12 +334,16 @@ def _ensemble(ensemble, process, resolution: int, extrapolate: bool) -> Latency:
     reason = defects(result)
     if reason is not None:
         raise NotImplementedError(reason)
-    if family is not None and not extrapolate:
+    if family is not None:
         outside = family.outside(ensemble_features(ensemble, process, result.stages))
         if outside is not None:
-            raise NotImplementedError(
-                f"{outside} (its measured error {family.p99.low:+.1%} to "
-                f"{family.p99.high:+.1%} on p99 is not known to hold here)")
+            outside = (f"{outside} (its measured error {family.p99.low:+.1%} to "
+                       f"{family.p99.high:+.1%} on p99 is not known to hold here)")
+            if not extrapolate:
+                raise NotImplementedError(outside)
+            # answered anyway: say so, as a node outside its family's domain does
+            result.accuracy = result.accuracy.extended(approximations=[
+                Approximation("outside_measured_domain", f"extrapolated: {outside}")])
     return result
 
 

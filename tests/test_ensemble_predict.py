@@ -152,3 +152,19 @@ def test_pods_take_static_routers_only_and_name_the_stage_when_unstable():
         qm.predict(qm.Cluster(ens, count=2), rate=2 * 1.01 * A.capacity)
     rr = qm.predict(qm.Cluster(ens, count=3, router="round_robin"), rate=3000.0)
     assert "round robin over 3 nodes" in rr.accuracy.basis
+
+
+def test_an_extrapolated_ensemble_says_so():
+    """Outside the ensemble family's measured domain, extrapolate=True answered without the
+    "outside_measured_domain" mark a node carries, so sizing took it as measured (issue 35,
+    defect 5)."""
+    s = qm.ServiceTime.affine(1e-3, 1e-4)
+    wide = qm.Ensemble({"a": qm.Node(s, max_batch_size=64), "b": qm.Node(s)}, [("a", "b")])
+    rate = 0.5 * wide.capacity
+    with pytest.raises(NotImplementedError, match="max_batch_size 64 is outside"):
+        qm.predict(wide, rate=rate, fallback="raise")
+    r = qm.predict(wide, rate=rate, fallback="raise", extrapolate=True)
+    assert "outside_measured_domain" in r.accuracy.approximation_keys
+    narrow = qm.Ensemble({"a": qm.Node(s, max_batch_size=8), "b": qm.Node(s)}, [("a", "b")])
+    inside = qm.predict(narrow, rate=0.5 * narrow.capacity, fallback="raise", extrapolate=True)
+    assert "outside_measured_domain" not in inside.accuracy.approximation_keys

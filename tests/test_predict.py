@@ -477,3 +477,17 @@ def test_waiting_probability_names_bad_input():
         waiting_probability(0, 0.5)
     with pytest.raises(ValueError, match="load must lie strictly between 0 and 1"):
         waiting_probability(4, 1.2)
+
+
+def test_a_cluster_family_checks_every_node_not_only_the_first():
+    """Cluster([a, b]) was answered and Cluster([b, a]) declined: only the first node's
+    features were checked against the cluster family's measured domain (issue 35, defect 4)."""
+    s = qm.ServiceTime.affine(1e-3, 1e-4)
+    a = qm.Node(s, max_batch_size=8)
+    b = qm.Node(s, max_batch_size=8, instances=4, max_queue_size=20)
+    for nodes in ([a, b], [b, a]):
+        cluster = qm.Cluster(nodes, router="round_robin")
+        with pytest.raises(NotImplementedError, match="instances 4 is outside 1-1"):
+            qm.predict(cluster, rate=0.5 * cluster.capacity, fallback="raise")
+    alike = qm.Cluster([a, a], router="round_robin")
+    assert qm.predict(alike, rate=0.5 * alike.capacity, fallback="raise").model == "mixture"
