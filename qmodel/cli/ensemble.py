@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 
 from .args import read_jitter
-from .output import say
+from .output import refused
 
 __all__ = ["HELP", "DESCRIPTION", "add_arguments", "run"]
 
@@ -112,12 +112,8 @@ def run(args) -> int:
         if args.check is not None:
             check = simulate(system, rate=args.rate, requests=args.check, seed=args.seed)
         report = bottleneck(system, args.rate) if args.bottleneck else None
-    except NotImplementedError as err:
-        say("not modelled yet", err)
-        return 3
-    except (ValueError, OSError) as err:
-        say("error", err)
-        return 2
+    except (NotImplementedError, ValueError, OSError) as err:
+        return refused(err)
     if args.plot and report is not None:
         from ..plots import plot_bottleneck
         plot_bottleneck(report, args.plot)

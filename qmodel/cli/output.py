@@ -7,7 +7,7 @@ import sys
 import textwrap
 
 __all__ = ["simulation_report", "simulation_text", "rate_line", "accuracy_lines", "labelled",
-           "say", "one_line_warning"]
+           "say", "refused", "one_line_warning"]
 
 
 def simulation_report(result, system, arrivals) -> dict:
@@ -63,6 +63,17 @@ def accuracy_lines(clauses: list) -> list:
 def labelled(exactness: str, clauses: list) -> list:
     """The clauses with the exactness in front of the first ("approximation: ...")."""
     return [f"{exactness}: {clauses[0]}", *clauses[1:]] if clauses else [exactness]
+
+
+def refused(err: Exception) -> int:
+    """A run the library refused, as the command's one line; its exit status: 3 where no
+    model covers the system (NotImplementedError), 2 for what the user must change (a
+    ValueError, UnstableError included, or a file that cannot be read)."""
+    if isinstance(err, NotImplementedError):
+        say("not modelled yet", err)
+        return 3
+    say("error", err)
+    return 2
 
 
 def say(what: str, err: Exception) -> None:

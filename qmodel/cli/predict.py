@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from .args import add_system_args, arrivals_from, read_count, system_from
-from .output import accuracy_lines, labelled, rate_line, say, simulation_report
+from .output import accuracy_lines, labelled, rate_line, refused, simulation_report
 
 __all__ = ["HELP", "DESCRIPTION", "add_arguments", "run"]
 
@@ -83,12 +83,8 @@ def run(args) -> int:
         if args.check is not None:
             sim = simulate(system, arrivals=arrivals, requests=args.check, seed=args.seed)
             check = simulation_report(sim, system, arrivals)
-    except NotImplementedError as err:
-        say("not modelled yet", err)
-        return 3
-    except ValueError as err:   # includes UnstableError: say what to change, no traceback
-        say("error", err)
-        return 2
+    except (NotImplementedError, ValueError) as err:   # UnstableError is a ValueError
+        return refused(err)
     rep = prediction_report(result, system, arrivals.rate)
     if args.json:
         if check is not None:

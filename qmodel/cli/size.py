@@ -14,7 +14,7 @@ from pathlib import Path
 
 from .args import (read_duration, read_int_list, read_jitter, read_service_duration,
                    read_size_ranges)
-from .output import say
+from .output import refused
 
 __all__ = ["HELP", "DESCRIPTION", "add_arguments", "run", "spec_arguments", "expand_spec"]
 
@@ -364,12 +364,8 @@ def run(args) -> int:
                     sharing=args.sharing, traffic=traffic, autoscale=_autoscaler(args),
                     window=args.window)
         paths = plan.write(args.out, args.name or args.model or "model")
-    except NotImplementedError as err:
-        say("not modelled yet", err)
-        return 3
-    except (ValueError, OSError) as err:
-        say("error", err)
-        return 2
+    except (NotImplementedError, ValueError, OSError) as err:
+        return refused(err)
     print(plan.summary())
     print("wrote " + ", ".join(str(p) for p in paths))
     return 0 if plan.feasible else 1
