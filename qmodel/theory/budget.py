@@ -107,10 +107,12 @@ class Budget:
 
 
 class _Account:
-    """The budget of one prediction and the estimated seconds spent so far."""
+    """The budget of one prediction, the estimated seconds spent so far, and the machine's
+    free memory when the prediction began (read once, not at every check)."""
 
     def __init__(self, budget: Budget):
         self.budget, self.spent, self.reserved = budget, 0.0, 0.0
+        self.free = machine.available_memory()
 
 
 _ACCOUNT: contextvars.ContextVar = contextvars.ContextVar("qmodel_budget", default=None)
@@ -164,10 +166,10 @@ ADVICE = ("use qmodel.simulate for this configuration, or raise the budget "
 
 def memory_limit(account=None) -> tuple[float, str]:
     """(bytes allowed, what sets them) in the open account (or ``account``): the budget's
-    memory, or the machine's free memory where that is less
+    memory, or the machine's free memory when the account opened where that is less
     (:func:`qmodel.machine.available_memory`)."""
-    limit = (account or _account()).budget.limit_bytes
-    free = machine.available_memory()
+    account = account or _account()
+    limit, free = account.budget.limit_bytes, account.free
     if free is not None and free < limit:
         return float(free), f"free memory {format_bytes(free)}"
     return limit, f"budget {format_bytes(limit)}"
