@@ -3,6 +3,8 @@
 - ``assert_within``: asserts that a prediction's p95 and p99 lie within a relative bound of a
   simulation's, widened by the simulation's 99% confidence half-width (the tolerance every
   model-against-simulator test uses).
+- ``named_scripts``: the scripts of a folder (benchmarks, examples) that README.md, the
+  Makefile or docs/ (notes included) name, so that a test can run each one.
 - ``tandem``: three deterministic one-request stages in a row at 300 req/s, and the exact
   quantiles of their sojourn from the derivation "tandem" (Friedman 1965).
 
@@ -10,7 +12,22 @@ The accuracy grid's service family (Inoue 2021's V100 fit) is shared from the ca
 package: ``qmodel.campaign.grids.GRID_SERVICE`` (``.node(B, d, c, jitter)``).
 """
 
+import re
+from pathlib import Path
+
 import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def named_scripts():
+    def named(folder: str) -> set:
+        text = "\n".join(p.read_text(encoding="utf-8") for p in
+                         [ROOT / "README.md", ROOT / "Makefile",
+                          *sorted((ROOT / "docs").rglob("*.md"))])
+        return set(re.findall(rf"{folder}/(\w+\.py)", text))
+    return named
 
 
 def check_within(pred, sim, bound, levels=(0.95, 0.99)):

@@ -7,7 +7,6 @@ their full runs, are marked slow. The figures are not checked here (machines var
 script's own lines that must appear are.
 """
 
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -46,17 +45,11 @@ def _run(script, args, tmp_path):
     return done.stdout
 
 
-def _named() -> set:
-    """The benchmark scripts README.md, docs/ (notes included) and the Makefile name."""
-    text = "\n".join(p.read_text(encoding="utf-8") for p in
-                     [ROOT / "README.md", ROOT / "Makefile",
-                      *sorted((ROOT / "docs").rglob("*.md"))])
-    return set(re.findall(r"benchmarks/(\w+\.py)", text))
-
-
-def test_every_named_benchmark_has_a_run_here():
-    """peers.py is a library of reference simulators (tests/test_peers.py runs it)."""
-    assert _named() - {"peers.py"} <= set(SMOKE), _named() - set(SMOKE)
+def test_every_named_benchmark_has_a_run_here(named_scripts):
+    """Every benchmark README.md, docs/ and the Makefile name; peers.py is a library of
+    reference simulators (tests/test_peers.py runs it)."""
+    named = named_scripts("benchmarks") - {"peers.py"}
+    assert named and named <= set(SMOKE), named - set(SMOKE)
     assert set(FULL) <= set(SMOKE)
 
 

@@ -6,7 +6,6 @@ The default run takes make demo's two scripts (the case study in its ``--quick``
 5 minutes) are marked slow.
 """
 
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -32,12 +31,9 @@ EXPECTED = {
 QUICK = {"demo.py": [], "size_case_study.py": ["--quick"]}
 
 
-def test_every_named_example_is_run_here():
-    """The examples README.md, docs/ (notes included) and the Makefile name all have a run in this file."""
-    text = "\n".join(p.read_text(encoding="utf-8") for p in
-                     [ROOT / "README.md", ROOT / "Makefile",
-                      *sorted((ROOT / "docs").rglob("*.md"))])
-    named = set(re.findall(r"examples/(\w+\.py)", text))
+def test_every_named_example_is_run_here(named_scripts):
+    """The examples README.md, docs/ and the Makefile name all have a run in this file."""
+    named = named_scripts("examples")
     assert named and named <= set(EXPECTED), named - set(EXPECTED)
     assert set(QUICK) <= set(EXPECTED)
 
