@@ -12,8 +12,12 @@ this machine a page fault on fresh memory costs ~10x a second touch), once to wa
 ``--repeat`` times; the best time counts. Every line prints p99 with its 95% confidence
 interval, so speed is never bought with wrong answers. Run: make bench
 
-On a GPU machine, ``--backends numpy,cupy --no-peers --big 64000000`` times every qmodel case
-on both array libraries in the same run and prints the CuPy / NumPy ratio.
+Backends: "numpy" and "cupy" run the vectorised engines on that array library, "cpu" and
+"gpu" the compiled engine (qmodel.sim.compiled) on the CPU's cores or a GPU. The default run
+times the vectorised engines and the compiled engine on the CPU, with their ratio. On a GPU
+machine, ``--backends numpy,cpu,gpu --big numpy=64000000,cpu=640000000,gpu=10000000000``
+times every case on each backend in the same run, with as many requests as keep each busy
+for seconds, and prints the speed ratios to the first backend (benchmarks/gpu_check.sh).
 """
 
 from __future__ import annotations
@@ -80,7 +84,10 @@ def run_case(name, requests, repeat, backend="auto"):
 def qmodel_case(name, requests, repeat, backend="auto"):
     out = subprocess.run([sys.executable, __file__, "--case", name, "--requests", str(requests),
                           "--repeat", str(repeat), "--backend", backend],
-                         capture_output=True, text=True, check=True)
+                         capture_output=True, text=True)
+    if out.returncode != 0:
+        print(f"qmodel {name} [{backend}] failed: {out.stderr.strip().splitlines()[-1]}")
+        return float("nan")
     rec = json.loads(out.stdout.strip().splitlines()[-1])
     return line(f"qmodel {name} [{rec['engine']} engine, {rec['backend']}]", requests,
                 rec["seconds"], rec["p99"],
@@ -94,16 +101,37 @@ def peer_case(name, fn, requests, **kw):
 
 
 def compare_backends(requests, repeat, backends, cases):
-    """The qmodel cases on each array library, and the speed ratio to the first."""
-    print(f"qmodel {qm.__version__}, numpy {np.__version__}, {os.cpu_count()} cores")
+    """The qmodel cases on each backend, and the speed ratio to the first; ``requests`` is
+    one count for all or a dict by backend."""
+    print(f"qmodel {qm.__version__}, numpy {np.__version__}, {os.cpu_count()} cores, "
+          f"{gpu_name()}")
     print(f"{'case':56} {'requests':>11} {'time':>10} {'speed':>11}")
+    count = requests if isinstance(requests, dict) else {b: requests for b in backends}
     for name in CASES:
         if name.strip("(")[0] not in cases:
             continue
-        speeds = [qmodel_case(name, requests, 1 if name.startswith("(c)") else repeat, b)
+        speeds = [qmodel_case(name, count[b], 1 if name.startswith("(c)") else repeat, b)
                   for b in backends]
         print("  " + ", ".join(f"{b} / {backends[0]} {s / speeds[0]:.2f}x"
                                for b, s in zip(backends[1:], speeds[1:])))
+
+
+def gpu_name() -> str:
+    """The GPU that the compiled engine would use, or "no GPU"."""
+    from qmodel.sim.compiled import gpu_present
+    if not gpu_present():
+        return "no GPU"
+    from qmodel.sim.compiled import _cuda
+    device = _cuda().get_current_device()
+    name = device.name.decode() if isinstance(device.name, bytes) else str(device.name)
+    return f"GPU {name}"
+
+
+def read_big(text):
+    """--big: one count, or backend=count pairs."""
+    if text is None or "=" not in text:
+        return None if text is None else int(float(text))
+    return {k: int(float(v)) for k, v in (pair.split("=") for pair in text.split(","))}
 
 
 def main(argv=None):
@@ -114,7 +142,9 @@ def main(argv=None):
     ap.add_argument("--backends", default="auto",
                     help="comma-separated array libraries to time the qmodel cases on")
     ap.add_argument("--no-peers", action="store_true", help="skip SimPy and Ciw")
-    ap.add_argument("--big", type=int, help="requests per qmodel case (default 16 M)")
+    ap.add_argument("--big", type=read_big,
+                    help="requests per qmodel case (default 16 M), or per backend: "
+                         "numpy=64e6,gpu=1e10")
     ap.add_argument("--cases", default="a,b,c,M",
                     help="with --backends: the cases to time, by their first letter")
     ap.add_argument("--case", help=argparse.SUPPRESS)
@@ -125,6 +155,8 @@ def main(argv=None):
         return run_case(args.case, args.requests, args.repeat, args.backend)
     big = args.big or (4_000_000 if args.quick else 16_000_000)
     backends = args.backends.split(",")
+    if isinstance(big, dict) and backends == ["auto"]:
+        ap.error("--big backend=count needs --backends")
     if backends != ["auto"]:
         return compare_backends(big, args.repeat, backends, args.cases.split(","))
     peer_n = 50_000 if args.quick else 200_000
@@ -137,6 +169,9 @@ def main(argv=None):
     b = qmodel_case("(b) B=32, c=4", big, args.repeat)
     c = qmodel_case("(c) 16 nodes, least_outstanding", big, 1)
     m = qmodel_case("M/M/1 rho 0.8", big, args.repeat)
+    ca = qmodel_case("(a) B=8, D=1ms, c=1", big, args.repeat, "cpu")
+    cb = qmodel_case("(b) B=32, c=4", big, args.repeat, "cpu")
+    cc = qmodel_case("(c) 16 nodes, least_outstanding", big, 1, "cpu")
     print(f"{'exact M/M/1 p99':56} {'':>11} {'':>10} {'':>11}   "
           f"p99 {np.log(100) / 200 * 1e3:8.3f} ms")
 
@@ -153,8 +188,13 @@ def main(argv=None):
     print(f"  qmodel (a) / SimPy (a)      {a / sa:10.0f}x")
     print(f"  qmodel M/M/1 / SimPy M/M/1  {m / sm:10.0f}x")
     print(f"  qmodel M/M/1 / Ciw M/M/1    {m / cm:10.0f}x")
-    print("targets on a 2-core CPU: (a) 20 M/s (10 M/s minimum), (c) 3 M/s, >= 100x SimPy")
-    print(f"  (a) {a / 1e6:.1f} M/s  (b) {b / 1e6:.1f} M/s  (c) {c / 1e6:.2f} M/s")
+    print(f"  compiled (a) / look-ahead (a)  {ca / a:8.2f}x")
+    print(f"  compiled (b) / look-ahead (b)  {cb / b:8.2f}x")
+    print(f"  compiled (c) / events (c)      {cc / c:8.2f}x")
+    print("targets on a 2-core CPU: (a) 20 M/s (10 M/s minimum), >= 100x SimPy; compiled "
+          "engine >= the look-ahead engine on (a) and (b), (c) >= 10 M/s")
+    print(f"  vectorised: (a) {a / 1e6:.1f} M/s  (b) {b / 1e6:.1f} M/s  (c) {c / 1e6:.2f} M/s")
+    print(f"  compiled:   (a) {ca / 1e6:.1f} M/s  (b) {cb / 1e6:.1f} M/s  (c) {cc / 1e6:.2f} M/s")
 
 
 if __name__ == "__main__":

@@ -12,8 +12,12 @@ item MLP tower and a dot-product score, in one call), its three models of the en
 apart, larger (``"user-tower"``, ``"item-tower"``, ``"scoring"``), ``"matmul"`` and
 ``"conv"`` (a small 3x3 convolution), all in float32, or any callable ``f(batch_size)`` that runs one batch
 (``"module:function"`` names one). On the CPU they run with NumPy, copies at concurrency m in
-m threads (NumPy's BLAS releases the GIL), timed by the wall clock; on a GPU with CuPy, copies
-on m CUDA streams, each run timed by CUDA events on its stream.
+m threads (NumPy's BLAS releases the GIL), timed by the wall clock; on a GPU with CuPy, as
+Triton times an execution: m host threads, each with its own CUDA stream, each run timed by
+the wall clock from the call to its stream's synchronisation, after the clocks were warmed
+(optionally replaying a CUDA graph of the call). Sizes are timed in rounds of shuffled order;
+:meth:`Profile.check` flags what cannot be right (S(k) falling with k beyond its spread,
+copies that run faster together than alone).
 
 Examples
 --------
@@ -185,6 +189,54 @@ class Profile:
         return ServiceTime.affine(base, per_item, jitter=jitter), {"mean_error": error,
                                                                    "cv": cv}
 
+    def spread(self, concurrency: int = 1) -> dict:
+        """``{k: (median, spread)}`` in seconds at ``concurrency``; the spread is half the
+        interquartile range of the samples (robust to the odd slow run)."""
+        out = {}
+        for k, values in sorted(self._at(concurrency).items()):
+            q1, q2, q3 = np.percentile(values, [25, 50, 75])
+            out[k] = (float(q2), float(q3 - q1) / 2)
+        return out
+
+    def check(self) -> list[str]:
+        """What makes the profile untrustworthy, one line each (empty: nothing found).
+
+        A batch cannot take less time than a smaller one of the same work, and m copies
+        sharing a device cannot each run faster than one copy alone: where a median lies
+        below such a bound by more than the two sizes' spreads together, the timing measured
+        something else (launch gaps, cold clocks, a drift over the run).
+
+        Examples
+        --------
+        >>> p = Profile("w", "cpu", {}, {1: {1: [1.0, 1.1, 0.9], 2: [0.5, 0.52, 0.48]}})
+        >>> p.check()
+        ['concurrency 1: S(2) median 500 ms is below S(1) median 1000 ms by more than their spreads (not monotone in k)']
+        """
+        findings = []
+        for m in sorted(self.samples):
+            rows = self.spread(m)
+            top = None                  # the size with the highest lower bound so far
+            for k, (median, half) in rows.items():
+                if top is not None and median + half < top[1] - top[2]:
+                    findings.append(
+                        f"concurrency {m}: S({k}) median {median * 1e3:.4g} ms is below "
+                        f"S({top[0]}) median {top[1] * 1e3:.4g} ms by more than their spreads "
+                        "(not monotone in k)")
+                if top is None or median - half > top[1] - top[2]:
+                    top = (k, median, half)
+        if 1 in self.samples:
+            alone = self.spread(1)
+            for m in sorted(self.samples):
+                if m == 1:
+                    continue
+                for k, (median, half) in self.spread(m).items():
+                    if k in alone and median + half < alone[k][0] - alone[k][1]:
+                        findings.append(
+                            f"concurrency {m}: S({k}) median {median * 1e3:.4g} ms is below "
+                            f"one copy's {alone[k][0] * 1e3:.4g} ms by more than their "
+                            "spreads (copies sharing the device ran faster than one alone)")
+        return findings
+
     def _at(self, concurrency: int) -> dict:
         if concurrency not in self.samples:
             raise ValueError(f"the profile has concurrency {sorted(self.samples)}, not "
@@ -277,32 +329,76 @@ def _time_threads(calls, warmup: int, repeats: int) -> list:
     return [float(x) for run in zip(*times) for x in run]
 
 
-def _time_streams(cp, calls, warmup: int, repeats: int) -> list:
-    """GPU: the m calls are queued on m CUDA streams together each run; each is timed by a
-    pair of CUDA events on its stream (device time, not host time)."""
-    streams = [cp.cuda.Stream(non_blocking=True) for _ in calls]
+def _time_host_streams(cp, streams, calls, warmup: int, repeats: int) -> list:
+    """GPU, as Triton times an execution: each of the m copies in a host thread of its own
+    with its own CUDA stream, started together; the wall time from the call to its stream's
+    synchronisation (CUDA events would time the device's timeline, which for a model bound by
+    its kernel launches is the host's gaps between them)."""
+    m = len(calls)
+    times = [[] for _ in range(m)]
+    barrier = threading.Barrier(m)
+
+    def worker(i):
+        with streams[i]:
+            for r in range(warmup + repeats):
+                barrier.wait()
+                t0 = time.perf_counter()
+                calls[i]()
+                streams[i].synchronize()
+                if r >= warmup:
+                    times[i].append(time.perf_counter() - t0)
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(m)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return [float(x) for run in zip(*times) for x in run]
+
+
+def _as_graphs(cp, streams, calls) -> list:
+    """Each copy's call captured into a CUDA graph on its stream (as Triton's TensorRT
+    backend can), replayed by the timed call; the call runs once first so that its memory
+    comes from the pool, not from an allocation inside the capture."""
     out = []
-    for r in range(warmup + repeats):
-        events = []
-        for call, stream in zip(calls, streams):
-            start, end = cp.cuda.Event(), cp.cuda.Event()
-            with stream:
-                start.record(stream)
-                call()
-                end.record(stream)
-            events.append((start, end))
-        for stream in streams:
+    for stream, call in zip(streams, calls):
+        with stream:
+            call()
             stream.synchronize()
-        if r >= warmup:
-            out += [cp.cuda.get_elapsed_time(a, b) / 1e3 for a, b in events]
+            try:
+                stream.begin_capture()
+                call()
+                graph = stream.end_capture()
+            except Exception as err:    # CuPy names what could not be captured
+                raise ValueError(f"the workload cannot be captured in a CUDA graph: {err}") \
+                    from None
+        out.append(lambda graph=graph, stream=stream: graph.launch(stream))
     return out
+
+
+WARM_SECONDS = 1.0
+
+
+def _warm_gpu(cp, call, seconds: float = WARM_SECONDS) -> None:
+    """Run ``call`` for ``seconds`` before timing: an idle GPU's clocks are low (an H200 was
+    seen at 345 MHz idle, 1980 MHz under load) and rise only under work."""
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        call()
+        cp.cuda.get_current_stream().synchronize()
 
 
 def profile(workload="two-tower", batch_sizes=range(1, 65), *, repeats: int = 30,
             warmup: int = 5, concurrency=(1,), backend: str = "numpy",
-            seed: int = 0, blas_threads: int | None = None) -> Profile:
+            seed: int = 0, blas_threads: int | None = None,
+            cuda_graph: bool = False) -> Profile:
     """Time ``workload`` at each batch size, ``repeats`` times after ``warmup`` runs, at each
-    concurrency (m copies at once: m threads on the CPU, m CUDA streams on a GPU).
+    concurrency (m copies at once: m threads on the CPU, m host threads with a CUDA stream
+    each on a GPU).
+
+    The sizes are timed in rounds, each round in a fresh random order (seeded by ``seed``),
+    so that a drift of the machine over the run (clocks, temperature, other work) spreads
+    over all sizes instead of bending S(k). On a GPU the clocks are warmed first by running
+    the largest batch for :data:`WARM_SECONDS`.
 
     Parameters
     ----------
@@ -313,6 +409,9 @@ def profile(workload="two-tower", batch_sizes=range(1, 65), *, repeats: int = 30
         BLAS threads per copy on the CPU (threadpoolctl's limit during the timing, recorded in
         ``versions``). One makes m copies share the cores as m instances would; the default
         leaves the BLAS's own choice, under which concurrent copies oversubscribe the cores.
+    cuda_graph : bool
+        On a GPU: capture each copy's call in a CUDA graph and time its replay (recorded in
+        ``versions``).
 
     Returns
     -------
@@ -345,10 +444,18 @@ def profile(workload="two-tower", batch_sizes=range(1, 65), *, repeats: int = 30
         device = f"gpu: {props['name'].decode()}, cupy"
         versions.update(cupy=cp.__version__, cuda_runtime=cp.cuda.runtime.runtimeGetVersion())
 
+        streams_of: dict = {}
+
+        def streams_for(m):
+            return streams_of.setdefault(m, [cp.cuda.Stream(non_blocking=True)
+                                             for _ in range(m)])
+
         def timed(calls, warmup, repeats):
-            return _time_streams(cp, calls, warmup, repeats)
+            return _time_host_streams(cp, streams_for(len(calls)), calls, warmup, repeats)
     else:
         raise ValueError(f"backend must be 'numpy' or 'cupy', got {backend!r}")
+    if cuda_graph and backend != "cupy":
+        raise ValueError("cuda_graph=True needs backend='cupy' (a GPU)")
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise ValueError(f"seed must be a whole number >= 0, got {seed!r}")
     limit = contextlib.nullcontext()
@@ -360,9 +467,19 @@ def profile(workload="two-tower", batch_sizes=range(1, 65), *, repeats: int = 30
         limit = threadpool_limits(limits=blas_threads, user_api="blas")
         versions["blas_threads"] = blas_threads
     rng = np.random.default_rng(seed)
-    samples: dict = {m: {} for m in levels}
+    if cuda_graph:
+        versions["cuda_graph"] = True
+    samples: dict = {m: {k: [] for k in sizes} for m in levels}
     with limit:
+        calls = {(m, k): [build(k, rng, xp) for _ in range(m)] for m in levels for k in sizes}
+        if backend == "cupy":
+            if cuda_graph:
+                calls = {key: _as_graphs(xp, streams_for(len(c)), c)
+                         for key, c in calls.items()}
+            _warm_gpu(xp, calls[(levels[0], sizes[-1])][0])
         for m in levels:
-            for k in sizes:
-                samples[m][k] = timed([build(k, rng, xp) for _ in range(m)], warmup, repeats)
+            for r in range(warmup + repeats):
+                for k in rng.permutation(sizes):
+                    got = timed(calls[(m, int(k))], int(r < warmup), int(r >= warmup))
+                    samples[m][int(k)] += got
     return Profile(name, device, versions, samples)

@@ -29,7 +29,11 @@ def add_arguments(parser) -> None:
     parser.add_argument("--concurrency", type=read_size_ranges, default=(1,), metavar="M-M,M",
                         help="copies running at once, e.g. 1-4 or 1,2 (default 1)")
     parser.add_argument("--backend", default="numpy", choices=["numpy", "cupy"],
-                        help="CPU with NumPy, or the GPU with CuPy (CUDA events, streams)")
+                        help="CPU with NumPy, or the GPU with CuPy (a host thread and a "
+                             "stream per copy, wall time to the stream's synchronisation)")
+    parser.add_argument("--cuda-graph", action="store_true",
+                        help="with --backend cupy: also time the calls captured in CUDA "
+                             "graphs, written beside --out as NAME-graph.json")
     parser.add_argument("--blas-threads", type=read_count, default=None, metavar="N",
                         help="BLAS threads per copy on the CPU (1: copies share the cores as "
                              "instances would; default: the BLAS's own choice)")
@@ -42,25 +46,43 @@ def run(args) -> int:
     from ..plots import plot_profile
     from ..profiling import profile
 
-    try:
-        result = profile(args.workload, args.batch_sizes, repeats=args.repeats,
-                         warmup=args.warmup, concurrency=args.concurrency,
-                         backend=args.backend, blas_threads=args.blas_threads)
-        result.save(args.out)
-    except (ValueError, OSError) as err:
-        say("error", err)
-        return 2
-    plot = args.plot or str(Path(args.out).with_suffix(".png"))
-    plot_profile(result, plot)
-    print(f"{result.workload} on {result.device}: {args.repeats} runs per size after "
-          f"{args.warmup} warm-up runs")
+    runs = [(False, args.out, args.plot or str(Path(args.out).with_suffix(".png")))]
+    if args.cuda_graph:
+        out = Path(args.out)
+        graph = out.with_name(out.stem + "-graph" + out.suffix)
+        runs.append((True, str(graph), str(graph.with_suffix(".png"))))
+    for cuda_graph, path, plot in runs:
+        try:
+            result = profile(args.workload, args.batch_sizes, repeats=args.repeats,
+                             warmup=args.warmup, concurrency=args.concurrency,
+                             backend=args.backend, blas_threads=args.blas_threads,
+                             cuda_graph=cuda_graph)
+            result.save(path)
+        except (ValueError, OSError) as err:
+            say("error", err)
+            return 2
+        plot_profile(result, plot)
+        _report(result, args, path, plot)
+    return 0
+
+
+def _report(result, args, path, plot) -> None:
+    graph = " (CUDA graphs)" if result.versions.get("cuda_graph") else ""
+    print(f"{result.workload} on {result.device}{graph}: {args.repeats} runs per size after "
+          f"{args.warmup} warm-up runs, sizes in shuffled order")
     for m, by_k in sorted(result.samples.items()):
         law, error = result.fit(m)
-        print(f"concurrency {m}:   k   mean ms    p99 ms    cv")
+        spread = result.spread(m)
+        print(f"concurrency {m}:   k  median ms  spread ms    mean ms    p99 ms    cv")
         for k, values in sorted(by_k.items()):
             v = np.asarray(values)
-            print(f"               {k:3d}  {v.mean() * 1e3:8.4f}  {np.percentile(v, 99) * 1e3:8.4f}"
+            print(f"               {k:3d}  {spread[k][0] * 1e3:9.4f}  {spread[k][1] * 1e3:9.4f}"
+                  f"  {v.mean() * 1e3:9.4f}  {np.percentile(v, 99) * 1e3:8.4f}"
                   f"  {v.std() / v.mean():5.3f}")
         print(f"  fitted: {law.describe()} (largest mean error {error['mean_error']:.1%})")
-    print(f"profile: {args.out}\nplot: {plot}")
-    return 0
+    findings = result.check()
+    for line in findings:
+        print(f"check: {line}")
+    if not findings:
+        print("check: S(k) monotone in k within its spread; no concurrency faster than one copy")
+    print(f"profile: {path}\nplot: {plot}")

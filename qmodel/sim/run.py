@@ -32,12 +32,20 @@ from .ensemble import simulate_ensemble
 from .events import run_events
 from .lookahead import run_lookahead
 from .nodetypes import NodeTypes
+from .compiled import (GPU_AUTO_REQUESTS, gpu_present, replay_compiled, simulate_compiled,
+                       unsupported)
 from .cost import check_memory, run_cost
 from .replicas import DEFAULT_REQUESTS, DEFAULT_WARMUP, auto_engine, plan_replicas
 from .routing import split_by_node, static_assignment
 from .window import batch_places, cool_down_arrivals
 
-__all__ = ["simulate", "replay", "Replay"]
+__all__ = ["simulate", "replay", "Replay", "ENGINES", "BACKENDS"]
+
+ENGINES = ("auto", "lookahead", "events", "compiled")
+# "numpy" and "cupy" run the vectorised engines on their array library; "cpu" and "gpu" the
+# compiled engine on that target; "auto" the compiled engine on a GPU for large runs, else
+# the vectorised engines on NumPy.
+BACKENDS = ("auto", "numpy", "cupy", "cpu", "gpu")
 
 def simulate(system, rate=None, *, arrivals=None, requests: int | None = None, seed=None,
              replicas: int | None = None, warmup: float = DEFAULT_WARMUP, backend: str = "auto",
@@ -79,11 +87,16 @@ def simulate(system, rate=None, *, arrivals=None, requests: int | None = None, s
         :class:`~qmodel.sim.window.ShortRunWarning` that names the requests to ask for.
     warmup : float
         Fraction of each replica's arrivals discarded as start-up transient, in [0, 0.9).
-    backend : {"auto", "numpy", "cupy"}
-        "auto" takes NumPy, the faster of the two today (see :mod:`qmodel.sim.backend`);
-        "cupy" runs the same engines on a GPU.
-    engine : {"auto", "lookahead", "events"}
-        Force an engine (for cross-checks); "auto" picks the fastest one that applies.
+    backend : {"auto", "numpy", "cupy", "cpu", "gpu"}
+        "cpu" and "gpu" run the compiled engine (:mod:`qmodel.sim.compiled`) on the CPU's
+        cores or on a GPU; "numpy" and "cupy" run the vectorised engines on that array
+        library. "auto" takes the compiled engine on a GPU where one is present and the run
+        holds at least 50 M requests, else the vectorised engines on NumPy.
+    engine : {"auto", "lookahead", "events", "compiled"}
+        Force an engine (for cross-checks); "auto" picks the fastest one that applies. The
+        compiled engine returns a :class:`~qmodel.latency.HistogramLatency` (quantiles at
+        0.05% resolution, no samples kept); it does not run ``Node.prefetch`` or
+        ensembles.
     progress : bool or callable
         True shows a progress bar; a callable receives the fraction done.
     pods : PodSchedule or int, optional
@@ -134,8 +147,10 @@ def simulate(system, rate=None, *, arrivals=None, requests: int | None = None, s
     requests = positive_int(requests, "requests", 100)
     if not isinstance(warmup, numbers.Real) or not 0 <= warmup < 0.9:
         raise ValueError(f"warmup={warmup!r} must be a fraction in [0, 0.9), e.g. 0.1")
-    if engine not in ("auto", "lookahead", "events"):
-        raise ValueError(f"engine={engine!r} is unknown; use 'auto', 'lookahead' or 'events'")
+    if engine not in ENGINES:
+        raise ValueError(f"engine={engine!r} is unknown; use one of {', '.join(ENGINES)}")
+    if backend not in BACKENDS:
+        raise ValueError(f"backend={backend!r} is unknown; use one of {', '.join(BACKENDS)}")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, numbers.Integral)
                              or seed < 0):
         raise ValueError(f"seed must be a whole number >= 0 or None, got {seed!r}")
@@ -143,6 +158,12 @@ def simulate(system, rate=None, *, arrivals=None, requests: int | None = None, s
     if isinstance(source, Trace) and requests > source.times.size:
         raise ValueError(f"requests={requests} exceeds the {source.times.size} arrivals of the "
                          "Trace; leave requests out to replay the whole trace")
+    if _runs_compiled(engine, backend, cluster, source, requests):
+        # histograms, not samples: memory does not grow with the requests
+        return simulate_compiled(cluster, source, requests, seed, replicas, warmup, backend)
+    if backend in ("cpu", "gpu"):
+        raise ValueError(f"backend={backend!r} runs the compiled engine, which cannot run this "
+                         f"system: {unsupported(cluster, source)}; use backend='numpy'")
     check_memory(run_cost(system, source, requests, warmup).nbytes, requests)
     if cluster.pods:
         if engine == "events":
@@ -192,6 +213,18 @@ def simulate(system, rate=None, *, arrivals=None, requests: int | None = None, s
             report.close()
     return assemble(out, bk.asnumpy(times), bk.asnumpy(start), bk.asnumpy(counts), types,
                      warmup, engine, bk.name, requests, ask)
+
+
+def _runs_compiled(engine, backend, cluster, source, requests) -> bool:
+    """Whether this run goes to the compiled engine: asked for by name or by a "cpu" or
+    "gpu" backend, or, with engine="auto", where a GPU is present and the run is large."""
+    if engine == "compiled":
+        return True
+    if engine != "auto" or unsupported(cluster, source) is not None:
+        return False
+    if backend in ("cpu", "gpu"):
+        return True
+    return backend == "auto" and requests >= GPU_AUTO_REQUESTS and gpu_present()
 
 
 def _run_static(bk, types, cluster, times, totals, replicas, nodes, report):
@@ -288,8 +321,12 @@ def replay(system, times, *, seed=None, engine: str = "auto") -> Replay:
     """
     cluster = as_cluster(system)
     source = Trace(times)
-    if engine not in ("auto", "lookahead", "events"):
-        raise ValueError(f"engine={engine!r} is unknown; use 'auto', 'lookahead' or 'events'")
+    if engine not in ENGINES:
+        raise ValueError(f"engine={engine!r} is unknown; use one of {', '.join(ENGINES)}")
+    if engine == "compiled":
+        rec = replay_compiled(cluster, source.times, seed)
+        return Replay(source.times, rec["sojourn"], rec["node"], rec["start"], rec["service"],
+                      rec["size"], rec["batch_node"])
     nodes = len(cluster.nodes)
     decoupled = nodes == 1 and all(n.max_queue_size == 0 for n in cluster.nodes)
     if engine == "lookahead" and not decoupled:

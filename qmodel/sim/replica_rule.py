@@ -1,0 +1,459 @@
+"""One replica of a cluster, request by request: the compiled engine's rule, written once.
+
+A replica is simulated sequentially, event by event, as one thread of work: the next arrival
+or the earliest due batch of any node, whichever comes first (an arrival first on a tie, so
+that a batch due at an arrival's time takes it, as the look-ahead engine counts arrivals
+<= the dispatch time). Every rule is Triton's (docs/triton-semantics.md) and is the one the
+reference engines apply:
+
+- a node's next batch is due at the batching rule's time given the requests queued so far
+  (:func:`qmodel.sim.batching.dispatch_time`, :func:`~qmodel.sim.batching.batch_size`):
+  recomputed when a request joins, exact because the rule never looks ahead;
+- the batch goes to the node's earliest free instance; its service time is S(k) drawn from
+  the node's jitter law (or its measured samples); its requests leave at its end plus the
+  node's overhead;
+- the router sees every node's outstanding requests (queued plus in service) at the arrival;
+- a request finding max_queue_size requests queued is rejected.
+
+The functions are plain Python over scalars and arrays, in the subset Numba compiles both for
+the CPU (``numba.njit``) and for the GPU (``numba.cuda.jit(device=True)``): :func:`build`
+compiles them for one target, with the target's way of adding to a shared counter. The random
+generator is xoroshiro128+ (Blackman & Vigna, "Scrambled linear pseudorandom number
+generators", 2018) on each replica's own state, so a replica draws the same numbers on every
+target. Latencies are counted into log-spaced histogram bins (:mod:`qmodel.sim.histogram`).
+
+The driver (:mod:`qmodel.sim.compiled`) packs a description into the arrays below; the codes
+are the contract between them.
+"""
+
+from __future__ import annotations
+
+import math
+import types
+
+import numpy as np
+
+__all__ = ["build", "RULE", "LAW", "ARRIVAL", "ROUTER", "NODE_INT", "NODE_FLOAT", "STAT",
+           "SCRATCH_OVERFLOW"]
+
+# Jitter laws of S(k) (qmodel.jitter), and measured samples.
+LAW = {"deterministic": 0, "exponential": 1, "gamma": 2, "lognormal": 3, "empirical": 4}
+# Interarrival laws; a trace replays given times.
+ARRIVAL = {"poisson": 0, "deterministic": 1, "gamma": 2, "trace": 3}
+# Routers (qmodel.routers); "one" is a single node.
+ROUTER = {"one": 0, "random": 1, "round_robin": 2, "least_outstanding": 3, "power_of_d": 4}
+# Columns of the per-node integer and float parameter tables.
+NODE_INT = {"batch": 0, "pmin": 1, "instances": 2, "max_queue": 3, "law": 4}
+NODE_FLOAT = {"delay": 0, "overhead": 1, "law_param": 2}
+# Columns of the per-replica results.
+STAT = {"busy": 0, "sojourn_sum": 1, "served": 2, "rejected": 3, "t_warm": 4, "t_end": 5,
+        "overflow": 6, "batches": 7}
+# stats[r, STAT["overflow"]] when a queue outgrew its buffer: the driver reruns with more room.
+SCRATCH_OVERFLOW = 1.0
+
+_B_I, _PMIN_I, _C_I, _MAXQ_I, _LAW_I = 0, 1, 2, 3, 4
+_D_F, _OVER_F, _PAR_F = 0, 1, 2
+_BUSY, _SUM, _SERVED, _REJ, _TWARM, _TEND, _OVERFLOW, _BATCHES = 0, 1, 2, 3, 4, 5, 6, 7
+
+# xoroshiro128+ constants as unsigned 64-bit numbers (Numba types a plain int as signed, and
+# signed with unsigned arithmetic gives floats).
+_U11 = np.uint64(11)
+_U16 = np.uint64(16)
+_U24 = np.uint64(24)
+_U40 = np.uint64(40)
+_U37 = np.uint64(37)
+_U27 = np.uint64(27)
+_U0 = np.uint64(0)
+_U30 = np.uint64(30)
+_U31 = np.uint64(31)
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_MIX1 = np.uint64(0xBF58476D1CE4E5B9)
+_MIX2 = np.uint64(0x94D049BB133111EB)
+_TWO_M53 = 1.0 / 9007199254740992.0      # 2**-53
+prange = range                           # numba.prange in the CPU driver
+
+
+RULE = ("next_bits", "uniform", "exponential", "normal", "standard_gamma", "service", "gap", "decide",
+        "outstanding", "route", "run_replica")
+
+
+def add(array, index, value):
+    """Add to a counter; the CPU's version (each section's counters belong to one thread)."""
+    array[index] += value
+
+
+def build(jit, add):
+    """The rule compiled for one target.
+
+    Each function of :data:`RULE` is rebound to a namespace of its own, where the names it
+    calls are that target's compiled functions: one source, no closures (which Numba would
+    not cache).
+
+    Parameters
+    ----------
+    jit : callable
+        Compiles a function: ``numba.njit`` (CPU) or ``numba.cuda.jit(device=True)`` (GPU,
+        or the CUDA simulator).
+    add : callable
+        ``add(array, (i, j), 1)``: adds to a counter that other threads may share
+        (``numba.cuda.atomic.add`` on the GPU; :func:`add` compiled on the CPU).
+
+    Returns
+    -------
+    callable
+        ``run_replica(r, slot, section, ...)`` compiled with ``jit``: simulates replica ``r``
+        in scratch row ``slot``, counting into histogram row ``section`` (the arguments:
+        :mod:`qmodel.sim.compiled`).
+    """
+    namespace = dict(globals())
+    namespace["add"] = add
+    for name in RULE:
+        source = globals()[name]
+        namespace[name] = jit(types.FunctionType(source.__code__, namespace, name))
+    return namespace["run_replica"]
+
+
+def cpu_driver(jit, add, prange):
+    """:func:`run_sections` compiled with ``jit`` over the rule compiled with it, its loop
+    over sections spread by ``prange`` (``numba.prange``)."""
+    namespace = dict(globals())
+    namespace["add"] = add
+    for name in RULE:
+        namespace[name] = jit(types.FunctionType(globals()[name].__code__, namespace, name))
+    namespace["prange"] = prange
+    return types.FunctionType(run_sections.__code__, namespace, "run_sections")
+
+
+def run_sections(replicas, sections, nodes, node_i, node_f, pref, mean, emp_off, emp_cnt, emp_scale, pool,
+                  arr_code, arr_f, trace, trace_off, router_i, cum, totals, first_measured,
+                  last_measured, seeds, hist, hist_lo, hist_step, bhist, stats, qbuf, qhead,
+                  qlen, free, busy_k, nt, nk, perm, rs, record, qidx, rec_sojourn, rec_node,
+                  rec_batch, rec_batch_i):
+    """Every replica, section by section: section ``sec`` runs its replicas in turn in scratch
+    row ``sec`` and counts into histogram row ``sec``, so sections share nothing."""
+    for sec in prange(sections):
+        begin = (sec * replicas + sections - 1) // sections
+        end = ((sec + 1) * replicas + sections - 1) // sections
+        for r in range(begin, end):
+            run_replica(r, sec, sec, nodes, node_i, node_f, pref, mean, emp_off, emp_cnt,
+                        emp_scale, pool, arr_code, arr_f, trace, trace_off, router_i, cum,
+                        totals, first_measured, last_measured, seeds, hist, hist_lo,
+                        hist_step, bhist, stats, qbuf, qhead, qlen, free, busy_k, nt, nk, perm,
+                        rs, record, qidx, rec_sojourn, rec_node, rec_batch, rec_batch_i)
+
+
+def next_bits(rs, slot):
+    """The next 64 random bits of the slot's xoroshiro128+ state."""
+    s0 = rs[slot, 0]
+    s1 = rs[slot, 1]
+    result = s0 + s1
+    s1 ^= s0
+    rs[slot, 0] = ((s0 << _U24) | (s0 >> _U40)) ^ s1 ^ (s1 << _U16)
+    rs[slot, 1] = (s1 << _U37) | (s1 >> _U27)
+    return result
+
+
+def uniform(rs, slot):
+    """A uniform draw in [0, 1) (the top 53 of 64 random bits)."""
+    return float(next_bits(rs, slot) >> _U11) * _TWO_M53
+
+
+def exponential(rs, slot):
+    return -math.log(1.0 - uniform(rs, slot))
+
+
+def normal(rs, slot):
+    # Box-Muller; 1 - u lies in (0, 1], so the logarithm is finite
+    u = 1.0 - uniform(rs, slot)
+    v = uniform(rs, slot)
+    return math.sqrt(-2.0 * math.log(u)) * math.cos(2.0 * math.pi * v)
+
+
+def standard_gamma(rs, slot, shape):
+    """Gamma(shape, 1) by Marsaglia & Tsang ("A simple method for generating gamma
+    variables", 2000); below shape 1 through Gamma(shape + 1) x U^(1/shape)."""
+    boost = 1.0
+    a = shape
+    if a < 1.0:
+        boost = math.pow(1.0 - uniform(rs, slot), 1.0 / a)
+        a = a + 1.0
+    d = a - 1.0 / 3.0
+    c = 1.0 / math.sqrt(9.0 * d)
+    while True:
+        x = normal(rs, slot)
+        v = 1.0 + c * x
+        if v <= 0.0:
+            continue
+        v = v * v * v
+        u = 1.0 - uniform(rs, slot)
+        if math.log(u) < 0.5 * x * x + d - d * v + d * math.log(v):
+            return d * v * boost
+
+
+def service(rs, slot, n, k, node_i, node_f, mean, emp_off, emp_cnt, emp_scale, pool):
+    """S(k) at node n: its mean times a jitter draw, or a measured sample, scaled."""
+    law = node_i[n, _LAW_I]
+    m = mean[n, k]
+    if law == 0:
+        return m
+    if law == 1:
+        return m * exponential(rs, slot)
+    if law == 2:
+        shape = node_f[n, _PAR_F]
+        return m * standard_gamma(rs, slot, shape) / shape
+    if law == 3:
+        sigma = node_f[n, _PAR_F]
+        return m * math.exp(sigma * normal(rs, slot) - 0.5 * sigma * sigma)
+    pick = emp_off[n, k] + int(uniform(rs, slot) * emp_cnt[n, k])
+    return pool[pick] * emp_scale[n, k]
+
+
+def gap(rs, slot, arr_code, arr_f, first):
+    """The next interarrival time; a deterministic stream starts at a random phase."""
+    mean_gap = arr_f[0]
+    if arr_code == 0:
+        return mean_gap * exponential(rs, slot)
+    if arr_code == 1:
+        if first:
+            return mean_gap * uniform(rs, slot)
+        return mean_gap
+    shape = arr_f[1]
+    return mean_gap * standard_gamma(rs, slot, shape) / shape
+
+
+def decide(slot, n, node_i, node_f, pref, qbuf, qhead, qlen, free, nt, nk, mask):
+    """Cache node n's next batch: when it is due and its size, from its queue alone."""
+    length = qlen[slot, n]
+    if length == 0:
+        nt[slot, n] = math.inf
+        nk[slot, n] = 0
+        return
+    head = qhead[slot, n]
+    pmin = node_i[n, _PMIN_I]
+    delay = node_f[n, _D_F]
+    a0 = qbuf[slot, n, head]
+    a_pmin = math.inf
+    if length >= pmin:
+        a_pmin = qbuf[slot, n, (head + pmin - 1) & mask]
+    t_free = math.inf
+    for j in range(node_i[n, _C_I]):
+        if free[slot, n, j] < t_free:
+            t_free = free[slot, n, j]
+    t0 = max(t_free, a0)
+    when = min(max(t0, a_pmin), max(t0, a0 + delay))
+    q = min(length, node_i[n, _B_I])
+    k = pref[n, q]
+    if q < pmin or (delay > 0.0 and when >= a0 + delay):
+        k = q
+    nt[slot, n] = when
+    nk[slot, n] = k
+
+
+def outstanding(slot, n, t, node_i, qlen, free, busy_k):
+    """Queued plus in-service requests of node n at time t."""
+    count = qlen[slot, n]
+    for j in range(node_i[n, _C_I]):
+        if free[slot, n, j] > t:
+            count += busy_k[slot, n, j]
+    return count
+
+
+def route(rs, slot, i, t, nodes, router_i, cum, rr_start, node_i, qlen, free, busy_k,
+          perm):
+    """The node the router picks for arrival i at time t."""
+    code = router_i[0]
+    if code == 0:
+        return 0
+    if code == 1:
+        u = uniform(rs, slot)
+        for n in range(nodes - 1):
+            if u < cum[n]:
+                return n
+        return nodes - 1
+    if code == 2:
+        return (rr_start + i) % nodes
+    # least outstanding over all nodes (code 3) or over d sampled ones (code 4), ties
+    # broken uniformly at random
+    looked = nodes
+    if code == 4:
+        looked = router_i[1]
+        for j in range(looked):          # a uniform d-subset: partial Fisher-Yates
+            other = j + int(uniform(rs, slot) * (nodes - j))
+            keep = perm[slot, j]
+            perm[slot, j] = perm[slot, other]
+            perm[slot, other] = keep
+    # ties: the smallest of per-node keys hashed from one random word (splitmix64's
+    # finaliser, Steele, Lea & Flood 2014), a uniformly random tied node
+    bits = next_bits(rs, slot)
+    best = -1
+    best_count = 0
+    best_key = _U0
+    for j in range(looked):
+        n = j
+        if code == 4:
+            n = perm[slot, j]
+        c = outstanding(slot, n, t, node_i, qlen, free, busy_k)
+        if best < 0 or c <= best_count:
+            z = bits ^ (np.uint64(n) * _GOLDEN)
+            z = (z ^ (z >> _U30)) * _MIX1
+            z = (z ^ (z >> _U27)) * _MIX2
+            z = z ^ (z >> _U31)
+            if best < 0 or c < best_count or z < best_key:
+                best = n
+                best_count = c
+                best_key = z
+    return best
+
+
+def run_replica(r, slot, section, nodes, node_i, node_f, pref, mean, emp_off, emp_cnt,
+                emp_scale, pool, arr_code, arr_f, trace, trace_off, router_i, cum, totals,
+                first_measured, last_measured, seeds, hist, hist_lo, hist_step, bhist,
+                stats, qbuf, qhead, qlen, free, busy_k, nt, nk, perm, rs, record, qidx,
+                rec_sojourn, rec_node, rec_batch, rec_batch_i):
+    """Simulate replica r from empty to its last arrival and its last batch.
+
+    With ``record`` set (a replay: one replica), every request's sojourn and node
+    (``rec_sojourn``, ``rec_node``, by arrival index) and every batch's start and service
+    (``rec_batch``) and size and node (``rec_batch_i``), in dispatch order, are written out.
+    """
+    cap = qbuf.shape[2]
+    mask = cap - 1
+    bins = hist.shape[1]
+    rs[slot, 0] = seeds[r, 0]
+    rs[slot, 1] = seeds[r, 1]
+    for n in range(nodes):
+        qhead[slot, n] = 0
+        qlen[slot, n] = 0
+        nt[slot, n] = math.inf
+        nk[slot, n] = 0
+        perm[slot, n] = n
+        for j in range(free.shape[2]):
+            free[slot, n, j] = 0.0
+            busy_k[slot, n, j] = 0
+    for s in range(stats.shape[1]):
+        stats[r, s] = 0.0
+    total = totals[r]
+    i_warm = first_measured[r]
+    i_end = last_measured[r]
+    t_warm = math.inf           # the window opens when arrival i_warm is processed
+    t_end = math.inf            # and closes when arrival i_end is
+    busy = 0.0
+    soj_sum = 0.0
+    served = 0.0
+    rejected = 0.0
+    batches = 0.0
+    dispatched = 0
+    rr_start = int(uniform(rs, slot) * nodes)
+    i = 0
+    if arr_code == 3:
+        t_arr = trace[trace_off[r]]
+    else:
+        t_arr = gap(rs, slot, arr_code, arr_f, True)
+    # The node whose batch is due first: a request joining a node can only bring its batch
+    # forward, so only a dispatch (which moves that node's next batch later) needs a scan.
+    due = -1
+    t_due = math.inf
+    while True:
+        if i < total and t_arr <= t_due:
+            if i == i_warm:
+                t_warm = t_arr
+                stats[r, _TWARM] = t_arr
+                for n in range(nodes):     # batches already running count from here
+                    for j in range(node_i[n, _C_I]):
+                        if free[slot, n, j] > t_warm:
+                            busy += free[slot, n, j] - t_warm
+            if i == i_end:
+                t_end = t_arr
+                stats[r, _TEND] = t_arr
+            n = route(rs, slot, i, t_arr, nodes, router_i, cum, rr_start, node_i, qlen,
+                      free, busy_k, perm)
+            room = node_i[n, _MAXQ_I]
+            if room > 0 and qlen[slot, n] >= room:
+                if i >= i_warm and i <= i_end:
+                    rejected += 1.0
+            else:
+                if qlen[slot, n] >= cap:
+                    stats[r, _OVERFLOW] = SCRATCH_OVERFLOW
+                    return
+                qbuf[slot, n, (qhead[slot, n] + qlen[slot, n]) & mask] = t_arr
+                if record:
+                    qidx[slot, n, (qhead[slot, n] + qlen[slot, n]) & mask] = i
+                    rec_node[i] = n
+                qlen[slot, n] += 1
+                decide(slot, n, node_i, node_f, pref, qbuf, qhead, qlen, free, nt, nk, mask)
+                if nt[slot, n] < t_due:
+                    t_due = nt[slot, n]
+                    due = n
+            if i == i_end:          # batches still running past t_end: their tail is out
+                for m in range(nodes):
+                    for j in range(node_i[m, _C_I]):
+                        if free[slot, m, j] > t_end:
+                            busy -= free[slot, m, j] - t_end
+            i += 1
+            if i < total:
+                if arr_code == 3:
+                    t_arr = trace[trace_off[r] + i]
+                else:
+                    t_arr += gap(rs, slot, arr_code, arr_f, False)
+            continue
+        if due < 0:
+            break
+        # dispatch node `due`'s batch to its earliest free instance
+        n = due
+        when = nt[slot, n]
+        k = nk[slot, n]
+        inst = 0
+        for j in range(1, node_i[n, _C_I]):
+            if free[slot, n, j] < free[slot, n, inst]:
+                inst = j
+        s = service(rs, slot, n, k, node_i, node_f, mean, emp_off, emp_cnt, emp_scale,
+                    pool)
+        done = when + s
+        free[slot, n, inst] = done
+        busy_k[slot, n, inst] = k
+        if when >= t_warm and when <= t_end:
+            add(bhist, (section, k), 1)
+            batches += 1.0
+        if t_warm < math.inf and t_end == math.inf:
+            busy += done - when
+        over = node_f[n, _OVER_F]     # added after the difference, as the reference engines do
+        head = qhead[slot, n]
+        if record:
+            rec_batch[dispatched, 0] = when
+            rec_batch[dispatched, 1] = s
+            rec_batch_i[dispatched, 0] = k
+            rec_batch_i[dispatched, 1] = n
+        dispatched += 1
+        for _ in range(k):
+            a = qbuf[slot, n, head]
+            if record:
+                rec_sojourn[qidx[slot, n, head]] = done - a + over
+            head = (head + 1) & mask
+            if a >= t_warm and a <= t_end:
+                x = done - a + over
+                soj_sum += x
+                served += 1.0
+                b = 0
+                if x > 0.0:
+                    z = (math.log(x) - hist_lo) / hist_step + 1.0
+                    if z < 1.0:
+                        b = 0
+                    elif z >= bins - 1:
+                        b = bins - 1
+                    else:
+                        b = int(z)
+                add(hist, (section, b), 1)
+        qhead[slot, n] = head
+        qlen[slot, n] -= k
+        decide(slot, n, node_i, node_f, pref, qbuf, qhead, qlen, free, nt, nk, mask)
+        due = -1
+        t_due = math.inf
+        for m in range(nodes):
+            if nt[slot, m] < t_due:
+                t_due = nt[slot, m]
+                due = m
+    stats[r, _BUSY] = busy
+    stats[r, _SUM] = soj_sum
+    stats[r, _SERVED] = served
+    stats[r, _REJ] = rejected
+    stats[r, _BATCHES] = batches
