@@ -10,13 +10,16 @@
 #     bash benchmarks/gpu_check.sh [FOLDER]
 # The device tool's machines hold numpy, scipy, numba-cuda and CuPy; qmodel runs from the
 # checkout (PYTHONPATH), nothing is installed. Each step has its own time limit, so one
-# that hangs leaves the others their time.
+# that hangs leaves the others their time. STEPS="speed profiles" runs only those steps,
+# WORKLOADS="item-tower" only those profiles, SPEED_BACKENDS="numpy,cpu" only those.
 set -u
 folder=${1:-benchmarks/results/gpu-check}
 work=$(mktemp -d)
 mkdir -p "$folder"
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
 py=${PYTHON:-python3}
+steps=${STEPS:-tests speed profiles}
+workloads=${WORKLOADS:-user-tower item-tower scoring}
 
 {
     date -u +"%Y-%m-%d %H:%M UTC"
@@ -30,26 +33,32 @@ numpy.__version__, 'numba', numba.__version__)" 2>&1
 } > "$work/device.txt"
 cat "$work/device.txt"
 
+case " $steps " in *" tests "*)
 echo "== 1. GPU tests"
 timeout 150 $py -m pytest -q -p no:cacheprovider -o addopts="" -m "not slow" \
     tests/test_compiled.py tests/test_profile.py -k "cuda or gpu or cupy" 2>&1 \
-    | tee "$work/tests.txt"
+    | tee "$work/tests.txt" ;;
+esac
 
+case " $steps " in *" speed "*)
 echo "== 2. simulator speed"
 timeout 180 $py benchmarks/sim_speed.py --no-peers --repeat 1 --cases a,b,c \
-    --backends numpy,cpu,gpu --big numpy=16000000,cpu=320000000,gpu=4000000000 2>&1 \
-    | tee "$work/sim_speed.txt"
+    --backends "${SPEED_BACKENDS:-numpy,cpu,gpu}" \
+    --big numpy=16000000,cpu=320000000,gpu=4000000000 2>&1 \
+    | tee "$work/sim_speed.txt" ;;
+esac
 
+case " $steps " in *" profiles "*)
 echo "== 3. GPU profiles"
-for workload in user-tower item-tower scoring; do
-    timeout 60 $py -m qmodel.cli profile --workload "$workload" --backend cupy --cuda-graph \
+for workload in $workloads; do
+    timeout 150 $py -m qmodel.cli profile --workload "$workload" --backend cupy --cuda-graph \
         --batch-sizes 1-64 --concurrency 1,2,4 --repeats 15 --warmup 3 \
         --out "$work/gpu-$workload.json" > "$work/profile-$workload.txt" 2>&1
     grep -E "^(check|concurrency|  fitted|error|item|user|scoring)" \
         "$work/profile-$workload.txt" | head -20
-done
+done ;;
+esac
 
 tar czf "$folder/gpu-check.tgz" -C "$work" .
-cp "$work"/device.txt "$work"/tests.txt "$work"/sim_speed.txt "$folder"/
-cat "$work"/profile-*.txt > "$folder/profiles.txt"
+cp "$work"/*.txt "$folder"/ 2>/dev/null
 echo "wrote $folder"

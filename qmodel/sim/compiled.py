@@ -52,6 +52,8 @@ GPU_MAX_REPLICAS = 1 << 18
 # kernel's compilation and launch cost more than the CPU's run.
 GPU_AUTO_REQUESTS = 50_000_000
 GPU_BLOCK = 128
+# Entries of 8 bytes in a 64-byte cache line.
+CACHE_LINE = 8
 # Rows of histogram counters per section on the GPU (summed on the host).
 HIST_COPIES = 8
 # Queue room per node per replica, grown four-fold (and the run repeated) when a queue
@@ -306,16 +308,22 @@ def _run(target, replicas, sections, nodes, tables, arr_code, arr_f, trace, offs
     ``record`` (one replica), the request and batch records."""
     slots = sections if target == "cpu" else replicas
     out = {"hist": np.zeros((sections, bins), dtype=np.int64),
-           "bhist": np.zeros((sections, bmax + 1), dtype=np.int64),
+           "bhist": np.zeros((sections, bmax + 1 + CACHE_LINE), dtype=np.int64),
            "stats": np.zeros((replicas, len(STAT)))}
     n = int(totals[0]) if record else 1
     rec = {"rec_sojourn": np.full(n, np.nan), "rec_node": np.full(n, -1, dtype=np.int64),
            "rec_batch": np.zeros((n, 2)), "rec_batch_i": np.zeros((n, 2), dtype=np.int64)}
-    scratch = [np.zeros((slots, nodes, room)), np.zeros((slots, nodes), dtype=np.int64),
-               np.zeros((slots, nodes), dtype=np.int64), np.zeros((slots, nodes, cmax)),
-               np.zeros((slots, nodes, cmax), dtype=np.int64), np.zeros((slots, nodes)),
-               np.zeros((slots, nodes), dtype=np.int64),
-               np.zeros((slots, nodes), dtype=np.int64), np.zeros((slots, 2), dtype=np.uint64)]
+    # On the CPU each section's rows are padded past a cache line (8 entries): threads
+    # writing neighbouring rows would otherwise share lines and stall each other (16 cores
+    # ran at 18 M/s unpadded, about one core's speed).
+    pad = CACHE_LINE if target == "cpu" else 0
+    scratch = [np.zeros((slots, nodes, room)), np.zeros((slots, nodes + pad), dtype=np.int64),
+               np.zeros((slots, nodes + pad), dtype=np.int64),
+               np.zeros((slots, nodes, cmax + pad)),
+               np.zeros((slots, nodes, cmax + pad), dtype=np.int64),
+               np.zeros((slots, nodes + pad)), np.zeros((slots, nodes + pad), dtype=np.int64),
+               np.zeros((slots, nodes + pad), dtype=np.int64),
+               np.zeros((slots, 2 + pad), dtype=np.uint64)]
     qidx = np.zeros((slots, nodes, room) if record else (1, 1, 1), dtype=np.int64)
     args = [nodes, *tables, arr_code, arr_f, trace, offsets, router_i, cum, totals, first,
             last, seeds, out["hist"], hist_lo, hist_step, out["bhist"], out["stats"], *scratch,
@@ -325,7 +333,8 @@ def _run(target, replicas, sections, nodes, tables, arr_code, arr_f, trace, offs
         return {**out, **rec}
     cuda = _cuda()
     rows = {id(out["hist"]): np.zeros((sections * HIST_COPIES, bins), dtype=np.int64),
-            id(out["bhist"]): np.zeros((sections * HIST_COPIES, bmax + 1), dtype=np.int64)}
+            id(out["bhist"]): np.zeros((sections * HIST_COPIES, bmax + 1 + CACHE_LINE),
+                                       dtype=np.int64)}
     args = [rows.get(id(a), a) for a in args]
     # The scratch is allocated on the device, uninitialised (each replica sets up its own),
     # column-major: a thread's state is column `slot` of each array, so the threads of a warp
