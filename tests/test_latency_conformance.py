@@ -26,6 +26,8 @@ def _instances():
     gamma = qm.ServiceTime.affine(2e-3, jitter=("gamma", 0.5))
     return {
         "SampledLatency": qm.simulate(NODE, rate=0.7 * NODE.capacity, requests=200_000, seed=3),
+        "HistogramLatency": qm.simulate(NODE, rate=0.7 * NODE.capacity, requests=200_000, seed=3,
+                                        engine="compiled"),
         # the distributions as they are, also outside the measured domains
         "BatchNodeLatency": qm.predict(NODE, rate=0.7 * NODE.capacity, extrapolate=True),
         "LatticeLatency": th.gig1(300.0, lognormal, arrival_scv=0.5),

@@ -309,3 +309,27 @@ def test_qmodel_size_reads_a_toml_spec(tmp_path, capsys):
         assert message in capsys.readouterr().err, body
     assert main(["size", "--spec", str(tmp_path / "none.toml")]) == 2
     assert "cannot read it" in capsys.readouterr().err
+
+
+def test_verify_all_simulates_the_cheaper_shortlist_and_never_costs_more():
+    """verify='all' simulates every cheaper candidate the model put within SHORTLIST_RATIO of
+    the SLO: its plan costs at most what verify=True's does, and where it stays, the notes
+    say how many cheaper candidates were simulated and missed."""
+    from qmodel.sizing.search import SHORTLIST_RATIO
+
+    svc = qm.ServiceTime.affine(2e-3, 0.2e-3, jitter=("lognormal", 0.2))
+    kw = dict(rate=6000.0, slo={"p95": 5e-3}, nodes=range(1, 9), gpus_per_node=2,
+              instances_per_gpu=(1, 2), max_batch_size=(4, 16), max_queue_delay=(0, 1e-3),
+              routers=("random",), verify_requests=400_000, sharing="independent")
+    plain = qm.size(svc, verify=True, **kw)
+    every = qm.size(svc, verify="all", **kw)
+    assert plain.feasible and every.feasible
+    assert every.cost <= plain.cost
+    for _, sim in every.verified:       # the plan's own simulations meet the SLO
+        assert sim.ci(0.95)[1] <= 5e-3
+    note = [n for n in every.notes if "verify='all'" in n]
+    assert note, every.notes
+    if every.cost == plain.cost:
+        assert f"within {SHORTLIST_RATIO:g} x the targets simulated, none met" in note[-1]
+    with pytest.raises(ValueError, match="verify='yes'.*'all'"):
+        qm.size(svc, verify="yes", **kw)

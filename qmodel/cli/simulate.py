@@ -29,7 +29,10 @@ def add_arguments(parser) -> None:
     g.add_argument("--replicas", type=read_count, default=None, metavar="R",
                    help="independent replicas (default: automatic)")
     g.add_argument("--warmup", type=read_real, default=0.1, metavar="FRACTION")
-    g.add_argument("--backend", default="auto", choices=["auto", "numpy", "cupy"])
+    g.add_argument("--backend", default="auto", choices=["auto", "numpy", "cupy", "cpu", "gpu"],
+                   help="numpy/cupy: the vectorised engines on that array library; cpu/gpu: "
+                        "the compiled engine (Numba) on the CPU's cores or a GPU; auto: the "
+                        "GPU for runs of 50 M requests or more where one is present, else numpy")
     g.add_argument("--json", action="store_true", help="print JSON instead of a table")
     g.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help=f"progress bar (default: on from {PROGRESS_FROM:.0e} requests)")

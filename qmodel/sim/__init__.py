@@ -1,4 +1,4 @@
-"""The Monte Carlo engine: Triton's batching rules, vectorised over independent replicas."""
+"""The Monte Carlo engine: Triton's batching rules over independent replicas, vectorised or compiled."""
 
 from .backend import get_backend, gpu_available
 from .run import Replay, replay, simulate

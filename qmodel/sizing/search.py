@@ -59,13 +59,19 @@ __all__ = ["size", "exhaustive"]
 
 # verifying simulations before the search gives up on the model's plans
 MOST_VERIFICATIONS = 24
+# verify="all": cheaper candidates whose trusted quantiles lie within this factor of their
+# targets are simulated (the model's error statements reach about 20%; the factor leaves
+# room for answers outside their domain).
+SHORTLIST_RATIO = 1.5
+# verify="all" on a GPU: requests per verifying simulation (seconds of a GPU's time)
+GPU_VERIFY_REQUESTS = 200_000_000
 
 
 def size(service, rate=None, slo=None, *, nodes=range(1, 65), gpus_per_node: int = 1,
          instances_per_gpu=(1,), max_batch_size=DEFAULT_BATCHES,
          max_queue_delay=DEFAULT_DELAYS, preferred_batch_sizes=((),),
          routers=("round_robin",), cost_per_gpu: float = 1.0, network: float = 0.0,
-         peak: float = 1.0, failures: int = 0, verify: bool = True,
+         peak: float = 1.0, failures: int = 0, verify: bool | str = True,
          verify_requests: int = 1_000_000, seed: int = 1, executor=None, budget=None,
          profiles=None, sharing: str | None = None, traffic=None, autoscale=None,
          window: float = 60.0) -> Plan:
@@ -100,8 +106,13 @@ def size(service, rate=None, slo=None, *, nodes=range(1, 65), gpus_per_node: int
         autoscaler every rate of the traffic is.
     failures : int
         Nodes that may be down while the SLO still holds (not with ``autoscale``).
-    verify : bool
-        Simulate the chosen plan (and the best one node cheaper) before answering.
+    verify : bool or "all"
+        True: simulate the chosen plan (and the best one node cheaper) before answering.
+        "all": then also simulate every cheaper candidate whose trusted prediction lies
+        within :data:`SHORTLIST_RATIO` of its targets, cheapest first, each with
+        ``verify_requests`` (or :data:`GPU_VERIFY_REQUESTS` on a GPU, where the compiled
+        engine makes such runs cheap): the cheapest whose simulated 95% CI upper ends meet
+        the SLO is the plan, so that the model's margin costs no node.
     verify_requests, seed : int
         The verification's runs.
     executor : concurrent.futures.Executor, optional
@@ -184,9 +195,17 @@ def size(service, rate=None, slo=None, *, nodes=range(1, 65), gpus_per_node: int
         configs, notes, per_config = _pod_configs(service, profiles, space, budget)
     else:
         configs, notes, per_config = _node_configs(service, space)
+    if verify not in (True, False, "all"):
+        raise ValueError(f"verify={verify!r}: use True (simulate the plan and the best one "
+                         "node cheaper), False, or 'all' (simulate every cheaper candidate "
+                         "the model put within reach of the SLO)")
+    if verify == "all" and (autoscale is not None or isinstance(service, Ensemble)):
+        raise ValueError("verify='all' sizes nodes at a steady rate or range; for ensembles "
+                         "and autoscaling use verify=True")
     search = _Search(space, configs, budget)
     search.run(executor)
-    plan = search.plan(notes, verify, verify_requests, seed, per_config * len(space.counts))
+    plan = search.plan(notes, bool(verify), verify_requests, seed,
+                       per_config * len(space.counts), every=verify == "all")
     if autoscale is not None:
         from .autoscale import plan_autoscaled
 
@@ -463,7 +482,39 @@ class _Search:
                 f"{self.space.failures} {what} down: every SLO quantile's 95% CI upper end "
                 "meets its target" + (" plus the network budget" if self.space.network else ""))
 
-    def plan(self, notes, verify, verify_requests, seed, candidates_total) -> Plan:
+    def shortlist(self, chosen) -> list:
+        """verify="all": cheaper candidates within SHORTLIST_RATIO, cheapest first, each
+        evaluated over the whole range."""
+        cheaper = [(ci, c) for (ci, n), c in self.seen.items()
+                   if c.cost < chosen.cost and n - self.space.failures >= 1
+                   and c.worst_ratio <= SHORTLIST_RATIO and (ci, n) not in self.rejected]
+        full = [self.evaluate(ci, c.nodes, complete=True) for ci, c in cheaper]
+        return sorted((c for c in full if c.worst_ratio <= SHORTLIST_RATIO),
+                      key=lambda c: (c.cost, c.worst_ratio))
+
+    def simulate_all(self, chosen, sims, verification, notes, verify_requests, seed):
+        """verify="all": the cheapest short-listed candidate whose simulations meet the SLO
+        replaces ``chosen``; returns (chosen, sims, verification, notes)."""
+        from ..sim.compiled import gpu_present
+
+        requests = max(verify_requests, GPU_VERIFY_REQUESTS) if gpu_present() else \
+            verify_requests
+        tried = 0
+        for candidate in self.shortlist(chosen):
+            found = self.simulate_candidate(candidate, requests, seed)
+            tried += 1
+            if not self.misses(found[-1][1]):
+                notes = (*notes, f"{candidate.nodes} x {knobs(candidate.node)} "
+                                 f"({candidate.router}): the model's margin put it at "
+                                 f"{candidate.worst_ratio:.2f} x its target, but its "
+                                 "simulation meets the SLO: taken (verify='all')")
+                return (candidate, tuple(found), self.verified_text(found, seed), notes)
+        notes = (*notes, f"verify='all': {tried} cheaper candidate(s) within "
+                         f"{SHORTLIST_RATIO:g} x the targets simulated, none met the SLO")
+        return chosen, sims, verification, notes
+
+    def plan(self, notes, verify, verify_requests, seed, candidates_total,
+             every=False) -> Plan:
         space = self.space
         chosen, sims, verification, rival = None, (), "not verified (verify=False)", None
         rival_rate = 0.0
@@ -510,6 +561,11 @@ class _Search:
                              "simulation meets the SLO: taken, one node fewer")
             chosen, sims, rival = best, tuple(rival_sims), None
             verification = self.verified_text(rival_sims, seed)
+        if chosen is not None and every:
+            chosen, sims, verification, notes = self.simulate_all(
+                chosen, sims, verification, notes, verify_requests, seed)
+            if rival is not None and rival[0].cost >= chosen.cost:
+                rival = None
         if chosen is not None and chosen.extrapolated:
             notes = (*notes, "the plan lies outside the measured domain of its model's family: "
                              "the model's own answer ranked it"
