@@ -443,7 +443,7 @@ class HistogramLatency(Latency):
     >>> r = HistogramLatency(counts, lo, res, float(x.mean()), model="simulation",
     ...                      method="demo", accuracy=Accuracy("simulation", "demo"),
     ...                      throughput=1.0, utilization=0.5, batch_size_distribution={1: 1})
-    >>> abs(r.p50 / np.quantile(x, 0.5) - 1) < 5e-4
+    >>> bool(abs(r.p50 / np.quantile(x, 0.5) - 1) < 5e-4)
     True
     >>> lo99, hi99 = r.ci(0.99)
     >>> bool(lo99 < np.log(100) < hi99)
@@ -490,10 +490,11 @@ class HistogramLatency(Latency):
         n = int(cum[-1])
         rank = _rank(p, n) + 1                # the rank-th smallest request
         b = np.searchsorted(cum, rank, side="left")
-        if np.any(b >= cum.size - 1):
-            raise ValueError(f"a quantile lies beyond the histogram's last edge "
-                             f"({self._edge(cum.size - 1):.3g} s); the latency range is "
-                             "wider than the compiled engine counts")
+        if np.any(b >= cum.size - 1) or np.any(b == 0):
+            raise ValueError(f"a quantile lies outside the histogram's bins "
+                             f"({self.lo:.3g} s to {self._edge(cum.size - 1):.3g} s): the "
+                             "latencies are outside the range the compiled engine counts; "
+                             "simulate with engine='lookahead' or 'events'")
         return self._centre(b)
 
     def _edge(self, b):
@@ -505,7 +506,8 @@ class HistogramLatency(Latency):
         # quantiles invert each other as an empirical distribution's do.
         t = np.asarray(t, dtype=float)
         with np.errstate(divide="ignore"):
-            z = np.floor(np.log(np.maximum(t, 1e-300) / self.lo) / self._log_step + 0.5)
+            # + 1e-9 of a bin: a bin's own centre, given back, rounds into that bin
+            z = np.floor(np.log(np.maximum(t, 1e-300) / self.lo) / self._log_step + 0.5 + 1e-9)
         b = np.where(t >= self.lo / 2, np.clip(z, 0, self._total.size - 1), -1).astype(np.int64)
         return np.where(b >= 0, self._cum[np.maximum(b, 0)], 0) / self.requests
 

@@ -198,43 +198,74 @@ class Profile:
             out[k] = (float(q2), float(q3 - q1) / 2)
         return out
 
-    def check(self) -> list[str]:
+    def check(self, alpha: float = 0.01) -> list[str]:
         """What makes the profile untrustworthy, one line each (empty: nothing found).
 
         A batch cannot take less time than a smaller one of the same work, and m copies
-        sharing a device cannot each run faster than one copy alone: where a median lies
-        below such a bound by more than the two sizes' spreads together, the timing measured
-        something else (launch gaps, cold clocks, a drift over the run).
+        sharing a device cannot each run faster than one copy alone. Each size's median gets
+        a distribution-free confidence interval from its order statistics (the binomial
+        interval, which holds for bimodal and quantised timings alike), at a level that
+        makes the chance of flagging a profile that is monotone in truth at most ``alpha``
+        however many sizes it has (Bonferroni over every pair compared). A size is flagged
+        where its interval lies wholly below a smaller size's (or one copy's). Where the
+        runs per size are too few to reach that level, the check says so instead.
 
         Examples
         --------
-        >>> p = Profile("w", "cpu", {}, {1: {1: [1.0, 1.1, 0.9], 2: [0.5, 0.52, 0.48]}})
+        >>> fast = [0.50, 0.51, 0.49, 0.52, 0.48] * 6
+        >>> p = Profile("w", "cpu", {}, {1: {1: [x + 0.5 for x in fast], 2: fast}})
         >>> p.check()
-        ['concurrency 1: S(2) median 500 ms is below S(1) median 1000 ms by more than their spreads (not monotone in k)']
+        ["concurrency 1: S(2) median 500 ms lies below S(1) median 1000 ms beyond both medians' 99% intervals (not monotone in k)"]
         """
-        findings = []
-        for m in sorted(self.samples):
-            rows = self.spread(m)
-            top = None                  # the size with the highest lower bound so far
-            for k, (median, half) in rows.items():
-                if top is not None and median + half < top[1] - top[2]:
-                    findings.append(
-                        f"concurrency {m}: S({k}) median {median * 1e3:.4g} ms is below "
-                        f"S({top[0]}) median {top[1] * 1e3:.4g} ms by more than their spreads "
-                        "(not monotone in k)")
-                if top is None or median - half > top[1] - top[2]:
-                    top = (k, median, half)
+        from scipy import stats
+
+        levels = sorted(self.samples)
+        pairs = sum(len(self.samples[m]) * (len(self.samples[m]) - 1) // 2 for m in levels)
         if 1 in self.samples:
-            alone = self.spread(1)
-            for m in sorted(self.samples):
+            pairs += sum(len(self.samples[m]) for m in levels if m != 1)
+        level = alpha / max(pairs, 1)       # per comparison, both intervals together
+        fewest = min(len(v) for m in levels for v in self.samples[m].values())
+        # the interval [x_(l), x_(n+1-l)] misses the median with probability 2 P(Bin < l)
+        each = level / 2
+        needed = math.ceil(math.log2(2 / each))
+        if fewest < needed:
+            return [f"too few runs per size to check ({fewest}; {needed} are needed for the "
+                    f"medians' intervals at this profile's {pairs} comparisons): raise "
+                    "repeats"]
+
+        def interval(values):
+            x = np.sort(values)
+            n = x.size
+            low = int(stats.binom.ppf(each / 2, n, 0.5))     # P(Bin < low) <= each / 2
+            while low > 0 and stats.binom.cdf(low - 1, n, 0.5) > each / 2:
+                low -= 1
+            low = max(low, 1)
+            return float(np.median(x)), float(x[low - 1]), float(x[n - low])
+
+        findings = []
+        for m in levels:
+            rows = [(k, interval(v)) for k, v in sorted(self.samples[m].items())]
+            for i, (k, (median, lo, hi)) in enumerate(rows):
+                above = [(j, row) for j, row in rows[:i] if row[1] > hi]
+                if above:
+                    j, row = max(above, key=lambda item: item[1][1])
+                    findings.append(
+                        f"concurrency {m}: S({k}) median {median * 1e3:.4g} ms lies below "
+                        f"S({j}) median {row[0] * 1e3:.4g} ms beyond both medians' "
+                        f"{1 - alpha:.0%} intervals (not monotone in k)")
+        if 1 in self.samples:
+            alone = {k: interval(v) for k, v in self.samples[1].items()}
+            for m in levels:
                 if m == 1:
                     continue
-                for k, (median, half) in self.spread(m).items():
-                    if k in alone and median + half < alone[k][0] - alone[k][1]:
+                for k, v in sorted(self.samples[m].items()):
+                    median, lo, hi = interval(v)
+                    if k in alone and alone[k][1] > hi:
                         findings.append(
-                            f"concurrency {m}: S({k}) median {median * 1e3:.4g} ms is below "
-                            f"one copy's {alone[k][0] * 1e3:.4g} ms by more than their "
-                            "spreads (copies sharing the device ran faster than one alone)")
+                            f"concurrency {m}: S({k}) median {median * 1e3:.4g} ms lies below "
+                            f"one copy's {alone[k][0] * 1e3:.4g} ms beyond both medians' "
+                            f"{1 - alpha:.0%} intervals (copies sharing the device ran "
+                            "faster than one alone)")
         return findings
 
     def _at(self, concurrency: int) -> dict:

@@ -281,3 +281,88 @@ def test_cuda_target_on_a_gpu_counts_what_the_cpu_counts():
     if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1" or not gpu_present():
         pytest.skip("no GPU: the CUDA target runs under the simulator in the test above")
     _check_cuda(_run_cuda(300_000, {}), exact=False)
+
+
+# ---- defects found by review -----------------------------------------------------------------
+def test_a_trace_replayed_in_part_is_planned_on_the_part():
+    """A Trace longer than ``requests``: the replicas, phase and cool-down come from the
+    arrivals replayed, as in the reference engines (planned on the whole trace's rate, the
+    compiled engine cut 100 short replicas where the reference cut 8, and read p99 10% low)."""
+    node = qm.Node(AFF(2e-3, 0.3e-3), max_batch_size=8, max_queue_delay=1e-3)
+    head = np.arange(60_000) / (0.8 * node.capacity)          # deterministic, then a long gap
+    times = np.concatenate([head, head[-1] + 1.0 + np.arange(5) * 100.0])
+    got = qm.simulate(node, arrivals=qm.Trace(times), requests=60_000, engine="compiled")
+    ref = qm.simulate(node, arrivals=qm.Trace(times), requests=60_000, engine="lookahead")
+    assert got.accuracy.simulation.replicas == ref.accuracy.simulation.replicas
+    assert got.p99 == pytest.approx(ref.p99, rel=2 * got.resolution)
+    assert got.mean == pytest.approx(ref.mean, rel=1e-6)      # the reference keeps float32
+
+
+def test_a_large_queue_limit_costs_no_memory_until_the_queue_grows():
+    node = qm.Node(AFF(2e-3, 0.3e-3), max_batch_size=8, max_queue_size=100_000_000)
+    got = qm.simulate(node, rate=0.3 * node.capacity, requests=50_000, seed=1,
+                      engine="compiled")
+    ref = qm.simulate(node, rate=0.3 * node.capacity, requests=50_000, seed=1, engine="events")
+    assert got.p99 == pytest.approx(ref.p99, rel=0.05)
+
+
+def test_queues_that_outgrow_their_room_are_rerun_with_more(monkeypatch):
+    """Queues that outgrow the first room (made small here) repeat the run with four times
+    the room, until they fit, and give the same answer as with room to spare."""
+    from qmodel.sim import compiled
+
+    node = qm.Node(AFF(1e-3, 0.1e-3), max_batch_size=4, instances=2)
+    kw = dict(rate=0.9 * node.capacity, requests=200_000, seed=2, engine="compiled")
+    roomy = qm.simulate(node, **kw)
+    calls = []
+    run = compiled._run
+    monkeypatch.setattr(compiled, "FIRST_QUEUE_ROOM", 2)
+    monkeypatch.setattr(compiled, "_run", lambda *a, **k: calls.append(a[-1]) or run(*a, **k))
+    tight = qm.simulate(node, **kw)
+    assert calls[0] == 16 and len(calls) >= 2 and calls[1] == 64     # 4 B, then grown
+    assert tight.p99 == roomy.p99 and tight.mean == roomy.mean
+
+
+def test_one_section_beyond_the_bins_does_not_lose_the_run():
+    node = qm.Node(AFF(60.0, jitter="exponential"))
+    with pytest.warns(qm.ShortRunWarning):
+        r = qm.simulate(node, rate=0.99995 / 60.0, requests=20_000, seed=1, engine="compiled")
+    assert r.p50 > 0
+
+
+def test_histogram_cdf_and_quantile_invert_each_other_at_every_level():
+    node = qm.Node(AFF(1e-3, jitter="exponential"))
+    r = qm.simulate(node, rate=800.0, requests=200_000, seed=4, engine="compiled")
+    levels = np.linspace(0.001, 0.999, 999)
+    assert np.all(r.cdf(r.quantile(levels)) >= levels)
+
+
+def test_deterministic_arrivals_and_service_with_a_queue_limit_plan_their_replicas():
+    node = qm.Node(qm.ServiceTime.table({1: 3.85527e-3, 9: 10.0237e-3}), max_batch_size=8,
+                   max_queue_delay=1e-4, preferred_batch_sizes=(2, 4), instances=2,
+                   max_queue_size=32)
+    for engine in ("compiled", "events"):
+        r = qm.simulate(node, arrivals=qm.Renewal(1.3 * node.capacity, 0.0),
+                        requests=100_000, seed=8, engine=engine)
+        assert 0.2 < r.rejection_fraction < 0.3
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    (dict(engine="lookahead", backend="cpu"), "backend='cpu' runs the compiled engine; "
+                                              "engine='lookahead' runs on backend='numpy'"),
+    (dict(engine="compiled", backend="numpy"), "engine='compiled' runs on backend='cpu'"),
+])
+def test_engine_and_backend_that_do_not_go_together_are_refused(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        qm.simulate(RULES["delay"], rate=100.0, requests=10_000, **kwargs)
+
+
+def test_traffic_on_the_compiled_backends_is_refused_by_name():
+    with pytest.raises(ValueError, match="does not simulate a Traffic yet"):
+        qm.simulate(RULES["delay"], arrivals=qm.Traffic.constant(100.0, 10.0), backend="cpu")
+
+
+def test_replay_of_an_ensemble_says_what_runs_it():
+    ens = qm.Ensemble({"a": RULES["delay"], "b": RULES["greedy"]})
+    with pytest.raises(ValueError, match="not an Ensemble"):
+        qm.replay(ens, [0.0, 0.001])

@@ -224,7 +224,13 @@ def _arrivals(source):
 
 
 def _replica_plan(cluster, source, requests, replicas, warmup, target, rng):
-    """Replicas, and for each its arrivals, its measured arrival indices and trace offset."""
+    """Replicas, and for each its arrivals, its measured arrival indices and trace offset.
+
+    A Trace is planned on the ``requests`` arrivals it replays, as the reference engines do;
+    its later arrivals serve only as cool-down."""
+    stream = source
+    if isinstance(source, Trace) and requests < source.times.size:
+        source = Trace(source.times[:requests])
     if replicas is None and target == "gpu" and not isinstance(source, Trace):
         per_node = arrivals_per_replica_node(cluster, source.rate, source.scv, warmup)
         wanted = int(requests // (len(cluster.nodes) * per_node))
@@ -235,7 +241,7 @@ def _replica_plan(cluster, source, requests, replicas, warmup, target, rng):
     if isinstance(source, Trace):
         cuts = np.linspace(0, requests, replicas + 1).astype(np.int64)
         counts = np.diff(cuts)
-        totals = np.minimum(cuts[1:] + cool, source.times.size) - cuts[:-1]
+        totals = np.minimum(cuts[1:] + cool, stream.times.size) - cuts[:-1]
         start = np.zeros(replicas, dtype=np.int64)
         offsets = cuts[:-1].copy()
     else:
@@ -254,18 +260,19 @@ def simulate_compiled(cluster, source, requests: int, seed, replicas, warmup: fl
                       backend: str = "auto") -> HistogramLatency:
     """Run the compiled engine; the arguments are :func:`qmodel.simulate`'s, checked there.
 
-    ``backend``: "cpu" (or "numpy"), "gpu" (or "cupy"), or "auto" (the GPU where Numba's
-    CUDA target answers and the run is large, else the CPU).
+    ``backend``: "cpu", "gpu", or "auto" (the GPU where Numba's CUDA target answers and the
+    run is large, else the CPU).
     """
     why = unsupported(cluster, source)
     if why is not None:
         raise ValueError(f"engine='compiled' cannot run this system: {why}")
-    target = {"cpu": "cpu", "numpy": "cpu", "gpu": "gpu", "cupy": "gpu"}.get(backend)
+    target = {"cpu": "cpu", "gpu": "gpu"}.get(backend)
     if backend == "auto":
         target = "gpu" if requests >= GPU_AUTO_REQUESTS and gpu_present() else "cpu"
     if target is None:
-        raise ValueError(f"backend={backend!r} is unknown for the compiled engine; use 'auto', "
-                         "'cpu' or 'gpu'")
+        raise ValueError(f"engine='compiled' runs on backend='cpu', 'gpu' or 'auto', not "
+                         f"{backend!r} ('numpy' and 'cupy' are the vectorised engines' array "
+                         "libraries)")
     if target == "gpu" and not gpu_present():
         raise ValueError("backend='gpu' needs Numba's CUDA target and a GPU (pip install "
                          "qmodel[gpu]), or NUMBA_ENABLE_CUDASIM=1 for the CUDA simulator")
@@ -277,14 +284,16 @@ def simulate_compiled(cluster, source, requests: int, seed, replicas, warmup: fl
     tables, bmax, cmax = _tables(cluster)
     router_i, cum = _router(cluster)
     arr_code, arr_f = _arrivals(source)
-    trace = source.times if isinstance(source, Trace) else np.zeros(1)
+    # a writable copy: a read-only array would compile the engine a second time
+    trace = np.array(source.times, dtype=float) if isinstance(source, Trace) else np.zeros(1)
     nodes = len(cluster.nodes)
     sections = min(replicas, MAX_SECTIONS)
     bins = int(math.ceil(math.log(HIST_HI / HIST_LO) / math.log1p(RESOLUTION))) + 2
     hist_lo, hist_step = math.log(HIST_LO), math.log1p(RESOLUTION)
+    # Queue room starts small whatever max_queue_size allows and grows where a queue fills
+    # it (a limit of 10^8 is legal, and its queue rarely holds more than a few batches).
     room = FIRST_QUEUE_ROOM
-    largest_limit = max(n.max_queue_size for n in cluster.nodes)
-    while room < max(largest_limit, 4 * bmax):
+    while room < 4 * bmax:
         room *= 2
     while True:
         out = _run(target, replicas, sections, nodes, tables, arr_code, arr_f, trace, offsets,
@@ -308,7 +317,7 @@ def _run(target, replicas, sections, nodes, tables, arr_code, arr_f, trace, offs
     ``record`` (one replica), the request and batch records."""
     slots = sections if target == "cpu" else replicas
     out = {"hist": np.zeros((sections, bins), dtype=np.int64),
-           "bhist": np.zeros((sections, bmax + 1 + CACHE_LINE), dtype=np.int64),
+           "bhist": np.zeros((sections, 2 * (bmax + 1) + CACHE_LINE), dtype=np.int64),
            "stats": np.zeros((replicas, len(STAT)))}
     n = int(totals[0]) if record else 1
     rec = {"rec_sojourn": np.full(n, np.nan), "rec_node": np.full(n, -1, dtype=np.int64),
@@ -333,12 +342,18 @@ def _run(target, replicas, sections, nodes, tables, arr_code, arr_f, trace, offs
         return {**out, **rec}
     cuda = _cuda()
     rows = {id(out["hist"]): np.zeros((sections * HIST_COPIES, bins), dtype=np.int64),
-            id(out["bhist"]): np.zeros((sections * HIST_COPIES, bmax + 1 + CACHE_LINE),
+            id(out["bhist"]): np.zeros((sections * HIST_COPIES, 2 * (bmax + 1) + CACHE_LINE),
                                        dtype=np.int64)}
     args = [rows.get(id(a), a) for a in args]
     # The scratch is allocated on the device, uninitialised (each replica sets up its own),
     # column-major: a thread's state is column `slot` of each array, so the threads of a warp
     # touch neighbouring addresses.
+    need = sum(a.nbytes for a in scratch) + out["stats"].nbytes
+    free, _ = cuda.current_context().get_memory_info()
+    if need > 0.9 * free:
+        raise ValueError(f"the compiled engine needs {need / 2**30:.1f} GiB of GPU memory for "
+                         f"{replicas:,} replicas and has {free / 2**30:.1f} GiB free: ask for "
+                         "fewer replicas (replicas=) or fewer requests")
     on_device = {id(a): cuda.device_array(a.shape, a.dtype, order="F") for a in scratch}
     device = [on_device[id(a)] if id(a) in on_device else
               cuda.to_device(a) if isinstance(a, np.ndarray) else a for a in args]
@@ -363,8 +378,8 @@ def replay_compiled(cluster, times, seed=None, backend: str = "cpu"):
     why = unsupported(cluster, Trace(times))
     if why is not None:
         raise ValueError(f"engine='compiled' cannot run this system: {why}")
-    target = "gpu" if backend in ("gpu", "cupy") else "cpu"
-    times = np.asarray(times, dtype=float)
+    target = "gpu" if backend == "gpu" else "cpu"
+    times = np.array(times, dtype=float)
     rng = np.random.default_rng(seed)
     seeds = rng.integers(1, np.iinfo(np.uint64).max, (1, 2), dtype=np.uint64, endpoint=True)
     tables, bmax, cmax = _tables(cluster)
@@ -389,12 +404,14 @@ def _result(cluster, hist, bhist, stats, replicas, sections, target, requests, a
         raise ValueError("the measured window is empty; raise requests or lower warmup")
     served = float(stats[:, STAT["served"]].sum())
     rejected = float(stats[:, STAT["rejected"]].sum())
-    batches = bhist.sum(axis=0)
+    counts = bhist.sum(axis=0)
+    batches = counts[:bmax + 1]
     if not batches[1:].any() and served:
-        warnings.warn(f"requests={requests} is too short: no batch was dispatched inside the "
-                      f"measured windows ({span / replicas:.3g} s each): {ask}.",
-                      ShortRunWarning, stacklevel=4)
-        batches = np.zeros(bmax + 1)
+        warnings.warn(f"requests={requests} is too short: no batch was dispatched "
+                      f"inside the measured windows ({span / replicas:.3g} s each); the batch "
+                      "statistics count the batches dispatched after the windows that "
+                      f"carried the measured requests: {ask}.", ShortRunWarning, stacklevel=4)
+        batches = counts[bmax + 1:2 * (bmax + 1)]
     instance_count = sum(node.instances for node in cluster.nodes)
     utilization = float(stats[:, STAT["busy"]].sum()) / (span * instance_count)
     if utilization > 1 + 1e-9:
@@ -404,16 +421,18 @@ def _result(cluster, hist, bhist, stats, replicas, sections, target, requests, a
     method = f"simulation (compiled engine, {backend}, {replicas} replicas)"
     metrics = dict(model="simulation", method=method, throughput=served / span,
                    utilization=min(1.0, utilization),
-                   batch_size_distribution={k: int(c) for k, c in enumerate(batches) if c}
-                   or {1: 1},
+                   batch_size_distribution={k: int(c) for k, c in enumerate(batches) if c},
                    rejection_fraction=rejected / max(1.0, rejected + served))
     result = HistogramLatency(hist, HIST_LO, RESOLUTION,
                               float(stats[:, STAT["sojourn_sum"]].sum()) / max(served, 1.0),
                               accuracy=Accuracy("simulation"), **metrics)
     half_width = None
     if result.sections >= 2:
-        lo, hi = result.ci(0.99)
-        half_width = (hi - lo) / 2 / result.p99
+        try:
+            lo, hi = result.ci(0.99)
+            half_width = (hi - lo) / 2 / result.p99
+        except ValueError:      # a section's p99 (or the p99) outside the bins: say nothing
+            half_width = None
     result.accuracy = Accuracy("simulation", simulation=SimulationEstimate(
         requests=int(served), replicas=replicas, p99_half_width=half_width, engine="compiled",
         backend=backend))

@@ -73,8 +73,8 @@ _TWO_M53 = 1.0 / 9007199254740992.0      # 2**-53
 prange = range                           # numba.prange in the CPU driver
 
 
-RULE = ("next_bits", "uniform", "exponential", "normal", "standard_gamma", "service", "gap", "decide",
-        "outstanding", "route", "run_replica")
+RULE = ("next_bits", "uniform", "exponential", "normal", "standard_gamma", "service", "gap",
+        "decide", "outstanding", "route", "run_replica")
 
 
 def add(array, index, value):
@@ -124,11 +124,11 @@ def cpu_driver(jit, add, prange):
     return types.FunctionType(run_sections.__code__, namespace, "run_sections")
 
 
-def run_sections(replicas, sections, nodes, node_i, node_f, pref, mean, emp_off, emp_cnt, emp_scale, pool,
-                  arr_code, arr_f, trace, trace_off, router_i, cum, totals, first_measured,
-                  last_measured, seeds, hist, hist_lo, hist_step, bhist, stats, qbuf, qhead,
-                  qlen, free, busy_k, nt, nk, perm, rs, record, qidx, rec_sojourn, rec_node,
-                  rec_batch, rec_batch_i):
+def run_sections(replicas, sections, nodes, node_i, node_f, pref, mean, emp_off, emp_cnt,
+                 emp_scale, pool, arr_code, arr_f, trace, trace_off, router_i, cum, totals,
+                 first_measured, last_measured, seeds, hist, hist_lo, hist_step, bhist, stats,
+                 qbuf, qhead, qlen, free, busy_k, nt, nk, perm, rs, record, qidx, rec_sojourn,
+                 rec_node, rec_batch, rec_batch_i):
     """Every replica, section by section: section ``sec`` runs its replicas in turn in scratch
     row ``sec`` and counts into histogram row ``sec``, so sections share nothing."""
     for sec in prange(sections):
@@ -284,8 +284,8 @@ def route(rs, slot, i, t, nodes, router_i, cum, rr_start, node_i, qlen, free, bu
             keep = perm[slot, j]
             perm[slot, j] = perm[slot, other]
             perm[slot, other] = keep
-    # ties: the smallest of per-node keys hashed from one random word (splitmix64's
-    # finaliser, Steele, Lea & Flood 2014), a uniformly random tied node
+    # ties: the smallest of per-node keys hashed from one random word (a multiply-xorshift
+    # step of splitmix64, Steele, Lea & Flood 2014), a uniformly random tied node
     bits = next_bits(rs, slot)
     best = -1
     best_count = 0
@@ -296,9 +296,7 @@ def route(rs, slot, i, t, nodes, router_i, cum, rr_start, node_i, qlen, free, bu
             n = perm[slot, j]
         c = outstanding(slot, n, t, node_i, qlen, free, busy_k)
         if best < 0 or c <= best_count:
-            z = bits ^ (np.uint64(n) * _GOLDEN)
-            z = (z ^ (z >> _U30)) * _MIX1
-            z = (z ^ (z >> _U27)) * _MIX2
+            z = (bits + np.uint64(n) * _GOLDEN) * _MIX1
             z = z ^ (z >> _U31)
             if best < 0 or c < best_count or z < best_key:
                 best = n
@@ -417,6 +415,11 @@ def run_replica(r, slot, section, nodes, node_i, node_f, pref, mean, emp_off, em
         if when >= t_warm and when <= t_end:
             add(bhist, (section, k), 1)
             batches += 1.0
+        # Where no window holds a batch of its own, the batch statistics count the batches
+        # from t_warm on that carried the window's requests (qmodel.sim.window's rule): kept
+        # apart, from column B + 1 on.
+        if when >= t_warm and qbuf[slot, n, qhead[slot, n]] <= t_end:
+            add(bhist, (section, pref.shape[1] + k), 1)
         if t_warm < math.inf and t_end == math.inf:
             busy += done - when
         over = node_f[n, _OVER_F]     # added after the difference, as the reference engines do

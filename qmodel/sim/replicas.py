@@ -72,9 +72,10 @@ def relaxation_arrivals(cluster, rate: float, arrival_scv: float = 1.0) -> float
         spread = arrival_scv + load * node.max_batch_size * node.service.scv(node.max_batch_size)
         # |1 - load|: a finite queue may be overloaded, and then relaxes towards its full end
         relax = load ** 2 * spread / max(abs(1.0 - load), 1e-3) ** 2
-        if node.max_queue_size:
+        if node.max_queue_size and spread > 0:
             # a finite queue confines the walk to Q requests, which it crosses in about
-            # Q^2 / spread arrivals
+            # Q^2 / spread arrivals (with no spread at all, deterministic arrivals and
+            # service, the walk has no noise and the bound says nothing)
             relax = min(relax, node.max_queue_size ** 2 / spread)
         worst = max(worst, relax)
     if not cluster.router.is_static:

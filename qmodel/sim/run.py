@@ -133,6 +133,9 @@ def simulate(system, rate=None, *, arrivals=None, requests: int | None = None, s
             raise ValueError("with arrivals=Traffic the engine, warm-up and progress are the "
                              "time-varying simulator's own: leave out engine=, warmup= and "
                              "progress=")
+        if backend in ("cpu", "gpu"):
+            raise ValueError(f"backend={backend!r} runs the compiled engine, which does not "
+                             "simulate a Traffic yet; use backend='auto' or 'numpy'")
         return simulate_traffic(system, arrivals, pods=pods, seed=seed,
                                 replicas=1 if replicas is None else replicas, backend=backend,
                                 resolution=resolution)
@@ -158,6 +161,9 @@ def simulate(system, rate=None, *, arrivals=None, requests: int | None = None, s
     if isinstance(source, Trace) and requests > source.times.size:
         raise ValueError(f"requests={requests} exceeds the {source.times.size} arrivals of the "
                          "Trace; leave requests out to replay the whole trace")
+    if backend in ("cpu", "gpu") and engine in ("lookahead", "events"):
+        raise ValueError(f"backend={backend!r} runs the compiled engine; engine={engine!r} "
+                         "runs on backend='numpy' or 'cupy'")
     if _runs_compiled(engine, backend, cluster, source, requests):
         # histograms, not samples: memory does not grow with the requests
         return simulate_compiled(cluster, source, requests, seed, replicas, warmup, backend)
@@ -323,6 +329,9 @@ def replay(system, times, *, seed=None, engine: str = "auto") -> Replay:
     source = Trace(times)
     if engine not in ENGINES:
         raise ValueError(f"engine={engine!r} is unknown; use one of {', '.join(ENGINES)}")
+    if cluster.pods:
+        raise ValueError("replay runs a node or a cluster of nodes, not an Ensemble; "
+                         "qmodel.simulate runs ensembles stage by stage")
     if engine == "compiled":
         rec = replay_compiled(cluster, source.times, seed)
         return Replay(source.times, rec["sojourn"], rec["node"], rec["start"], rec["service"],

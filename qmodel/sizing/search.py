@@ -484,10 +484,11 @@ class _Search:
 
     def shortlist(self, chosen) -> list:
         """verify="all": cheaper candidates within SHORTLIST_RATIO, cheapest first, each
-        evaluated over the whole range."""
+        evaluated over the whole range; those the plan's verification rejected come again
+        (with a GPU, at many more requests)."""
         cheaper = [(ci, c) for (ci, n), c in self.seen.items()
                    if c.cost < chosen.cost and n - self.space.failures >= 1
-                   and c.worst_ratio <= SHORTLIST_RATIO and (ci, n) not in self.rejected]
+                   and c.worst_ratio <= SHORTLIST_RATIO]
         full = [self.evaluate(ci, c.nodes, complete=True) for ci, c in cheaper]
         return sorted((c for c in full if c.worst_ratio <= SHORTLIST_RATIO),
                       key=lambda c: (c.cost, c.worst_ratio))
@@ -501,7 +502,12 @@ class _Search:
             verify_requests
         tried = 0
         for candidate in self.shortlist(chosen):
-            found = self.simulate_candidate(candidate, requests, seed)
+            try:
+                found = self.simulate_candidate(candidate, requests, seed)
+            except (ValueError, UnstableError) as err:   # e.g. more memory than is free
+                notes = (*notes, f"verify='all': {candidate.nodes} x {knobs(candidate.node)} "
+                                 f"({candidate.router}) not simulated: {err}")
+                continue
             tried += 1
             if not self.misses(found[-1][1]):
                 notes = (*notes, f"{candidate.nodes} x {knobs(candidate.node)} "
