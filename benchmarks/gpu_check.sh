@@ -52,6 +52,7 @@ case " $steps " in *" profiles "*)
 echo "== 3. GPU profiles"
 for workload in $workloads; do
     timeout 150 $py -m qmodel.cli profile --workload "$workload" --backend cupy --cuda-graph \
+        --copies processes \
         --batch-sizes 1-64 --concurrency 1,2,4 --repeats 30 --warmup 3 \
         --out "$work/gpu-$workload.json" > "$work/profile-$workload.txt" 2>&1
     grep -E "^(check|concurrency|  fitted|error|item|user|scoring)" \

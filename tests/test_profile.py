@@ -119,3 +119,24 @@ def test_cupy_backend_without_a_gpu_says_so():
         profile("matmul", batch_sizes=[1], repeats=1, backend="cupy")
     with pytest.raises(ValueError, match="backend must be 'numpy' or 'cupy'"):
         profile("matmul", batch_sizes=[1], repeats=1, backend="torch")
+
+
+def test_copies_in_processes_time_every_run_at_every_concurrency():
+    """copies='processes': each copy in a process of its own (as Triton's Python backend runs
+    an instance), told which size to time; the same samples as threads give, by count."""
+    p = profile("matmul", batch_sizes=[1, 4], repeats=3, warmup=1, concurrency=(1, 2),
+                copies="processes")
+    assert p.versions["copies"] == "processes"
+    assert [len(p.samples[m][k]) for m in (1, 2) for k in (1, 4)] == [3, 3, 6, 6]
+    assert all(0 < x < 60 for m in p.samples for v in p.samples[m].values() for x in v)
+    with pytest.raises(ValueError, match="named workload"):
+        profile(lambda k: k, batch_sizes=[1], repeats=1, copies="processes")
+    with pytest.raises(ValueError, match="copies must be"):
+        profile("matmul", batch_sizes=[1], repeats=1, copies="fibres")
+
+
+def test_a_copy_that_fails_in_its_process_is_reported_not_awaited():
+    # operator.truediv(k) raises in the copies' processes, when they time it
+    with pytest.raises(ValueError, match="a profiling copy failed: .*truediv"):
+        profile("operator:truediv", batch_sizes=[1], repeats=1, concurrency=(2,),
+                copies="processes")

@@ -31,6 +31,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--backend", default="numpy", choices=["numpy", "cupy"],
                         help="CPU with NumPy, or the GPU with CuPy (a host thread and a "
                              "stream per copy, wall time to the stream's synchronisation)")
+    parser.add_argument("--copies", default="threads", choices=["threads", "processes"],
+                        help="run the --concurrency copies as threads of one process, or a "
+                             "process each as Triton's Python backend runs instances")
     parser.add_argument("--cuda-graph", action="store_true",
                         help="with --backend cupy: also time the calls captured in CUDA "
                              "graphs, written beside --out as NAME-graph.json")
@@ -56,7 +59,7 @@ def run(args) -> int:
             result = profile(args.workload, args.batch_sizes, repeats=args.repeats,
                              warmup=args.warmup, concurrency=args.concurrency,
                              backend=args.backend, blas_threads=args.blas_threads,
-                             cuda_graph=cuda_graph)
+                             cuda_graph=cuda_graph, copies=args.copies)
             result.save(path)
         except (ValueError, OSError) as err:
             say("error", err)
