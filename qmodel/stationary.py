@@ -202,8 +202,11 @@ def _outside_measured_domain(system, process, result: Latency) -> str | None:
         for node in cluster.nodes:
             if node not in distinct:
                 distinct.append(node)
+        # the d of a power-of-d router: its family was measured at d = 2 only
+        choices = (cluster.router.choices if cluster.router.kind.name == "power_of_d"
+                   else None)
         checks = [(m, configuration_features(node, rate / cluster.capacity, scv,
-                                             nodes=len(cluster.nodes)))
+                                             nodes=len(cluster.nodes), choices=choices))
                   for node in distinct for m in outer]
     else:
         parts = getattr(result, "parts", [result])

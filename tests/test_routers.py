@@ -62,3 +62,21 @@ def test_the_cli_and_compare_read_the_registry():
 def test_an_unknown_router_names_the_known_ones():
     with pytest.raises(ValueError, match="'round_robin'"):
         qm.Cluster(NODE, count=2, router="fastest")
+
+
+def test_power_of_d_beyond_two_is_outside_the_measured_domain():
+    """Issue 35, defect 3: the mean-field family was measured at d = 2 only, so d = 7 of 8
+    (-17.8% on p95 against 2 M-request simulations) and d = 15 of 16 (-43.3%) are answered
+    only as extrapolations, and by default predict simulates them."""
+    node = qm.Node(qm.ServiceTime.affine(1e-3), max_batch_size=1)
+    two = qm.Cluster(node, count=8, router=qm.Router("power_of_d", choices=2))
+    inside = qm.predict(two, rate=0.7 * two.capacity)
+    assert inside.model == "cavity"
+    assert inside.accuracy.approximation("outside_measured_domain") is None
+    for d, n in ((7, 8), (15, 16)):
+        cluster = qm.Cluster(node, count=n, router=qm.Router("power_of_d", choices=d))
+        far = qm.predict(cluster, rate=0.7 * cluster.capacity, extrapolate=True)
+        outside = far.accuracy.approximation("outside_measured_domain")
+        assert outside is not None and f"choices {d} is outside 2-2" in outside.text
+        with pytest.raises(NotImplementedError, match=f"choices {d} is outside"):
+            qm.predict(cluster, rate=0.7 * cluster.capacity, fallback="raise")

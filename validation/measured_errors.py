@@ -131,8 +131,10 @@ def _router_rows():
     for r in stored_results("router_accuracy_full.json"):
         fam = None if "declined" in r else router_class(r).family
         if fam is not None:
-            yield fam, Row(*(router_error(r, q) for q in ("p50", "p95", "p99")),
-                           _features(r["B"], r["load"], r["D"], nodes=r["N"]),
+            features = _features(r["B"], r["load"], r["D"], nodes=r["N"])
+            if r["router"] == "power_of_two":       # the grid samples d = 2 nodes
+                features["choices"] = 2
+            yield fam, Row(*(router_error(r, q) for q in ("p50", "p95", "p99")), features,
                            "validation/router_accuracy.py")
 
 

@@ -84,6 +84,7 @@ FEATURES = {
                       "batch's service time, in units of S(1) (b / (a + b) for a + b k)",
     "arrival_scv": "squared coefficient of variation of the interarrival times",
     "nodes": "nodes behind the router",
+    "choices": "nodes a power-of-d router samples per request (d)",
     "preferred_below_max": "preferred batch sizes below max_batch_size",
     "queue_limit": "1 with a finite max_queue_size, 0 without",
     "stages": "stages of an ensemble (its other features: the largest over its stages)",
@@ -92,9 +93,10 @@ FEATURES = {
 
 
 def configuration_features(node, load: float, arrival_scv: float = 1.0,
-                           nodes: int = 1) -> dict:
+                           nodes: int = 1, choices: int | None = None) -> dict:
     """The features a measured domain bounds, of a node (or a cluster of ``nodes`` such
-    nodes) at ``load`` under arrivals of interarrival scv ``arrival_scv``.
+    nodes) at ``load`` under arrivals of interarrival scv ``arrival_scv``; ``choices``: the d
+    of a power-of-d router (None for other routers, whose domains do not bound it).
 
     Examples
     --------
@@ -116,7 +118,7 @@ def configuration_features(node, load: float, arrival_scv: float = 1.0,
             "service_growth": growth,
             "arrival_scv": float(arrival_scv), "nodes": int(nodes),
             "preferred_below_max": sum(1 for p in node.preferred_batch_sizes if p < B),
-            "queue_limit": 1 if node.max_queue_size else 0}
+            "queue_limit": 1 if node.max_queue_size else 0, "choices": choices}
 
 
 def family_of(instances: int, deterministic: bool, delay: bool, renewal: bool = False,
