@@ -215,15 +215,25 @@ class Profile:
         >>> fast = [0.50, 0.51, 0.49, 0.52, 0.48] * 6
         >>> p = Profile("w", "cpu", {}, {1: {1: [x + 0.5 for x in fast], 2: fast}})
         >>> p.check()
-        ["concurrency 1: S(2) median 500 ms lies below S(1) median 1000 ms beyond both medians' 99% intervals (not monotone in k)"]
+        ["concurrency 1: S(2) median 500 ms lies below S(1) median 1000 ms beyond both medians' intervals (a test at level 0.01: not monotone in k)"]
         """
         from scipy import stats
 
+        if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) \
+                or not 0 < alpha < 1:
+            raise ValueError(f"alpha must be a probability strictly between 0 and 1, e.g. "
+                             f"0.01, got {alpha!r}")
         levels = sorted(self.samples)
+        for m in levels:
+            for k, values in self.samples[m].items():
+                if len(values) == 0:
+                    raise ValueError(f"concurrency {m}, batch size {k} has no runs to check")
         pairs = sum(len(self.samples[m]) * (len(self.samples[m]) - 1) // 2 for m in levels)
         if 1 in self.samples:
             pairs += sum(len(self.samples[m]) for m in levels if m != 1)
-        level = alpha / max(pairs, 1)       # per comparison, both intervals together
+        if pairs == 0:
+            return []                       # nothing to compare
+        level = alpha / pairs               # per comparison, both intervals together
         fewest = min(len(v) for m in levels for v in self.samples[m].values())
         # the interval [x_(l), x_(n+1-l)] misses the median with probability 2 P(Bin < l)
         each = level / 2
@@ -252,7 +262,7 @@ class Profile:
                     findings.append(
                         f"concurrency {m}: S({k}) median {median * 1e3:.4g} ms lies below "
                         f"S({j}) median {row[0] * 1e3:.4g} ms beyond both medians' "
-                        f"{1 - alpha:.0%} intervals (not monotone in k)")
+                        f"intervals (a test at level {alpha:.2g}: not monotone in k)")
         if 1 in self.samples:
             alone = {k: interval(v) for k, v in self.samples[1].items()}
             for m in levels:
@@ -264,8 +274,8 @@ class Profile:
                         findings.append(
                             f"concurrency {m}: S({k}) median {median * 1e3:.4g} ms lies below "
                             f"one copy's {alone[k][0] * 1e3:.4g} ms beyond both medians' "
-                            f"{1 - alpha:.0%} intervals (copies sharing the device ran "
-                            "faster than one alone)")
+                            f"intervals (a test at level {alpha:.2g}: copies sharing the "
+                            "device ran faster than one alone)")
         return findings
 
     def _at(self, concurrency: int) -> dict:
@@ -424,9 +434,11 @@ def _copy_worker(conn, barrier, workload, sizes, seed, backend, cuda_graph, warm
     failure is sent to the parent as its message."""
     try:
         _copy_loop(conn, barrier, workload, sizes, seed, backend, cuda_graph, warm_seconds)
+    except threading.BrokenBarrierError:   # another copy failed: it names the cause
+        conn.send("error: ")
     except Exception as err:      # the parent raises it as a ValueError naming the cause
         barrier.abort()
-        conn.send(f"error: {err}")
+        conn.send(f"error: {type(err).__name__}: {err}")
 
 
 def _copy_loop(conn, barrier, workload, sizes, seed, backend, cuda_graph, warm_seconds):
@@ -480,23 +492,27 @@ class _Copies:
             child.close()           # so that a copy that dies ends the parent's wait
             self.pipes.append(parent)
             self.procs.append(proc)
-        for pipe in self.pipes:
-            self._receive(pipe)
+        self._receive()
 
-    def _receive(self, pipe):
-        try:
-            got = pipe.recv()
-        except EOFError:
-            got = "error: the process ended"
-        if isinstance(got, str) and got.startswith("error"):
+    def _receive(self) -> list:
+        """Every copy's answer; where one failed, the cause it gave (the others, stopped at
+        the barrier it broke, give none)."""
+        got = []
+        for pipe in self.pipes:
+            try:
+                got.append(pipe.recv())
+            except EOFError:
+                got.append("error: the process ended")
+        errors = [g[7:] for g in got if isinstance(g, str) and g.startswith("error")]
+        if errors:
             self.close()
-            raise ValueError(f"a profiling copy failed: {got[7:]}")
+            raise ValueError(f"a profiling copy failed: {max(errors, key=len)}")
         return got
 
     def time(self, k, warm, runs) -> list:
         for pipe in self.pipes:
             pipe.send((k, warm, runs))
-        got = [self._receive(pipe) for pipe in self.pipes]
+        got = self._receive()
         return [float(x) for run in zip(*got) for x in run]
 
     def close(self):

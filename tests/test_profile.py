@@ -137,6 +137,16 @@ def test_copies_in_processes_time_every_run_at_every_concurrency():
 
 def test_a_copy_that_fails_in_its_process_is_reported_not_awaited():
     # operator.truediv(k) raises in the copies' processes, when they time it
-    with pytest.raises(ValueError, match="a profiling copy failed: .*truediv"):
-        profile("operator:truediv", batch_sizes=[1], repeats=1, concurrency=(2,),
+    with pytest.raises(ValueError, match="a profiling copy failed: TypeError: .*truediv"):
+        profile("operator:truediv", batch_sizes=[1], repeats=1, concurrency=(3,),
                 copies="processes")
+
+
+def test_check_of_nothing_to_compare_and_of_a_bad_level():
+    assert Profile("w", "cpu", {}, {}).check() == []
+    assert Profile("w", "cpu", {}, {1: {1: [1.0]}}).check() == []       # one size alone
+    with pytest.raises(ValueError, match="batch size 1 has no runs"):
+        Profile("w", "cpu", {}, {1: {1: [], 2: [1.0]}}).check()
+    for alpha in (0, -1, 1.5):
+        with pytest.raises(ValueError, match="alpha must be a probability"):
+            Profile("w", "cpu", {}, {1: {1: [1.0], 2: [1.0]}}).check(alpha)
