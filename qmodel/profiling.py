@@ -349,43 +349,25 @@ def _checked_sizes(batch_sizes) -> list[int]:
     return sizes
 
 
-def _time_threads(calls, warmup: int, repeats: int) -> list:
-    """CPU: the m calls run in m threads, started together each run; wall time of each."""
+def _time_threads(calls, warmup: int, repeats: int, streams=None) -> list:
+    """The m calls in m threads, started together each run; the wall time of each. With
+    ``streams`` (a GPU), each thread runs on its own CUDA stream and the time runs to that
+    stream's synchronisation, as Triton times an execution (CUDA events would time the
+    device's timeline, which for a model bound by its kernel launches is the host's gaps
+    between them)."""
     m = len(calls)
     times = [[] for _ in range(m)]
     barrier = threading.Barrier(m)
 
     def worker(i):
-        for r in range(warmup + repeats):
-            barrier.wait()                       # the m copies start each run together
-            t0 = time.perf_counter()
-            calls[i]()
-            if r >= warmup:
-                times[i].append(time.perf_counter() - t0)
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(m)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    return [float(x) for run in zip(*times) for x in run]
-
-
-def _time_host_streams(cp, streams, calls, warmup: int, repeats: int) -> list:
-    """GPU, as Triton times an execution: each of the m copies in a host thread of its own
-    with its own CUDA stream, started together; the wall time from the call to its stream's
-    synchronisation (CUDA events would time the device's timeline, which for a model bound by
-    its kernel launches is the host's gaps between them)."""
-    m = len(calls)
-    times = [[] for _ in range(m)]
-    barrier = threading.Barrier(m)
-
-    def worker(i):
-        with streams[i]:
+        stream = contextlib.nullcontext() if streams is None else streams[i]
+        with stream:
             for r in range(warmup + repeats):
-                barrier.wait()
+                barrier.wait()                       # the m copies start each run together
                 t0 = time.perf_counter()
                 calls[i]()
-                streams[i].synchronize()
+                if streams is not None:
+                    streams[i].synchronize()
                 if r >= warmup:
                     times[i].append(time.perf_counter() - t0)
     threads = [threading.Thread(target=worker, args=(i,)) for i in range(m)]
@@ -597,7 +579,7 @@ def profile(workload="two-tower", batch_sizes=range(1, 65), *, repeats: int = 30
                                              for _ in range(m)])
 
         def timed(calls, warmup, repeats):
-            return _time_host_streams(cp, streams_for(len(calls)), calls, warmup, repeats)
+            return _time_threads(calls, warmup, repeats, streams_for(len(calls)))
     else:
         raise ValueError(f"backend must be 'numpy' or 'cupy', got {backend!r}")
     if cuda_graph and backend != "cupy":

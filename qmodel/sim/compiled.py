@@ -33,13 +33,13 @@ import numpy as np
 from ..latency import Accuracy, HistogramLatency, SimulationEstimate
 from ..system import Trace
 from . import replica_rule
-from .replica_rule import ARRIVAL, LAW, NODE_FLOAT, NODE_INT, ROUTER, STAT, build, cpu_driver
-from .replicas import (MAX_REPLICAS, MAX_SECTIONS, MIN_REPLICAS, arrivals_per_replica_node,
-                       plan_replicas)
+from .replica_rule import (ARRIVAL, LAW, NODE_FLOAT, NODE_INT, ROUTER, STAT, build,
+                           cpu_driver)
+from .replicas import MAX_REPLICAS, MAX_SECTIONS, arrivals_per_replica_node, plan_replicas
 from .window import ShortRunWarning, batch_places, cool_down_arrivals
 
-__all__ = ["simulate_compiled", "replay_compiled", "unsupported", "RESOLUTION", "HIST_LO", "HIST_HI",
-           "gpu_present", "GPU_MAX_REPLICAS", "GPU_AUTO_REQUESTS"]
+__all__ = ["simulate_compiled", "replay_compiled", "unsupported", "gpu_present", "RESOLUTION",
+           "HIST_LO", "HIST_HI", "GPU_MAX_REPLICAS", "GPU_AUTO_REQUESTS"]
 
 # Histogram bins: relative width 0.05% from 0.1 us to 1e5 s (about 55,000 bins).
 RESOLUTION = 5e-4
@@ -137,7 +137,8 @@ def _one_thread_per_replica(replicas, sections, nodes, node_i, node_f, pref, mea
     if r < replicas:
         # each section's counters in HIST_COPIES rows, block by block, so that fewer threads
         # add to one address at once
-        row = (r * sections // replicas) * HIST_COPIES + cuda.blockIdx.x % HIST_COPIES  # noqa: F821
+        section = r * sections // replicas
+        row = section * HIST_COPIES + cuda.blockIdx.x % HIST_COPIES  # noqa: F821
         run_replica(r, r, row, nodes, node_i, node_f, pref,  # noqa: F821
                     mean, emp_off, emp_cnt, emp_scale, pool, arr_code, arr_f, trace, trace_off,
                     router_i, cum, totals, first, last, seeds, hist, hist_lo, hist_step, bhist,
@@ -306,8 +307,7 @@ def simulate_compiled(cluster, source, requests: int, seed, replicas, warmup: fl
             raise ValueError(f"a queue grew past {room:,} requests in one replica: the load "
                              "is too close to capacity to simulate; lower the rate")
         room *= 4
-    return _result(cluster, hist, bhist, stats, replicas, sections, target, requests, ask,
-                   bmax, hist_step)
+    return _result(cluster, hist, bhist, stats, replicas, target, requests, ask, bmax)
 
 
 def _run(target, replicas, sections, nodes, tables, arr_code, arr_f, trace, offsets, router_i,
@@ -397,8 +397,7 @@ def replay_compiled(cluster, times, seed=None, backend: str = "cpu"):
             "size": got["rec_batch_i"][used, 0], "batch_node": got["rec_batch_i"][used, 1]}
 
 
-def _result(cluster, hist, bhist, stats, replicas, sections, target, requests, ask, bmax,
-            hist_step):
+def _result(cluster, hist, bhist, stats, replicas, target, requests, ask, bmax):
     span = float(np.sum(stats[:, STAT["t_end"]] - stats[:, STAT["t_warm"]]))
     if span <= 0:
         raise ValueError("the measured window is empty; raise requests or lower warmup")

@@ -51,9 +51,12 @@ STAT = {"busy": 0, "sojourn_sum": 1, "served": 2, "rejected": 3, "t_warm": 4, "t
 # stats[r, STAT["overflow"]] when a queue outgrew its buffer: the driver reruns with more room.
 SCRATCH_OVERFLOW = 1.0
 
-_B_I, _PMIN_I, _C_I, _MAXQ_I, _LAW_I = 0, 1, 2, 3, 4
-_D_F, _OVER_F, _PAR_F = 0, 1, 2
-_BUSY, _SUM, _SERVED, _REJ, _TWARM, _TEND, _OVERFLOW, _BATCHES = 0, 1, 2, 3, 4, 5, 6, 7
+# the columns above as module constants, which Numba compiles in (a dict it cannot read)
+_B_I, _PMIN_I, _C_I, _MAXQ_I, _LAW_I = (NODE_INT[k] for k in
+                                        ("batch", "pmin", "instances", "max_queue", "law"))
+_D_F, _OVER_F, _PAR_F = (NODE_FLOAT[k] for k in ("delay", "overhead", "law_param"))
+_BUSY, _SUM, _SERVED, _REJ, _TWARM, _TEND, _OVERFLOW, _BATCHES = (STAT[k] for k in (
+    "busy", "sojourn_sum", "served", "rejected", "t_warm", "t_end", "overflow", "batches"))
 
 # xoroshiro128+ constants as unsigned 64-bit numbers (Numba types a plain int as signed, and
 # signed with unsigned arithmetic gives floats).
@@ -64,11 +67,9 @@ _U40 = np.uint64(40)
 _U37 = np.uint64(37)
 _U27 = np.uint64(27)
 _U0 = np.uint64(0)
-_U30 = np.uint64(30)
 _U31 = np.uint64(31)
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _MIX1 = np.uint64(0xBF58476D1CE4E5B9)
-_MIX2 = np.uint64(0x94D049BB133111EB)
 _TWO_M53 = 1.0 / 9007199254740992.0      # 2**-53
 prange = range                           # numba.prange in the CPU driver
 
@@ -105,21 +106,23 @@ def build(jit, add):
         in scratch row ``slot``, counting into histogram row ``section`` (the arguments:
         :mod:`qmodel.sim.compiled`).
     """
+    return _compiled_rule(jit, add)["run_replica"]
+
+
+def _compiled_rule(jit, add) -> dict:
+    """A namespace where each function of :data:`RULE` is compiled with ``jit`` and calls
+    the others so compiled."""
     namespace = dict(globals())
     namespace["add"] = add
     for name in RULE:
-        source = globals()[name]
-        namespace[name] = jit(types.FunctionType(source.__code__, namespace, name))
-    return namespace["run_replica"]
+        namespace[name] = jit(types.FunctionType(globals()[name].__code__, namespace, name))
+    return namespace
 
 
 def cpu_driver(jit, add, prange):
     """:func:`run_sections` compiled with ``jit`` over the rule compiled with it, its loop
     over sections spread by ``prange`` (``numba.prange``)."""
-    namespace = dict(globals())
-    namespace["add"] = add
-    for name in RULE:
-        namespace[name] = jit(types.FunctionType(globals()[name].__code__, namespace, name))
+    namespace = _compiled_rule(jit, add)
     namespace["prange"] = prange
     return types.FunctionType(run_sections.__code__, namespace, "run_sections")
 
