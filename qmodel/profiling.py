@@ -122,28 +122,36 @@ WORKLOADS = {"two-tower": _two_tower, "user-tower": _user_tower, "item-tower": _
 
 
 def fit_line(sizes, means, weights=None) -> tuple[float, float]:
-    """(base, per_item) of S(k) = base + per_item k fitted to measured means by least squares
-    (Legendre's; weighted by ``weights``, e.g. the executions of each size), with
-    per_item >= 0 and base > 0 so that every S(k) is positive: a line through the origin or
-    below becomes S(k) = S(k_1) (1 + k) / 2 at the smallest size k_1 = 1.
+    """(base, per_item) of S(k) = base + per_item k fitted to measured means of at least two
+    batch sizes by least squares (Legendre's; weighted by ``weights``, e.g. the executions of
+    each size) with base >= 0 and per_item >= 0, so that every S(k) with k >= 1 is positive:
+    where the free line falls (per_item < 0) the fit is the weighted mean, where it meets
+    the axis at or below 0 (base <= 0) the line through the origin (the least squares
+    optimum on that bound).
 
     Examples
     --------
     >>> [round(x, 9) for x in fit_line([1, 2, 4], [3.0, 4.0, 6.0])]
     [2.0, 1.0]
+    >>> [round(x, 9) for x in fit_line([8, 16, 32], [1.0, 2.5, 6.0])]   # superlinear
+    [0.0, 0.178571429]
     >>> fit_line([8], [5.0])
-    (5.0, 0.0)
+    Traceback (most recent call last):
+    ...
+    ValueError: a line needs the means of at least two batch sizes, got sizes [8]
     """
     k = np.asarray(sizes, float)
     y = np.asarray(means, float)
-    if k.size < 2:
-        return float(y[0]), 0.0
-    w = None if weights is None else np.sqrt(np.asarray(weights, float))
-    per_item, base = np.polyfit(k, y, 1, w=w)
-    per_item, base = max(float(per_item), 0.0), float(base)
+    if np.unique(k).size < 2:
+        raise ValueError(f"a line needs the means of at least two batch sizes, got sizes "
+                         f"{[int(x) for x in k]}")
+    w = np.ones_like(k) if weights is None else np.asarray(weights, float)
+    per_item, base = np.polyfit(k, y, 1, w=np.sqrt(w))
+    if per_item < 0:
+        return float(np.average(y, weights=w)), 0.0
     if base <= 0:
-        base = per_item = float(y[0]) / 2
-    return base, per_item
+        return 0.0, float(np.sum(w * k * y) / np.sum(w * k * k))
+    return float(base), float(per_item)
 
 
 @dataclass
@@ -173,8 +181,9 @@ class Profile:
         its error: ``{"mean_error": largest |fitted / measured mean - 1| over the sizes,
         "cv": the jitter's cv (pooled over sizes)}``.
 
-        The line is fitted to the per-size means by least squares (Legendre's), the cv is the
-        root mean square of the per-size cvs.
+        The line is fitted to the per-size means by least squares (Legendre's, :func:`fit_line`:
+        at least two sizes; a line through the origin comes back as ``ServiceTime.table``),
+        the cv is the root mean square of the per-size cvs.
         """
         data = self._at(concurrency)
         k = np.array(sorted(data), float)
@@ -186,8 +195,11 @@ class Profile:
         fitted = base + per_item * k
         error = float(np.max(np.abs(fitted / means - 1)))
         jitter = ("lognormal", round(cv, 4)) if cv >= 1e-4 else "deterministic"
-        return ServiceTime.affine(base, per_item, jitter=jitter), {"mean_error": error,
-                                                                   "cv": cv}
+        if base == 0.0:      # a line through the origin: S(k) proportional to k
+            law = ServiceTime.table({1: per_item, int(k[-1]): per_item * k[-1]}, jitter=jitter)
+        else:
+            law = ServiceTime.affine(base, per_item, jitter=jitter)
+        return law, {"mean_error": error, "cv": cv}
 
     def spread(self, concurrency: int = 1) -> dict:
         """``{k: (median, spread)}`` in seconds at ``concurrency``; the spread is half the

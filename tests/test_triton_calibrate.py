@@ -140,3 +140,129 @@ def test_prefetch_is_left_out_where_triton_does_not_prefetch_or_a_trace_cannot_s
     assert node.prefetch is None and "turns Triton's prefetching off" in node.calibration.batcher
     with pytest.raises(ValueError, match="prefetch="):
         calibrate(DATA / "config.pbtxt", STATS, prefetch="yes")
+
+
+def _stats_with(sizes, tmp_path):
+    """The committed run's statistics snapshots with only ``sizes`` in their batch_stats."""
+    import json
+    out = []
+    for path in STATS:
+        d = json.loads(path.read_text())
+        for m in d["model_stats"]:
+            m["batch_stats"] = [b for b in m["batch_stats"] if b["batch_size"] in sizes]
+        target = tmp_path / path.name
+        target.write_text(json.dumps(d))
+        out.append(target)
+    return tuple(out)
+
+
+def test_one_measured_batch_size_invents_no_service_law(tmp_path):
+    # issue 37, defect 1: with batch size 1 alone the table was flat, every S(k) = S(1), and
+    # size() planned 1 node at B 64 for 2,000 req/s where B 1 serves 335 req/s
+    stats = _stats_with({1}, tmp_path)
+    with pytest.raises(ValueError, match=r"only batch size 1 was executed .* S\(k\) of sizes "
+                                         r"2-8 is unknown .* calibrate\(service=\.\.\.\)"):
+        calibrate(DATA / "config.pbtxt", stats)
+    # given the shape of S(k) (a kernel profile's, say), it is scaled to the measured size
+    shape = qm.ServiceTime.affine(1e-3, 0.5e-3)
+    node = calibrate(DATA / "config.pbtxt", stats, service=shape)
+    s1 = read_stats(*stats).batch_time()[1]
+    assert float(node.service.mean(1)) == pytest.approx(s1)
+    assert float(node.service.mean(8)) == pytest.approx(s1 * 5e-3 / 1.5e-3)
+    assert "given service law's shape" in node.calibration.service
+    assert "sizes 2-8" in node.calibration.service
+    with pytest.raises(ValueError, match="takes a ServiceTime"):
+        calibrate(DATA / "config.pbtxt", stats, service=3e-3)
+
+
+def test_a_line_below_the_origin_is_fitted_through_it_not_through_size_one():
+    # issue 37, defect 1: sizes 8/16/32 whose line meets the axis below 0 gave S(7) = 4 ms and
+    # S(8) = 1 ms (the fallback assumed the smallest size was 1)
+    from qmodel.profiling import fit_line
+    base, per_item = fit_line([8, 16, 32], [1e-3, 2.5e-3, 6e-3])
+    assert base == 0.0 and per_item > 0
+    S = [base + per_item * k for k in range(1, 33)]
+    assert all(b > a for a, b in zip(S, S[1:]))
+    assert S[7] == pytest.approx(1e-3, rel=0.5)                 # S(8) near its measured mean
+    with pytest.raises(ValueError, match="at least two batch sizes"):
+        fit_line([8, 8], [1e-3, 1.1e-3])
+
+
+def test_the_record_says_which_sizes_were_extrapolated(tmp_path):
+    node = calibrate(DATA / "config.pbtxt", _stats_with({2, 3, 4}, tmp_path))
+    assert "sizes 1, 5-8 (too rarely executed)" in node.calibration.service
+    assert "sizes 1, 5-8 extrapolated beyond the measured 2-4" in node.calibration.service
+
+
+@pytest.mark.parametrize("cv", [0.3, 2.5])
+def test_the_summary_jitter_fit_does_not_stop_at_cv_1_5(cv):
+    # issue 37, defect 4: the grid ended at 1.5 and a wider spread came back as 1.5, unsaid
+    from scipy import stats as sps
+    from qmodel.triton.calibrate import _summary_jitter
+    sigma = np.sqrt(np.log1p(cv * cv))
+    quantiles = {p: float(np.exp(-sigma * sigma / 2 + sigma * sps.norm.ppf(p)) * 1e-3)
+                 for p in (0.5, 0.9, 0.95, 0.99)}
+    assert _summary_jitter({4: 100}, {4: 1e-3}, quantiles) == pytest.approx(cv, abs=0.01)
+
+
+def _two_instance_trace(gap, n=2000, seed=4):
+    """Two instances always busy: each starts its next batch ``gap`` after freeing."""
+    from qmodel.triton.trace import TritonTrace
+    rng = np.random.default_rng(seed)
+    free = [0.0, 0.37e-3]
+    starts, executions = [], []
+    for i in range(n):
+        k = int(np.argmin(free))
+        start = free[k] + (gap if i >= 2 else 0.0)
+        run = float(rng.uniform(1e-3, 3e-3))
+        starts.append(start)
+        executions.append(run)
+        free[k] = start + run
+    starts = np.array(starts)
+    return TritonTrace(model="m", starts=starts, sizes=np.ones(n, int),
+                       executions=np.array(executions), waits=np.zeros(n),
+                       outside=np.zeros(n), queued=starts - 5e-3, batch=np.arange(n),
+                       dropped=0)
+
+
+def test_the_pickup_gap_over_two_instances_is_the_instance_own():
+    # issue 37, defect 2: the latest completion on any instance made a true 0.1 ms gap
+    # come out short; matching each batch to the instance that freed first recovers it
+    from qmodel.triton.batcher import pickup_gap
+    assert pickup_gap(_two_instance_trace(0.1e-3), 0.0) == pytest.approx(0.1e-3, rel=1e-6)
+
+
+def _trace_of(batches):
+    """A TritonTrace of batches given as (size, execution seconds), back to back, each
+    request queued 0.1 ms before its batch starts."""
+    from qmodel.triton.trace import TritonTrace
+    sizes = np.array([k for k, _ in batches])
+    executions = np.array([x for _, x in batches])
+    starts = np.concatenate([[0.0], np.cumsum(executions[:-1] + 1e-3)])
+    batch = np.repeat(np.arange(sizes.size), sizes)
+    return TritonTrace(model="affine", starts=starts, sizes=sizes, executions=executions,
+                       waits=np.full(batch.size, 1e-4), outside=np.zeros(batch.size),
+                       queued=starts[batch] - 1e-4, batch=batch, dropped=0)
+
+
+def test_a_size_the_statistics_saw_often_keeps_its_mean_when_rarely_traced():
+    # issue 37, defect 3: sizes 3-5, executed 584, 206 and 45 times over the run but traced
+    # fewer than 5 times, took the line fitted to sizes 1 and 2 instead of their means
+    rng = np.random.default_rng(5)
+    batches = [(k, float(rng.uniform(2.5e-3, 3.5e-3)) * (1 + 0.2 * k))
+               for k in (1, 2) for _ in range(30)] + [(4, 4e-3)] * 3
+    node = calibrate(DATA / "config.pbtxt", STATS, trace=_trace_of(batches), prefetch=False)
+    whole = read_stats(*STATS).batch_time()
+    for k in (1, 2, 3, 4, 5):
+        assert float(node.service.mean(k)) == pytest.approx(whole[k], rel=1e-9)
+    assert "sizes [3, 4, 5] (executed often, traced rarely)" in node.calibration.service
+
+
+def test_each_size_first_execution_may_be_a_cold_start():
+    # issue 37, defect 3: only the first c - 1 batches were dropped as cold; a GPU backend
+    # compiles per batch shape, so each size's first execution can be 10-19 times its median
+    batches = [(1, 3e-3)] * 20 + [(2, 40e-3)] + [(2, 4e-3)] * 20
+    node = calibrate(DATA / "config.pbtxt", STATS, trace=_trace_of(batches), prefetch=False)
+    assert "1 left out as cold starts" in node.calibration.service
+    drawn = dict(node.service.samples)[2]
+    assert max(drawn) < 2 * min(drawn)          # the 40 ms cold start is not among them

@@ -37,6 +37,8 @@ freed, the first joined batch 1 and the second waited for batch 2:
 
 from __future__ import annotations
 
+from collections import deque
+
 import numpy as np
 
 from .trace import TritonTrace
@@ -50,11 +52,27 @@ LONGEST_GAP = 2e-3
 
 
 def _freed(trace: TritonTrace) -> np.ndarray:
-    """For each batch, the latest COMPUTE_END before its COMPUTE_START (-inf for none): the
-    instance it ran on freed then, or, with several instances, no later."""
-    ends = np.sort(trace.starts + trace.executions)
-    j = np.searchsorted(ends, trace.starts, side="left") - 1
-    return np.where(j >= 0, ends[np.maximum(j, 0)], -np.inf)
+    """For each batch, when the instance it ran on freed (-inf for an instance's first
+    batch). A trace does not name instances, so they are matched: in order of COMPUTE_START,
+    each batch takes the earliest COMPUTE_END at or before its start not yet taken by another
+    batch, as a waiting batch goes to the instance that frees first. With one instance that
+    is the previous batch's end; with several, the latest end of any instance (the rule
+    before) read another instance's freeing just before the start as this one's and made the
+    pickup gap short (0.075 ms for a synthetic 0.1 ms over two instances)."""
+    order = np.argsort(trace.starts, kind="stable")
+    ends = trace.starts + trace.executions
+    by_end = np.argsort(ends, kind="stable")
+    freed = np.full(trace.starts.size, -np.inf)
+    free, j = deque(), 0           # the ends not yet taken, earliest first
+    for b in order:
+        start = trace.starts[b]
+        while j < by_end.size and ends[by_end[j]] <= start:
+            if by_end[j] != b:
+                free.append(ends[by_end[j]])
+            j += 1
+        if free:
+            freed[b] = free.popleft()
+    return freed
 
 
 def _oldest(trace: TritonTrace) -> np.ndarray:

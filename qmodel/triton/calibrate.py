@@ -31,6 +31,12 @@ __all__ = ["Calibration", "calibrate", "MIN_EXECUTIONS"]
 
 # batch sizes executed fewer times than this are left to the service law's extrapolation
 MIN_EXECUTIONS = 5
+# the largest jitter cv the summary fit searches (the largest a jitter law takes)
+MAX_JITTER_CV = 10.0
+# a size's first execution on an instance longer than this times its median is a cold start
+# (a fresh server's first executions ran 10-19 times the median; a GPU backend compiles per
+# batch shape, so each size has its own)
+COLD_FACTOR = 3.0
 
 
 @dataclass(frozen=True)
@@ -48,30 +54,62 @@ class Calibration:
                                                               "overhead", "batcher")]
 
 
-def _fill(measured: dict, counts: dict, B: int, samples: bool) -> tuple[dict, list]:
-    """``measured`` (means, or samples, by batch size) completed up to B: each missing size
-    gets the weighted line's mean (samples: the nearest measured size's, scaled to it);
-    returns (the table, the sizes filled)."""
+def _fill(measured: dict, counts: dict, B: int, samples: bool,
+          shape: ServiceTime | None = None) -> tuple[dict, str]:
+    """``measured`` (means, or samples, by batch size) completed up to B, and the sentence
+    that says how. Each missing size gets the mean of the weighted line through the measured
+    means (:func:`qmodel.profiling.fit_line`), or of ``shape`` scaled to them where given
+    (samples: the nearest measured size's, scaled to that mean). One measured size and no
+    ``shape`` is a ValueError: a line through one point is flat, every batch as fast as that
+    size, which no batching server is."""
     means = {k: float(np.mean(v)) if samples else v for k, v in measured.items()}
     sizes = sorted(means)
-    a, b = fit_line(sizes, [means[k] for k in sizes], [counts[k] for k in sizes])
-    filled, out = [], dict(measured)
-    for k in range(1, B + 1):
-        if k in out:
-            continue
+    missing = [k for k in range(1, B + 1) if k not in measured]
+    if not missing:
+        return dict(sorted(measured.items())), ""
+    weights = np.array([counts[k] for k in sizes], float)
+    if shape is not None:
+        # one factor: the weighted least squares scale of the shape onto the measured means
+        ref = np.array([float(shape.mean(k)) for k in sizes])
+        y = np.array([means[k] for k in sizes])
+        factor = float(np.sum(weights * ref * y) / np.sum(weights * ref * ref))
+        target = {k: factor * float(shape.mean(k)) for k in missing}
+        how = (f"the given service law's shape, scaled by {factor:.4g} to the measured "
+               f"means of sizes {sizes}")
+    elif len(sizes) < 2:
+        raise ValueError(
+            f"only batch size {sizes[0]} was executed at least {MIN_EXECUTIONS} times, so "
+            f"S(k) of sizes {_span(missing)} is unknown (one size cannot give how a batch's "
+            f"time grows with its size): measure at a second load, where other sizes run "
+            f"(perf_analyzer at a lower or higher concurrency), or give calibrate(service=...) "
+            f"the shape of S(k), e.g. qmodel.profile(...).fit()[0] or a kernel profile's law, "
+            f"which is scaled to the measured size")
+    else:
+        a, b = fit_line(sizes, [means[k] for k in sizes], weights)
+        target = {k: a + b * k for k in missing}
+        beyond = [k for k in missing if k < sizes[0] or k > sizes[-1]]
+        how = (f"a line fitted to the {len(sizes)} measured means, weighted by their "
+               f"executions" + (f" (sizes {_span(beyond)} extrapolated beyond the measured "
+                                f"{sizes[0]}-{sizes[-1]})" if beyond else ""))
+    out = dict(measured)
+    for k in missing:
         near = min(measured, key=lambda m: (abs(m - k), -m))
-        target = a + b * k
-        out[k] = ([x * target / means[near] for x in measured[near]] if samples else target)
-        filled.append(k)
-    return dict(sorted(out.items())), filled
+        out[k] = ([x * target[k] / means[near] for x in measured[near]] if samples
+                  else target[k])
+    return dict(sorted(out.items())), (f"; sizes {_span(missing)} (too rarely executed) "
+                                       f"from {how}")
 
 
-def _filled_note(filled: list) -> str:
-    if not filled:
-        return ""
-    return (f"; sizes {filled[0]}-{filled[-1] if len(filled) > 1 else ''}".rstrip("-")
-            + " (too rarely executed) from a line fitted to the measured means, weighted by "
-              "their executions")
+def _span(sizes: list) -> str:
+    """Sizes as runs: [1, 2, 3, 7, 9, 10] -> '1-3, 7, 9-10'."""
+    runs, start = [], None
+    for i, k in enumerate(sizes):
+        if start is None:
+            start = k
+        if i + 1 == len(sizes) or sizes[i + 1] != k + 1:
+            runs.append(f"{start}-{k}" if k > start else f"{start}")
+            start = None
+    return ", ".join(runs)
 
 
 def _summary_jitter(executions: dict, infer: dict, quantiles: dict) -> float:
@@ -97,13 +135,137 @@ def _summary_jitter(executions: dict, infer: dict, quantiles: dict) -> float:
         return np.log([optimize.brentq(lambda x: cdf(x) - p, lo, hi) if sigma else
                        means[np.searchsorted(np.cumsum(weight), p)] for p in levels])
 
-    grid = np.arange(0.0, 1.501, 0.01)
-    errors = [float(np.sum((mixture_quantiles(c) - target) ** 2)) for c in grid]
-    return float(grid[int(np.argmin(errors))])
+    def best(grid):
+        errors = [float(np.sum((mixture_quantiles(c) - target) ** 2)) for c in grid]
+        return float(grid[int(np.argmin(errors))])
+
+    cv = best(np.arange(0.0, 1.501, 0.01))
+    if cv >= 1.5:
+        # the best at the first grid's edge: search on, up to the largest cv a jitter takes
+        cv = best(np.arange(1.5, MAX_JITTER_CV + 1e-9, 0.05))
+    return cv
+
+
+def _summary_service(s, m, cfg: TritonConfig,
+                     shape: ServiceTime | None) -> tuple[ServiceTime, str, str]:
+    """(service law, its note, the jitter's note) from the statistics' means per size and,
+    where the metrics have them, compute_infer's summary quantiles."""
+    means = {k: v for k, v in s.batch_time().items() if s.executions[k] >= MIN_EXECUTIONS}
+    if not means:
+        raise ValueError(f"no batch size was executed {MIN_EXECUTIONS} times between the "
+                         f"statistics snapshots: measure longer")
+    service_note = (f"the statistics API's mean compute_input + compute_infer + "
+                    f"compute_output of batch sizes {sorted(means)} "
+                    f"({sum(s.executions[k] for k in means)} executions)")
+    infer_q = (m.quantiles.get("compute_infer") if m is not None else None) or {}
+    if len(infer_q) >= 2:
+        cv = _summary_jitter({k: s.executions[k] for k in means}, s.compute_infer, infer_q)
+        jitter = ("lognormal", cv) if cv > 0 else "deterministic"
+        jitter_note = (f"lognormal cv {cv:.2f}, fitted to the server's compute_infer "
+                       f"summary quantiles {sorted(infer_q)} as a mixture over the "
+                       f"executed batch sizes" if cv > 0 else
+                       "none: the compute_infer summary quantiles are explained by the "
+                       "batch sizes alone")
+        if cv >= MAX_JITTER_CV:
+            jitter_note += (f" (at the search's bound: the quantiles call for more spread "
+                            f"than a lognormal of cv {MAX_JITTER_CV:g} gives; a trace "
+                            f"would measure it)")
+    else:
+        jitter = "deterministic"
+        jitter_note = "unknown (no trace, no summary quantiles): taken as none"
+    table, filled_note = _fill(means, s.executions, cfg.max_batch_size, samples=False,
+                               shape=shape)
+    service_note += filled_note
+    service = ServiceTime.table(table, jitter=jitter)
+    return service, service_note, jitter_note
+
+
+def _overhead(rows, t: TritonTrace | None, m) -> tuple[float, str]:
+    """(seconds, note): the time a request spends outside the batcher, from perf_analyzer's
+    client means, else the trace, else the metrics."""
+    if rows:
+        parts = [(r.client_send or 0) + (r.network or 0) + (r.client_recv or 0) for r in rows]
+        overhead = float(np.mean(parts))
+        overhead_note = (f"perf_analyzer's client send + network + client receive means, "
+                         f"{overhead * 1e3:.3f} ms (over {len(rows)} row(s))")
+    elif t is not None:
+        overhead = max(float(np.mean(t.outside)), 0.0)
+        overhead_note = (f"the trace's mean time in the server outside queue and execution, "
+                         f"{overhead * 1e3:.3f} ms (network and client not included)")
+    elif m is not None and m.request is not None and m.queue is not None:
+        inside = m.queue + (m.compute_input or 0) + (m.compute_infer or 0) + \
+            (m.compute_output or 0)
+        overhead = max(m.request - inside, 0.0)
+        overhead_note = (f"the metrics' mean request duration less queue and compute, "
+                         f"{overhead * 1e3:.3f} ms (network and client not included)")
+    else:
+        overhead = 0.0
+        overhead_note = "unknown (no perf_analyzer file, trace or metrics): taken as 0"
+    return overhead, overhead_note
+
+
+def _cold_starts(executions: list, instances: int) -> int:
+    """How many of a batch size's first executions are cold starts: the leading ones, up to
+    one per instance, longer than COLD_FACTOR times the size's median."""
+    median = float(np.median(executions))
+    lead = 0
+    while lead < min(instances, len(executions)) and \
+            executions[lead] > COLD_FACTOR * median:
+        lead += 1
+    return lead
+
+
+def _traced_service(t: TritonTrace, s, cfg: TritonConfig, gap: float,
+                    shape: ServiceTime | None) -> tuple[ServiceTime, str, str]:
+    """(service law, its note, the jitter's note) from a trace's executions: each size's
+    spread from the trace, its mean from the statistics over the whole run where they have
+    it, plus the pickup gap."""
+    samples, cold = {}, 0
+    for k, runs in t.samples().items():
+        lead = _cold_starts(runs, cfg.instances)
+        cold += lead
+        if len(runs) - lead >= MIN_EXECUTIONS:
+            samples[k] = runs[lead:]
+    if not samples:
+        raise ValueError(f"the trace has fewer than {MIN_EXECUTIONS} executions of every "
+                         f"batch size: trace more requests")
+    traced = sorted(samples)
+    # the trace holds the run's first requests only; the statistics cover all of it, so
+    # each size's traced executions keep their spread but take the statistics' mean, and a
+    # size the statistics saw often but the trace rarely takes the spread of the nearest
+    # traced size at its own mean (not the fitted line)
+    whole = s.batch_time()
+    often = [k for k in sorted(whole) if s.executions.get(k, 0) >= MIN_EXECUTIONS
+             and k <= cfg.max_batch_size]
+    scaled = [k for k in often if k in samples]
+    borrowed = [k for k in often if k not in samples]
+    for k in scaled:
+        factor = whole[k] / float(np.mean(samples[k]))
+        samples[k] = [x * factor for x in samples[k]]
+    for k in borrowed:
+        near = min(traced, key=lambda m: (abs(m - k), -m))
+        samples[k] = [x * whole[k] / float(np.mean(samples[near])) for x in samples[near]]
+    counts = {k: len(v) if k in traced else s.executions[k] for k, v in samples.items()}
+    table, filled_note = _fill(samples, counts, cfg.max_batch_size, samples=True, shape=shape)
+    table = {k: [x + gap for x in v] for k, v in table.items()}
+    note = (f"{sum(len(samples[k]) for k in traced)} traced executions (start to end of "
+            f"compute) of batch sizes {traced}, at least {MIN_EXECUTIONS} each"
+            + (f" ({cold} left out as cold starts: a size's first execution on an instance "
+               f"more than {COLD_FACTOR:g} times its median)" if cold else "")
+            + (f", sizes {scaled} scaled to the statistics API's mean over the whole run "
+               f"(the trace holds its first requests only)" if scaled else "")
+            + (f", sizes {borrowed} (executed often, traced rarely) at the statistics "
+               f"API's mean with the spread of the nearest traced size" if borrowed else "")
+            + f"{filled_note}, each plus the mean pickup gap {gap * 1e3:.3f} ms (an "
+            f"instance's next batch waiting, from its freeing to that batch's start)")
+    jitter = ("the traced executions, drawn independently (their correlation in time is not "
+              "modelled)")
+    return ServiceTime.empirical(table), note, jitter
 
 
 def calibrate(config, stats, metrics=None, trace=None, perf_analyzer=None, *,
-              gpus: int | None = None, prefetch: bool | None = None) -> Node:
+              gpus: int | None = None, prefetch: bool | None = None,
+              service: ServiceTime | None = None) -> Node:
     """The Node a Triton server's reports describe.
 
     Parameters
@@ -132,12 +294,21 @@ def calibrate(config, stats, metrics=None, trace=None, perf_analyzer=None, *,
         and the trace shows enough requests queued behind batches formed ahead. True: the
         same, and an error where it cannot be measured; False: batches formed when an
         instance frees.
+    service : ServiceTime, optional
+        The shape of S(k) (a kernel profile's law, :meth:`qmodel.profiling.Profile.fit`) for
+        the batch sizes the server ran too rarely, scaled to the measured ones. Without it
+        those sizes come from a line through the measured means, which needs two sizes or
+        more: with one, calibrate raises ValueError rather than invent how S(k) grows.
 
     Returns
     -------
     Node
         With ``calibration`` saying which source gave each quantity.
     """
+    if service is not None and not isinstance(service, ServiceTime):
+        raise ValueError(f"calibrate(service=...) takes a ServiceTime (the shape of S(k), e.g. "
+                         f"qmodel.profile(...).fit()[0]), got {type(service).__name__}")
+    shape = service
     cfg = config if isinstance(config, TritonConfig) else read_config(config, gpus=gpus)
     for value, name in ((stats, "stats"), (metrics, "metrics")):
         if name == "stats" or value is not None:
@@ -155,79 +326,10 @@ def calibrate(config, stats, metrics=None, trace=None, perf_analyzer=None, *,
     # the instance is held from freeing until it starts its next batch, too
     gap = pickup_gap(t, cfg.max_queue_delay) if t is not None else 0.0
     if t is not None:
-        # each instance's first execution on a fresh server is a cold start (10-19 times the
-        # median here); the trace's first batch is dropped already, the others' are here
-        cold = cfg.instances - 1
-        samples = {k: v for k, v in t.samples(skip=cold).items() if len(v) >= MIN_EXECUTIONS}
-        if not samples:
-            raise ValueError(f"the trace has fewer than {MIN_EXECUTIONS} executions of every "
-                             f"batch size: trace more requests")
-        # the trace holds the run's first requests only; the statistics cover all of it, so
-        # each size's traced executions keep their spread but take the statistics' mean
-        whole = s.batch_time()
-        scaled = sorted(k for k in samples if s.executions.get(k, 0) >= MIN_EXECUTIONS)
-        for k in scaled:
-            factor = whole[k] / float(np.mean(samples[k]))
-            samples[k] = [x * factor for x in samples[k]]
-        table, filled = _fill(samples, {k: len(v) for k, v in samples.items()},
-                              cfg.max_batch_size, samples=True)
-        table = {k: [x + gap for x in v] for k, v in table.items()}
-        service = ServiceTime.empirical(table)
-        service_note = (f"{sum(len(v) for v in samples.values())} traced executions (start "
-                        f"to end of compute) of batch sizes {sorted(samples)}, at least "
-                        f"{MIN_EXECUTIONS} each"
-                        + (f" (the first {cold} left out: each instance's first execution is "
-                           f"a cold start)" if cold else "")
-                        + (f", sizes {scaled} scaled to the statistics API's mean over the "
-                           f"whole run (the trace holds its first requests only)"
-                           if scaled else "")
-                        + f"{_filled_note(filled)}, each plus the mean "
-                        f"pickup gap {gap * 1e3:.3f} ms (an instance's next batch waiting, "
-                        f"from its freeing to that batch's start)")
-        jitter_note = ("the traced executions, drawn independently (their correlation in "
-                       "time is not modelled)")
+        service, service_note, jitter_note = _traced_service(t, s, cfg, gap, shape)
     else:
-        means = {k: v for k, v in s.batch_time().items() if s.executions[k] >= MIN_EXECUTIONS}
-        if not means:
-            raise ValueError(f"no batch size was executed {MIN_EXECUTIONS} times between the "
-                             f"statistics snapshots: measure longer")
-        service_note = (f"the statistics API's mean compute_input + compute_infer + "
-                        f"compute_output of batch sizes {sorted(means)} "
-                        f"({sum(s.executions[k] for k in means)} executions)")
-        infer_q = (m.quantiles.get("compute_infer") if m is not None else None) or {}
-        if len(infer_q) >= 2:
-            cv = _summary_jitter({k: s.executions[k] for k in means}, s.compute_infer, infer_q)
-            jitter = ("lognormal", cv) if cv > 0 else "deterministic"
-            jitter_note = (f"lognormal cv {cv:.2f}, fitted to the server's compute_infer "
-                           f"summary quantiles {sorted(infer_q)} as a mixture over the "
-                           f"executed batch sizes" if cv > 0 else
-                           "none: the compute_infer summary quantiles are explained by the "
-                           "batch sizes alone")
-        else:
-            jitter = "deterministic"
-            jitter_note = "unknown (no trace, no summary quantiles): taken as none"
-        table, filled = _fill(means, s.executions, cfg.max_batch_size, samples=False)
-        service_note += _filled_note(filled)
-        service = ServiceTime.table(table, jitter=jitter)
-
-    if rows:
-        parts = [(r.client_send or 0) + (r.network or 0) + (r.client_recv or 0) for r in rows]
-        overhead = float(np.mean(parts))
-        overhead_note = (f"perf_analyzer's client send + network + client receive means, "
-                         f"{overhead * 1e3:.3f} ms (over {len(rows)} row(s))")
-    elif t is not None:
-        overhead = max(float(np.mean(t.outside)), 0.0)
-        overhead_note = (f"the trace's mean time in the server outside queue and execution, "
-                         f"{overhead * 1e3:.3f} ms (network and client not included)")
-    elif m is not None and m.request is not None and m.queue is not None:
-        inside = m.queue + (m.compute_input or 0) + (m.compute_infer or 0) + \
-            (m.compute_output or 0)
-        overhead = max(m.request - inside, 0.0)
-        overhead_note = (f"the metrics' mean request duration less queue and compute, "
-                         f"{overhead * 1e3:.3f} ms (network and client not included)")
-    else:
-        overhead = 0.0
-        overhead_note = "unknown (no perf_analyzer file, trace or metrics): taken as 0"
+        service, service_note, jitter_note = _summary_service(s, m, cfg, shape)
+    overhead, overhead_note = _overhead(rows, t, m)
 
     node = cfg.node(service)
     chance, batcher_note = _prefetch(cfg, node, t, gap, prefetch)
