@@ -12,8 +12,10 @@ node and arrivals                              solver
 max_batch_size 1, deterministic service,       M/D/c (exact up to a stated truncation)
 Poisson
 max_batch_size 1, exponential service, Poisson M/M/c (exact)
-max_batch_size 1, other service laws, Poisson, batch-node chain for jitter cv <= 0.5, else
-1 instance                                     M/G/1 by transform inversion (numerical)
+max_batch_size 1, lognormal service with cv    GI/G/1 by Lindley's recursion on a lattice
+<= 1, Poisson, 1 instance                      (numerical)
+max_batch_size 1, other service laws, Poisson, M/G/1 by transform inversion (numerical)
+1 instance
 max_batch_size 1, renewal arrivals, 1 instance GI/G/1 by Lindley's recursion (numerical)
 max_batch_size 1, several instances, renewal   GI/G/c as one c-times-faster server, waiting
 arrivals or other service laws                 probability scaled by Erlang C (approximation)
@@ -51,9 +53,14 @@ stage by stage and the stages combined along its graph (:mod:`qmodel.theory.pipe
 approximation with the measured error of family ``ensemble``; its result's ``stages`` holds
 each stage's answer.
 
-A finite ``max_queue_size`` makes the node a loss system (batch-node chain, with
-``rejection_fraction``). A :class:`~qmodel.system.Trace` is taken as renewal arrivals with its
-rate and interarrival scv (approximation, stated).
+A finite ``max_queue_size`` makes the node a loss system: the batch-node chain answers with
+``rejection_fraction`` where it is numerical (one instance, no delay, Poisson arrivals); no
+approximate family was measured with a finite queue (every family's domain has queue limit 0),
+so elsewhere such a node is simulated. A :class:`~qmodel.system.Trace` is taken as renewal
+arrivals with its rate and interarrival scv (approximation, stated) where its gaps are
+consistent with independence (:meth:`~qmodel.system.Trace.gap_autocorrelation`, every lag up
+to ten within four standard errors of 0); the families were measured on renewal arrivals
+only, so a trace with correlated gaps (bursts) lies outside every measured domain.
 """
 
 from __future__ import annotations
@@ -107,6 +114,10 @@ FALLBACKS = ("simulate", "raise")
 MIN_SCV = 1e-3
 # A trace's interarrival scv above this (a few huge gaps) is taken as this
 MAX_TRACE_SCV = MOST_RENEWAL_SCV
+# A trace is taken as renewal arrivals inside the measured domains only where its gaps'
+# autocorrelation at every lag up to GAP_LAGS lies within GAP_SIGMAS standard errors
+# (1 / sqrt(gaps)) of 0: independent gaps pass with probability about 1 - 6e-4
+GAP_LAGS, GAP_SIGMAS = 10, 4.0
 
 
 def predict_stationary(system, rate=None, *, arrivals=None,
@@ -168,16 +179,25 @@ def _checked_model(system, process, resolution: int, extrapolate: bool) -> Laten
         except (ArithmeticError, np.linalg.LinAlgError) as err:
             # a solver that cannot solve this system is a model that does not cover it
             raise NotImplementedError(f"the model's solver failed here: {err}") from err
-        reason = defects(result)
+        reason = defects(result, system, float(process.rate))
         if reason is not None:
             raise NotImplementedError(reason)
         outside = _outside_measured_domain(system, process, result)
     if outside is not None:
         if not extrapolate:
             raise NotImplementedError(outside)
-        result.accuracy = result.accuracy.extended(approximations=[
-            Approximation("outside_measured_domain", f"extrapolated: {outside}")])
+        result.accuracy = extrapolated(result.accuracy, outside)
     return result
+
+
+def extrapolated(accuracy: Accuracy, reason: str) -> Accuracy:
+    """``accuracy`` of an answer given outside its family's measured domain: the
+    approximation ``outside_measured_domain`` with ``reason``, and the measured error of such
+    answers (family ``extrapolated``, validation/domain_check.py) after the family's own,
+    whose range is not known to hold here."""
+    accuracy = accuracy.extended(approximations=[
+        Approximation("outside_measured_domain", f"extrapolated: {reason}")])
+    return replace(accuracy, measured=accuracy.measured + (measured("extrapolated"),))
 
 
 def _outside_measured_domain(system, process, result: Latency) -> str | None:
@@ -188,6 +208,8 @@ def _outside_measured_domain(system, process, result: Latency) -> str | None:
     otherwise each node's families are checked with that node's features (its own load and
     arrival scv).
     """
+    if isinstance(process, Trace) and correlated_gaps(process) is not None:
+        return correlated_gaps(process)
     families = result.accuracy.measured
     if not families:
         return None
@@ -223,6 +245,21 @@ def _outside_measured_domain(system, process, result: Latency) -> str | None:
         if reason is not None:
             return (f"{reason} (its measured error {family.p99.low:+.1%} to "
                     f"{family.p99.high:+.1%} on p99 is not known to hold here)")
+    return None
+
+
+def correlated_gaps(trace: Trace) -> str | None:
+    """Why a trace's gaps are not those of a renewal stream (a lag up to GAP_LAGS whose
+    autocorrelation is more than GAP_SIGMAS standard errors from 0), or None. The families
+    were measured under Poisson and renewal arrivals only."""
+    rho = trace.gap_autocorrelation(GAP_LAGS)
+    limit = GAP_SIGMAS / math.sqrt(trace.times.size - 1)
+    if rho.size and np.max(np.abs(rho)) > limit:
+        k = int(np.argmax(np.abs(rho)))
+        return (f"the trace's gaps are correlated (lag-{k + 1} autocorrelation {rho[k]:+.3f}, "
+                f"beyond {GAP_SIGMAS:g} standard errors {limit:.3f} of independence); the "
+                f"families were measured under renewal arrivals only: replay the trace with "
+                f"qmodel.simulate")
     return None
 
 
@@ -325,6 +362,7 @@ def _ensemble(ensemble, process, resolution: int, extrapolate: bool) -> Latency:
         result.stages = {name: result}
         return result
     note = None
+    correlated = correlated_gaps(process) if isinstance(process, Trace) else None
     if isinstance(process, Trace):
         process = Renewal(process.rate, arrival_scv(process))
         note = Approximation("trace_as_renewal", f"trace replaced by renewal arrivals with its "
@@ -337,16 +375,17 @@ def _ensemble(ensemble, process, resolution: int, extrapolate: bool) -> Latency:
     reason = defects(result)
     if reason is not None:
         raise NotImplementedError(reason)
-    if family is not None:
+    outside = correlated
+    if family is not None and outside is None:
         outside = family.outside(ensemble_features(ensemble, process, result.stages))
         if outside is not None:
             outside = (f"{outside} (its measured error {family.p99.low:+.1%} to "
                        f"{family.p99.high:+.1%} on p99 is not known to hold here)")
-            if not extrapolate:
-                raise NotImplementedError(outside)
-            # answered anyway: say so, as a node outside its family's domain does
-            result.accuracy = result.accuracy.extended(approximations=[
-                Approximation("outside_measured_domain", f"extrapolated: {outside}")])
+    if outside is not None:
+        if not extrapolate:
+            raise NotImplementedError(outside)
+        # answered anyway: say so, as a node outside its family's domain does
+        result.accuracy = extrapolated(result.accuracy, outside)
     return result
 
 
@@ -356,6 +395,9 @@ def _pods(cluster: Cluster, process, resolution: int, extrapolate: bool) -> Late
     ensemble = cluster.nodes[0]
     if len(cluster.nodes) == 1:
         return _ensemble(ensemble, process, resolution, extrapolate)
+    correlated = correlated_gaps(process) if isinstance(process, Trace) else None
+    if correlated is not None and not extrapolate:
+        raise NotImplementedError(correlated)
 
     def solve(pod, pod_rate, pod_scv):
         stream = Poisson(pod_rate) if pod_scv == 1.0 else Renewal(pod_rate, pod_scv)
@@ -365,6 +407,8 @@ def _pods(cluster: Cluster, process, resolution: int, extrapolate: bool) -> Late
     distinct = {id(part) for part in result.parts}
     # identical pods with equal shares are one part: its stages are every pod's
     result.stages = result.parts[0].stages if len(distinct) == 1 else None
+    if correlated is not None:
+        result.accuracy = extrapolated(result.accuracy, correlated)
     return result
 
 

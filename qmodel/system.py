@@ -463,6 +463,29 @@ class Trace:
         gaps = np.diff(self.times)
         return float(gaps.var() / gaps.mean() ** 2)
 
+    def gap_autocorrelation(self, lags: int = 10) -> np.ndarray:
+        """The sample autocorrelation of successive gaps at lags 1 to ``lags`` (zeros where
+        the gaps do not vary). Independent gaps (a renewal process) give values within a few
+        times 1 / sqrt(gaps) of 0; bursts give positive ones.
+
+        Examples
+        --------
+        >>> rng = np.random.default_rng(1)
+        >>> t = Trace(np.cumsum(rng.exponential(1e-3, 100_000)))
+        >>> bool(np.all(np.abs(t.gap_autocorrelation()) < 4 / np.sqrt(100_000)))
+        True
+        >>> bursts = np.cumsum(np.repeat(rng.exponential(1e-3, 10_000), 10))
+        >>> round(float(Trace(bursts).gap_autocorrelation(1)[0]), 1)
+        0.9
+        """
+        gaps = np.diff(self.times)
+        x = gaps - gaps.mean()
+        var = float(x @ x)
+        lags = min(int(lags), x.size - 1)
+        if var <= 0.0 or lags < 1:
+            return np.zeros(max(lags, 0))
+        return np.array([float(x[:-k] @ x[k:]) / var for k in range(1, lags + 1)])
+
 
 def arrivals_from(rate=None, arrivals=None):
     """The arrival process from ``rate=`` (Poisson) or ``arrivals=`` (exactly one of them)."""

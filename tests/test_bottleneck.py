@@ -121,7 +121,8 @@ def test_the_dominant_stage_says_which_rule_chose_it(monkeypatch):
 def test_a_simulated_change_is_marked_by_its_accuracy_record_not_its_wording(monkeypatch):
     """A change answered by the simulator is flagged from ``accuracy.exactness``: rewording
     its ``method`` does not lose the mark (the table tested the method's first word)."""
-    base = qm.predict(ENS, rate=300.0)
+    base = qm.predict(ENS, rate=300.0, extrapolate=True)      # a model's answer
+    assert base.accuracy.exactness == "approximation"
     simulated = qm.simulate(ENS, rate=300.0, requests=40_000, seed=3)
     simulated.method = "Monte Carlo run of the changed ensemble"
     assert simulated.accuracy.exactness == "simulation"

@@ -15,7 +15,9 @@ writes from the campaigns' stored results in validation/results/:
 - the GI/G/c fast server (renewal_multi_server.txt);
 - ensembles of 2-4 stages (ensemble_accuracy.json);
 - the time-varying model, window by window, pointwise stationary and fluid backlog
-  (traffic_accuracy.json).
+  (traffic_accuracy.json);
+- answers given outside their family's measured domain, over random configurations
+  (domain_check.json).
 
 tests/test_measured.py recomputes the table and fails when the stored one is stale. After
 rerunning a campaign: ``python validation/measured_errors.py --write``, then
@@ -66,14 +68,16 @@ class Row:
         return abs(self.p95) <= TOLERANCE and abs(self.p99) <= TOLERANCE
 
 
-def _features(B, load, d=0.0, c=1, cv=0.0, scv=1.0, nodes=1, preferred=0,
+def _features(B, load, d=0.0, c=1, cv=0.0, scv=1.0, nodes=1, preferred=(),
               service=GRID_SERVICE) -> dict:
     """A grid configuration's features (the names of
-    :func:`qmodel.theory.measured.configuration_features`); the grids' S(k) = a + b k."""
+    :func:`qmodel.theory.measured.configuration_features`); the grids' S(k) = a + b k;
+    ``preferred``: the preferred batch sizes below B."""
     growth = None if B == 1 else service.per_item / service.s1
     return {"max_batch_size": B, "instances": c, "load": load, "delay_over_s1": d,
             "jitter_cv": cv, "service_growth": growth, "arrival_scv": scv, "nodes": nodes,
-            "preferred_below_max": preferred, "queue_limit": 0}
+            "preferred_below_max": len(preferred),
+            "smallest_preferred_over_max": min((*preferred, B)) / B, "queue_limit": 0}
 
 
 def _cv(service, jitter: str) -> float:
@@ -102,7 +106,8 @@ def _batch_rows():
                                   preferred=r["preferred"] != "B")
             yield fam, Row(None, r["p95"]["error"], r["p99"]["error"], _features(
                 r["B"], r["load"], r["D_over_S1"], 1, _cv(HOLDOUT_SERVICE, r["jitter"]),
-                preferred=int(r["preferred"] != "B"), service=HOLDOUT_SERVICE),
+                preferred=(r["B"] // 2,) if r["preferred"] == "B/2,B" else (),
+                service=HOLDOUT_SERVICE),
                 "validation/single_instance_holdout.py")
     for r in stored_results("renewal_batch.json"):
         yield (table.family_of(r["c"], True, True, renewal=True),
@@ -186,18 +191,24 @@ def _fast_server_rows():
 
 # ---- random configurations ------------------------------------------------------------------
 def _wide_rows():
-    """(family, Row) of the random configurations of validation/wide_domain.py that a model
-    answered: a cluster's family where the answer quotes one (it covers the nodes' models),
-    else the node's."""
-    for r in stored_results("wide_domain.json"):
+    """(family, Row) of the random configurations of validation/wide_domain.py and the grid
+    of validation/preferred_grid.py (rows of the same fields) that a model answered: a
+    cluster's family where the answer quotes one (it covers the nodes' models), else the
+    node's."""
+    rows = [(r, WIDE) for r in stored_results("wide_domain.json")]
+    rows += [(r, "validation/preferred_grid.py") for r in stored_results("preferred_grid.json")]
+    for r, source in rows:
         if "p99" not in r or not r["families"]:
             continue
         outer = [f for f in r["families"] if f in table.CLUSTER_FAMILIES]
         fam = outer[0] if outer else r["families"][0]
         features = dict(r["features"])
+        below = [p for p in r["preferred"] if p < r["B"]]
+        features["smallest_preferred_over_max"] = min((*below, r["B"])) / r["B"]
         if fam == "batch_one_instance" and features["preferred_below_max"]:
             fam = "batch_one_instance_preferred"   # rows recorded before the family split
-        yield fam, Row(r["p50"]["error"], r["p95"]["error"], r["p99"]["error"], features, WIDE)
+        yield fam, Row(r["p50"]["error"], r["p95"]["error"], r["p99"]["error"], features,
+                       source)
 
 
 # ---- ensembles ------------------------------------------------------------------------------
@@ -208,6 +219,15 @@ def _ensemble_rows():
         if "p99" in r:
             yield "ensemble", Row(r["p50"]["error"], r["p95"]["error"], r["p99"]["error"],
                                   dict(r["features"]), "validation/ensemble_accuracy.py")
+
+
+def _extrapolated_rows():
+    """(family, Row): the answers of validation/domain_check.py given outside their
+    family's measured domain (the errors of an answer with ``extrapolate=True``)."""
+    for r in stored_results("domain_check.json"):
+        if "p99" in r and r["where"] in ("box_only", "outside_box"):
+            yield "extrapolated", Row(r["p50"]["error"], r["p95"]["error"], r["p99"]["error"],
+                                      {}, "validation/domain_check.py")
 
 
 def _traffic_rows():
@@ -311,8 +331,9 @@ def _signed_range(errors) -> tuple:
 
 
 def _family(fam: str, rows: list, means: list) -> MeasuredError:
-    """The family's MeasuredError: its peeled domain and the errors of the rows inside."""
-    box = peeled_domain(rows)
+    """The family's MeasuredError: its peeled domain and the errors of the rows inside
+    (the extrapolated answers: every row, no domain)."""
+    box = {} if fam == "extrapolated" else peeled_domain(rows)
     inside = [r for r in rows if _inside(box, r.features)]
     sources = tuple(dict.fromkeys(r.source for r in rows))
     if fam in _BATCH_SOURCES or fam.startswith("batch_several"):
@@ -327,14 +348,22 @@ def _family(fam: str, rows: list, means: list) -> MeasuredError:
         batch_configurations=0 if m is None else len(m),
         mean_batch_size=None if m is None else _signed_range(m[:, 0]),
         utilization=None if m is None else _signed_range(m[:, 1]),
-        domain=tuple((f, lo, hi) for f, (lo, hi) in box.items()))
+        domain=tuple((f, lo, hi) for f, (lo, hi) in box.items()),
+        points=_points(box, inside))
+
+
+def _points(box, rows) -> tuple:
+    """The rows' features in the order of ``box`` (6 significant digits), each once."""
+    def value(v):
+        return None if v is None else float(f"{v:.6g}")
+    return tuple(dict.fromkeys(tuple(value(r.features.get(f)) for f in box) for r in rows))
 
 
 def measured() -> dict:
     """family -> MeasuredError, from the stored results."""
     rows, means = defaultdict(list), defaultdict(list)
     for source in (_batch_rows, _router_rows, _least_outstanding_rows, _fast_server_rows,
-                   _wide_rows, _ensemble_rows, _traffic_rows):
+                   _wide_rows, _ensemble_rows, _traffic_rows, _extrapolated_rows):
         for fam, row in source():
             rows[fam].append(row)
     for fam, eb, eu in _batch_mean_rows():

@@ -141,6 +141,23 @@ def run_one(job) -> dict:
     return row
 
 
+def run_and_store(task, jobs, workers: int, out: Path, command: str, summary) -> list:
+    """Run ``task`` over ``jobs`` on ``workers`` processes (each with _init_worker's memory
+    limit and timeout), store the rows sorted by index as ``out``.json and ``summary(rows)``
+    under ``command`` as ``out``.txt; return the rows."""
+    start = time.perf_counter()
+    with mp.get_context("fork").Pool(workers, _init_worker, (6.0,),
+                                     maxtasksperchild=20) as pool:
+        rows = sorted(pool.map(task, jobs, chunksize=1), key=lambda r: r["index"])
+    out.with_suffix(".json").write_text(json.dumps(rows, indent=0) + "\n")
+    text = summary(rows)
+    out.with_suffix(".txt").write_text(
+        f"{command}: {len(rows)} rows in {time.perf_counter() - start:.0f} s on {workers} "
+        f"workers\n\n{text}\n")
+    print(text)
+    return rows
+
+
 def summarise(rows) -> str:
     answered = [r for r in rows if "p99" in r]
     lines = [f"{len(rows)} configurations: {len(answered)} answered by a model and simulated, "

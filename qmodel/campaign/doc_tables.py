@@ -147,6 +147,8 @@ SUMMARY = (
      "traffic_pointwise_stationary"),
     ("traffic over time, 20 s windows: fluid backlog of an overload", "approximation",
      "traffic_fluid_backlog"),
+    ("any family outside its measured domain (extrapolate=True)", "approximation",
+     "extrapolated"),
     ("textbook baseline (Kingman / Allen-Cunneen)", "not used: for comparison", "baseline"),
 )
 

@@ -106,6 +106,12 @@ def trusted_quantile(result, level: float) -> float:
       p50 uses the family's p50 errors where measured, else its p95 errors; p99.9 the p99's;
     - a lattice: plus its step (``accuracy.quantile_error``).
 
+    An answer outside its family's measured domain also carries the error measured on such
+    answers (family ``extrapolated``, -41% to +100% on p99); a search does not rank by that
+    range, which would price every extrapolated candidate at twice its answer, but by its
+    family's, and the plan's simulation vouches for the candidate chosen
+    (:func:`model_answer`). ``accuracy.p99_bounds`` states the wide range.
+
     Examples
     --------
     >>> import qmodel as qm
@@ -119,6 +125,8 @@ def trusted_quantile(result, level: float) -> float:
         return float(result.ci(level)[1])
     low = 0.0
     for family in acc.measured:
+        if family.family == "extrapolated":
+            continue
         if level <= 0.5 and family.p50 is not None:
             rng = family.p50
         elif level <= 0.95:

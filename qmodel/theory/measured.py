@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from functools import lru_cache
 from pathlib import Path
 
@@ -61,6 +62,8 @@ DESCRIPTIONS = {
     "traffic_pointwise_stationary":
         "20 s windows of traffic that changes (steps, ramps, a compressed day, autoscaled "
         "flash sales), each second at its stationary law",
+    "extrapolated": "answers given outside their family's measured domain "
+                    "(extrapolate=True), configurations drawn at random",
     "traffic_fluid_backlog":
         "20 s windows of overloads and their drain (a backlog held, or near capacity), by "
         "the fluid and diffusion backlog",
@@ -86,6 +89,8 @@ FEATURES = {
     "nodes": "nodes behind the router",
     "choices": "nodes a power-of-d router samples per request (d)",
     "preferred_below_max": "preferred batch sizes below max_batch_size",
+    "smallest_preferred_over_max": "the smallest preferred batch size over max_batch_size (1 "
+                                   "without preferred sizes below it)",
     "queue_limit": "1 with a finite max_queue_size, 0 without",
     "stages": "stages of an ensemble (its other features: the largest over its stages)",
     "utilization": "an ensemble's largest stage utilization, as its stages' models predict",
@@ -106,6 +111,8 @@ def configuration_features(node, load: float, arrival_scv: float = 1.0,
     >>> f = configuration_features(node, 0.7)
     >>> f["delay_over_s1"], f["jitter_cv"], f["preferred_below_max"]
     (0.4, 0.5, 1)
+    >>> f["smallest_preferred_over_max"]
+    0.5
     >>> round(f["service_growth"], 12)
     0.2
     """
@@ -118,6 +125,7 @@ def configuration_features(node, load: float, arrival_scv: float = 1.0,
             "service_growth": growth,
             "arrival_scv": float(arrival_scv), "nodes": int(nodes),
             "preferred_below_max": sum(1 for p in node.preferred_batch_sizes if p < B),
+            "smallest_preferred_over_max": min((*node.preferred_batch_sizes, B)) / B,
             "queue_limit": 1 if node.max_queue_size else 0, "choices": choices}
 
 
@@ -174,7 +182,10 @@ def measured(family: str) -> MeasuredError:
 def write_table(families: dict) -> None:
     """Store family -> MeasuredError as measured_errors.json (validation/measured_errors.py)."""
     rows = {fam: _to_json(m) for fam, m in sorted(families.items())}
-    TABLE_FILE.write_text(json.dumps(rows, indent=1) + "\n")
+    # each innermost list (a range, a measured point) on one line
+    text = re.sub(r"\[([^\[\]{}]*)\]", lambda m: "[" + " ".join(m.group(1).split()) + "]",
+                  json.dumps(rows, indent=1))
+    TABLE_FILE.write_text(text + "\n")
     measured_table.cache_clear()
 
 
@@ -186,7 +197,8 @@ def _to_json(m: MeasuredError) -> dict:
             "batch_configurations": m.batch_configurations,
             "mean_batch_size": None if m.mean_batch_size is None else list(m.mean_batch_size),
             "utilization": None if m.utilization is None else list(m.utilization),
-            "domain": {f: [lo, hi] for f, lo, hi in m.domain}}
+            "domain": {f: [lo, hi] for f, lo, hi in m.domain},
+            "points": [list(p) for p in m.points]}
 
 
 def _from_json(family: str, row: dict) -> MeasuredError:
@@ -198,4 +210,5 @@ def _from_json(family: str, row: dict) -> MeasuredError:
         p50=rng(row["p50"]), batch_configurations=row["batch_configurations"],
         mean_batch_size=None if row["mean_batch_size"] is None else tuple(row["mean_batch_size"]),
         utilization=None if row["utilization"] is None else tuple(row["utilization"]),
-        domain=tuple((f, lo, hi) for f, (lo, hi) in row.get("domain", {}).items()))
+        domain=tuple((f, lo, hi) for f, (lo, hi) in row.get("domain", {}).items()),
+        points=tuple(tuple(p) for p in row.get("points", ())))
