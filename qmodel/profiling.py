@@ -142,10 +142,11 @@ def fit_line(sizes, means, weights=None) -> tuple[float, float]:
     """
     k = np.asarray(sizes, float)
     y = np.asarray(means, float)
+    w = np.ones_like(k) if weights is None else np.asarray(weights, float)
+    k, y, w = k[w > 0], y[w > 0], w[w > 0]          # a size of weight 0 was not measured
     if np.unique(k).size < 2:
         raise ValueError(f"a line needs the means of at least two batch sizes, got sizes "
                          f"{[int(x) for x in k]}")
-    w = np.ones_like(k) if weights is None else np.asarray(weights, float)
     per_item, base = np.polyfit(k, y, 1, w=np.sqrt(w))
     if per_item < 0:
         return float(np.average(y, weights=w)), 0.0

@@ -114,9 +114,9 @@ FALLBACKS = ("simulate", "raise")
 MIN_SCV = 1e-3
 # A trace's interarrival scv above this (a few huge gaps) is taken as this
 MAX_TRACE_SCV = MOST_RENEWAL_SCV
-# A trace is taken as renewal arrivals inside the measured domains only where its gaps'
-# autocorrelation at every lag up to GAP_LAGS lies within GAP_SIGMAS standard errors
-# (1 / sqrt(gaps)) of 0: independent gaps pass with probability about 1 - 6e-4
+# A trace is taken as renewal arrivals inside the measured domains only where its gaps' rank
+# autocorrelation at every lag up to GAP_LAGS lies below GAP_SIGMAS standard errors
+# (1 / sqrt(gaps)): independent gaps, of any law, pass with probability about 1 - 3e-4
 GAP_LAGS, GAP_SIGMAS = 10, 4.0
 
 
@@ -186,17 +186,20 @@ def _checked_model(system, process, resolution: int, extrapolate: bool) -> Laten
     if outside is not None:
         if not extrapolate:
             raise NotImplementedError(outside)
-        result.accuracy = extrapolated(result.accuracy, outside)
+        result.accuracy = extrapolated(result.accuracy, outside, measured_there=not (
+            isinstance(process, Trace) and correlated_gaps(process) is not None))
     return result
 
 
-def extrapolated(accuracy: Accuracy, reason: str) -> Accuracy:
+def extrapolated(accuracy: Accuracy, reason: str, measured_there: bool = True) -> Accuracy:
     """``accuracy`` of an answer given outside its family's measured domain: the
-    approximation ``outside_measured_domain`` with ``reason``, and the measured error of such
-    answers (family ``extrapolated``, validation/domain_check.py) after the family's own,
-    whose range is not known to hold here."""
+    approximation ``outside_measured_domain`` with ``reason`` and, where ``measured_there``,
+    the measured error of such answers (family ``extrapolated``, validation/domain_check.py:
+    Poisson arrivals) after the family's own, whose range is not known to hold here."""
     accuracy = accuracy.extended(approximations=[
         Approximation("outside_measured_domain", f"extrapolated: {reason}")])
+    if not measured_there:
+        return accuracy
     return replace(accuracy, measured=accuracy.measured + (measured("extrapolated"),))
 
 
@@ -249,13 +252,15 @@ def _outside_measured_domain(system, process, result: Latency) -> str | None:
 
 
 def correlated_gaps(trace: Trace) -> str | None:
-    """Why a trace's gaps are not those of a renewal stream (a lag up to GAP_LAGS whose
-    autocorrelation is more than GAP_SIGMAS standard errors from 0), or None. The families
-    were measured under Poisson and renewal arrivals only."""
+    """Why a trace's gaps are not those of a renewal stream (a lag up to GAP_LAGS whose rank
+    autocorrelation is more than GAP_SIGMAS standard errors above 0), or None. The families
+    were measured under Poisson and renewal arrivals only. Positive correlation (bursts) is
+    what lengthens a tail; a negative one, as timestamps rounded to a clock give, smooths the
+    stream and is let through."""
     rho = trace.gap_autocorrelation(GAP_LAGS)
     limit = GAP_SIGMAS / math.sqrt(trace.times.size - 1)
-    if rho.size and np.max(np.abs(rho)) > limit:
-        k = int(np.argmax(np.abs(rho)))
+    if rho.size and np.max(rho) > limit:
+        k = int(np.argmax(rho))
         return (f"the trace's gaps are correlated (lag-{k + 1} autocorrelation {rho[k]:+.3f}, "
                 f"beyond {GAP_SIGMAS:g} standard errors {limit:.3f} of independence); the "
                 f"families were measured under renewal arrivals only: replay the trace with "
@@ -385,7 +390,8 @@ def _ensemble(ensemble, process, resolution: int, extrapolate: bool) -> Latency:
         if not extrapolate:
             raise NotImplementedError(outside)
         # answered anyway: say so, as a node outside its family's domain does
-        result.accuracy = extrapolated(result.accuracy, outside)
+        result.accuracy = extrapolated(result.accuracy, outside,
+                                       measured_there=correlated is None)
     return result
 
 
@@ -408,7 +414,7 @@ def _pods(cluster: Cluster, process, resolution: int, extrapolate: bool) -> Late
     # identical pods with equal shares are one part: its stages are every pod's
     result.stages = result.parts[0].stages if len(distinct) == 1 else None
     if correlated is not None:
-        result.accuracy = extrapolated(result.accuracy, correlated)
+        result.accuracy = extrapolated(result.accuracy, correlated, measured_there=False)
     return result
 
 

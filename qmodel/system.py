@@ -464,9 +464,11 @@ class Trace:
         return float(gaps.var() / gaps.mean() ** 2)
 
     def gap_autocorrelation(self, lags: int = 10) -> np.ndarray:
-        """The sample autocorrelation of successive gaps at lags 1 to ``lags`` (zeros where
-        the gaps do not vary). Independent gaps (a renewal process) give values within a few
-        times 1 / sqrt(gaps) of 0; bursts give positive ones.
+        """The sample autocorrelation of the successive gaps' ranks at lags 1 to ``lags``
+        (Spearman's; zeros where the gaps do not vary). Ranks of independent gaps are
+        independent whatever the gaps' law, so their values lie within a few times
+        1 / sqrt(gaps) of 0 even for long-tailed gaps, where the gaps' own autocorrelation
+        strays far wider; bursts give positive values.
 
         Examples
         --------
@@ -479,7 +481,14 @@ class Trace:
         0.9
         """
         gaps = np.diff(self.times)
-        x = gaps - gaps.mean()
+        order = np.argsort(gaps, kind="stable")
+        ranks = np.empty(gaps.size)
+        ranks[order] = np.arange(gaps.size)
+        # ties (equal gaps) share their mean rank
+        _, inverse, counts = np.unique(gaps, return_inverse=True, return_counts=True)
+        sums = np.bincount(inverse, weights=ranks)
+        x = sums[inverse] / counts[inverse]
+        x = x - x.mean()
         var = float(x @ x)
         lags = min(int(lags), x.size - 1)
         if var <= 0.0 or lags < 1:

@@ -266,3 +266,22 @@ def test_each_size_first_execution_may_be_a_cold_start():
     assert "1 left out as cold starts" in node.calibration.service
     drawn = dict(node.service.samples)[2]
     assert max(drawn) < 2 * min(drawn)          # the 40 ms cold start is not among them
+
+
+def test_the_jitter_fit_at_its_bound_gives_a_law_not_an_error():
+    # issue 37, review: the second grid ended at 10.000000000000007, above the largest cv a
+    # jitter law takes, and calibrate raised instead of saying it stopped at the bound
+    from scipy import stats as sps
+    from qmodel.triton.calibrate import MAX_JITTER_CV, _summary_jitter
+    sigma = np.sqrt(np.log1p(30.0 ** 2))
+    quantiles = {p: float(np.exp(-sigma * sigma / 2 + sigma * sps.norm.ppf(p)) * 1e-3)
+                 for p in (0.5, 0.9, 0.95, 0.99)}
+    cv = _summary_jitter({4: 100}, {4: 1e-3}, quantiles)
+    assert cv == MAX_JITTER_CV
+    qm.ServiceTime.affine(1e-3, jitter=("lognormal", cv))          # a law takes it
+
+
+def test_a_size_of_weight_zero_is_not_a_measured_size():
+    from qmodel.profiling import fit_line
+    with pytest.raises(ValueError, match="at least two batch sizes"):
+        fit_line([1, 8], [1e-3, 3e-3], [10, 0])

@@ -353,9 +353,10 @@ def _family(fam: str, rows: list, means: list) -> MeasuredError:
 
 
 def _points(box, rows) -> tuple:
-    """The rows' features in the order of ``box`` (6 significant digits), each once."""
+    """The rows' features in the order of ``box`` (full precision: a rounded point could
+    fall outside its own box), each once."""
     def value(v):
-        return None if v is None else float(f"{v:.6g}")
+        return None if v is None else float(v)
     return tuple(dict.fromkeys(tuple(value(r.features.get(f)) for f in box) for r in rows))
 
 

@@ -110,7 +110,9 @@ def trusted_quantile(result, level: float) -> float:
     answers (family ``extrapolated``, -41% to +100% on p99); a search does not rank by that
     range, which would price every extrapolated candidate at twice its answer, but by its
     family's, and the plan's simulation vouches for the candidate chosen
-    (:func:`model_answer`). ``accuracy.p99_bounds`` states the wide range.
+    (:func:`model_answer`). ``accuracy.p99_bounds`` states the wide range. An extrapolated
+    answer with no family of its own takes that range; with no error measured at all (a
+    trace of correlated gaps), infinity.
 
     Examples
     --------
@@ -123,10 +125,14 @@ def trusted_quantile(result, level: float) -> float:
     acc = result.accuracy
     if acc.exactness == "simulation" and getattr(result, "sections", 0) >= 2:
         return float(result.ci(level)[1])
+    own = [f for f in acc.measured if f.family != "extrapolated"]
+    if is_extrapolated(result) and not own:
+        # no family of its own: the error measured on extrapolations, where there is one
+        own = list(acc.measured)
+        if not own:
+            return math.inf
     low = 0.0
-    for family in acc.measured:
-        if family.family == "extrapolated":
-            continue
+    for family in own:
         if level <= 0.5 and family.p50 is not None:
             rng = family.p50
         elif level <= 0.95:

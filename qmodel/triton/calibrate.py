@@ -142,7 +142,7 @@ def _summary_jitter(executions: dict, infer: dict, quantiles: dict) -> float:
     cv = best(np.arange(0.0, 1.501, 0.01))
     if cv >= 1.5:
         # the best at the first grid's edge: search on, up to the largest cv a jitter takes
-        cv = best(np.arange(1.5, MAX_JITTER_CV + 1e-9, 0.05))
+        cv = best(np.linspace(1.5, MAX_JITTER_CV, int(round((MAX_JITTER_CV - 1.5) / 0.05)) + 1))
     return cv
 
 
