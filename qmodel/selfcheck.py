@@ -98,9 +98,7 @@ def conservation_utilization(result: Latency, system) -> float | None:
     sizes = result.batch_size_distribution
     if not sizes or any(n != node for n in nodes[1:]):
         return None
-    mean_k = sum(k * p for k, p in sizes.items())
-    mean_s = sum(float(node.service.mean(k)) * p for k, p in sizes.items())
-    return result.throughput * mean_s / (mean_k * node.instances * len(nodes))
+    return node.service.utilization(result.throughput, sizes, node.instances * len(nodes))
 
 
 def carrying_batch(result: Latency, system, rate: float) -> tuple[int, float, float] | None:

@@ -128,6 +128,26 @@ class ServiceTime:
         """Mean service time (seconds) of a batch of k requests; k scalar or array, k >= 1."""
         raise NotImplementedError
 
+    def utilization(self, throughput: float, batch_sizes, servers: int) -> float:
+        """The busy fraction of ``servers`` instances that serve ``throughput`` requests per
+        second in batches of the law ``batch_sizes`` (k -> probability per batch, a mapping
+        or an array indexed by k): throughput x E[S(K)] / (servers x E[K]), by conservation.
+
+        Examples
+        --------
+        >>> ServiceTime.affine(2e-3, 1e-3).utilization(200.0, {2: 1.0}, 1)   # 100 x 4 ms
+        0.4
+        """
+        if isinstance(batch_sizes, dict):
+            k = np.array(list(batch_sizes), float)
+            p = np.array(list(batch_sizes.values()), float)
+        else:
+            p = np.asarray(batch_sizes, float)
+            k = np.arange(p.size, dtype=float)
+            k, p = k[p > 0], p[p > 0]
+        means = np.array([float(self.mean(int(j))) for j in k])
+        return float(throughput * (p @ means) / (servers * (p @ k)))
+
     def scv(self, k) -> float:
         """Squared coefficient of variation of S(k): the jitter's cv², the same for every k.
 

@@ -182,12 +182,14 @@ def _checked_model(system, process, resolution: int, extrapolate: bool) -> Laten
         reason = defects(result, system, float(process.rate))
         if reason is not None:
             raise NotImplementedError(reason)
-        outside = _outside_measured_domain(system, process, result)
+        # a trace of correlated gaps is outside every family (its gaps ranked once)
+        correlated = correlated_gaps(process) if isinstance(process, Trace) else None
+        outside = correlated or _outside_measured_domain(system, process, result)
     if outside is not None:
         if not extrapolate:
             raise NotImplementedError(outside)
-        result.accuracy = extrapolated(result.accuracy, outside, measured_there=not (
-            isinstance(process, Trace) and correlated_gaps(process) is not None))
+        result.accuracy = extrapolated(result.accuracy, outside,
+                                       measured_there=correlated is None)
     return result
 
 
@@ -211,8 +213,6 @@ def _outside_measured_domain(system, process, result: Latency) -> str | None:
     otherwise each node's families are checked with that node's features (its own load and
     arrival scv).
     """
-    if isinstance(process, Trace) and correlated_gaps(process) is not None:
-        return correlated_gaps(process)
     families = result.accuracy.measured
     if not families:
         return None

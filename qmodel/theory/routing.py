@@ -432,8 +432,7 @@ def _no_delay(node: Node, rate: float, nodes: int, choices: int, resolution: int
     sizes = np.bincount(cav.k_of, weights=cav.psi, minlength=cav.B + 1)
     # utilization by conservation from the model's own batch sizes: the cavity chain's busy
     # fraction (sum of pi[1:]) is off it by the mean-field approximation (0.819 for 0.800)
-    means = np.array([float(node.service.mean(k)) if k else 0.0 for k in range(sizes.size)])
-    utilization = rate / nodes * float(sizes @ means) / float(sizes @ np.arange(sizes.size))
+    utilization = node.service.utilization(rate / nodes, sizes, 1)
     notes = [Approximation(
         "mean_field", "other nodes independent with the node's own stationary law "
         "(mean field), own batch size from the mean arrivals behind")]

@@ -9,8 +9,6 @@ tagged request (:mod:`.sojourn`) and the result with its accuracy statement.
 from __future__ import annotations
 
 
-import numpy as np
-
 from ...latency import Accuracy, Approximation, LatticeLatency
 from ...system import Node
 from ..blas import one_blas_thread
@@ -192,10 +190,7 @@ def _result(rules, arrivals, grid, run, rejection, pmf, H_total) -> BatchNodeLat
     # by conservation from the model's own batch sizes (the chain's busy fraction agrees to
     # 3e-4 under Poisson arrivals; under renewal ones, whose requests are taken to see time
     # averages, it was up to 0.08 off)
-    k = np.arange(batches.size)
-    means = np.array([float(rules.service.mean(j)) if j else 0.0 for j in k])
-    utilization = (rate * (1.0 - rejection) * float(batches @ means)
-                   / (rules.c * float(batches @ k)))
+    utilization = rules.service.utilization(rate * (1.0 - rejection), batches, rules.c)
     if utilization > 1.0 + UTILIZATION_ROUNDING:
         # c > 1: the chain's time between dispatches is not tied to the instances' service
         # time (validation/batch_size_accuracy.py measures what that does to the means)
