@@ -193,13 +193,92 @@ def test_same_seed_same_result_and_other_seed_differs():
     assert runs[0].mean != runs[2].mean
 
 
-# ---- what it refuses -----------------------------------------------------------------------
-def test_prefetch_and_ensembles_are_refused_with_the_engine_to_use():
+# ---- Triton's prefetching batcher (Node.prefetch) ---------------------------------------------
+PREFETCH_RULES = {
+    "delay": dict(max_batch_size=8, max_queue_delay=1e-3),
+    "preferred": dict(max_batch_size=16, max_queue_delay=2e-3, preferred_batch_sizes=(3, 7, 12)),
+    "instances": dict(max_batch_size=8, max_queue_delay=2e-3, preferred_batch_sizes=(4,),
+                      instances=3),
+    "overhead": dict(max_batch_size=4, max_queue_delay=3e-3, overhead=0.7e-3, instances=2),
+}
+
+
+@pytest.mark.parametrize("name", PREFETCH_RULES)
+@pytest.mark.parametrize("join", [0.0, 1.0])
+@pytest.mark.parametrize("load", [0.4, 0.95])
+def test_prefetch_replay_matches_the_look_ahead_engine_request_by_request(name, join, load):
+    """With a join probability of 0 or 1 the prefetch rule draws nothing: the compiled
+    engine's batches and sojourns are the look-ahead engine's, to the bit."""
+    node = qm.Node(AFF(2e-3, 0.3e-3), prefetch=join, **PREFETCH_RULES[name])
+    times = _trace(load * node.capacity, n=600, seed=len(name))
+    ref = qm.replay(node, times, engine="lookahead")
+    got = qm.replay(node, times, engine="compiled")
+    np.testing.assert_array_equal(got.sojourn, ref.sojourn)
+    np.testing.assert_array_equal(got.batch_size, ref.batch_size)
+    np.testing.assert_array_equal(got.batch_start, ref.batch_start)
+
+
+@pytest.mark.parametrize("router", ["least_outstanding", "power_of_d"])
+def test_prefetch_one_behind_a_dynamic_router_is_the_rule_at_the_freeing(router):
+    """No reference engine runs prefetch behind a dynamic router; the oracle is the docs'
+    identity: with p = 1 and one instance per node, prefetching is the rule at the
+    instance's freeing (without preferred sizes below B), so the two clusters' replays agree
+    request by request."""
+    policy = qm.Router("power_of_d", choices=2) if router == "power_of_d" else router
+    plain = qm.Node(AFF(2e-3, 0.3e-3, jitter=("gamma", 0.3)), max_batch_size=8,
+                    max_queue_delay=1.5e-3)
+    ahead = qm.Node(plain.service, max_batch_size=8, max_queue_delay=1.5e-3, prefetch=1.0)
+    times = _trace(0.85 * 3 * plain.capacity, n=3000, seed=3)
+    ref = qm.replay(qm.Cluster(plain, count=3, router=policy), times, engine="compiled", seed=6)
+    got = qm.replay(qm.Cluster(ahead, count=3, router=policy), times, engine="compiled", seed=6)
+    np.testing.assert_array_equal(got.node, ref.node)
+    np.testing.assert_array_equal(got.sojourn, ref.sojourn)
+
+
+PREFETCH_SYSTEMS = {
+    "node": qm.Node(AFF(2.4e-3, 0.54e-3, jitter=("lognormal", 0.3)), max_batch_size=16,
+                    max_queue_delay=2e-3, preferred_batch_sizes=(4, 8, 16), instances=2,
+                    prefetch=0.4),
+    "round robin": qm.Cluster(qm.Node(AFF(2e-3, 0.3e-3, jitter="exponential"),
+                                      max_batch_size=8, max_queue_delay=1e-3, prefetch=0.3),
+                              count=3, router="round_robin"),
+}
+
+
+@pytest.mark.parametrize("name", PREFETCH_SYSTEMS)
+def test_prefetch_agrees_with_the_look_ahead_engine_in_distribution(name):
+    system = PREFETCH_SYSTEMS[name]
+    rate = 0.85 * (system if isinstance(system, qm.Cluster) else qm.Cluster(system)).capacity
+    ref = qm.simulate(system, rate=rate, requests=300_000, seed=21, engine="lookahead")
+    got = qm.simulate(system, rate=rate, requests=300_000, seed=22, engine="compiled")
+    for p in (0.5, 0.95, 0.99):
+        se = np.hypot(_half(ref, p), _half(got, p))
+        assert abs(got.quantile(p) - ref.quantile(p)) <= Z * se + 1e-3 * ref.quantile(p), \
+            (name, p, got.quantile(p), ref.quantile(p), se)
+    assert got.mean_batch_size == pytest.approx(ref.mean_batch_size, rel=0.02)
+    assert got.utilization == pytest.approx(ref.utilization, rel=0.02)
+
+
+def test_prefetch_behind_least_outstanding_runs_on_the_compiled_engine():
+    """engine='auto' takes the compiled engine where only it runs the system (the event
+    engine does not prefetch); backend='numpy' says which backend does."""
     node = qm.Node(AFF(2e-3, 0.3e-3), max_batch_size=8, max_queue_delay=1e-3, prefetch=0.5)
-    with pytest.raises(ValueError, match="prefetch.*look-ahead"):
-        qm.simulate(node, rate=1000.0, requests=10_000, engine="compiled")
+    cluster = qm.Cluster(node, count=2, router="least_outstanding")
+    got = qm.simulate(cluster, rate=0.7 * cluster.capacity, requests=100_000, seed=3)
+    assert got.accuracy.simulation.engine == "compiled"
+    assert got.p99 > got.p50 > 0
+    with pytest.raises(ValueError, match="does not run Node.prefetch.*backend='auto' or 'cpu'"):
+        qm.simulate(cluster, rate=0.7 * cluster.capacity, requests=100_000, backend="numpy")
+
+
+# ---- what it refuses -----------------------------------------------------------------------
+def test_ensembles_are_refused_with_the_engine_to_use():
+    stage = qm.Node(AFF(2e-3, 0.3e-3), max_batch_size=8, max_queue_delay=1e-3)
+    ensemble = qm.Ensemble({"a": stage, "b": stage}, [("a", "b")])
+    with pytest.raises(ValueError, match="Ensemble runs on the look-ahead engine"):
+        qm.simulate(ensemble, rate=100.0, requests=10_000, engine="compiled")
     with pytest.raises(ValueError, match="backend='cpu' runs the compiled engine"):
-        qm.simulate(node, rate=1000.0, requests=10_000, backend="cpu")
+        qm.simulate(ensemble, rate=100.0, requests=10_000, backend="cpu")
 
 
 def test_unknown_backend_names_the_choices():
@@ -226,9 +305,12 @@ CUDA_SCRIPT = textwrap.dedent("""
                    max_queue_delay=1e-3, preferred_batch_sizes=(4, 8), instances=2,
                    max_queue_size=20)
     cluster = qm.Cluster(node, count=3, router="least_outstanding")
+    ahead = qm.Node(node.service, max_batch_size=8, max_queue_delay=1e-3,
+                    preferred_batch_sizes=(4, 8), instances=2, prefetch=0.5)
+    prefetch = qm.Cluster(ahead, count=2, router="least_outstanding")
     out = {}
-    for name, system in (("node", node), ("cluster", cluster)):
-        capacity = (system if name == "cluster" else qm.Cluster(system)).capacity
+    for name, system in (("node", node), ("cluster", cluster), ("prefetch", prefetch)):
+        capacity = (qm.Cluster(system) if name == "node" else system).capacity
         runs = [qm.simulate(system, rate=0.8 * capacity, requests=REQUESTS, replicas=3,
                             seed=9, backend=b)
                 for b in ("cpu", "gpu")]
@@ -257,7 +339,7 @@ def _check_cuda(out, exact):
     """One rule, one generator: the same replicas count the same histogram. On a real GPU
     the device's log, exp and cos may differ from the CPU's in the last bit, so there the
     figures agree to rounding rather than bit for bit."""
-    for name in ("node", "cluster"):
+    for name in ("node", "cluster", "prefetch"):
         cpu, gpu = out[name]["cpu"], out[name]["gpu"]
         assert cpu[5] == "cpu" and gpu[5] == "gpu"
         if exact:

@@ -120,8 +120,8 @@ def test_prefetch_is_checked_where_it_is_described():
     assert n.prefetches and not qm.Node(service, prefetch=0.5).prefetches   # no delay
 
 
-def test_the_event_engine_refuses_prefetching_nodes():
+def test_the_event_engine_refuses_prefetching_nodes_and_names_the_engine_that_runs_them():
     n = node(max_batch_size=8, max_queue_delay=2 * ms, prefetch=0.5)
     cluster = qm.Cluster([n, n], router="least_outstanding")
-    with pytest.raises(ValueError, match="look-ahead engine only"):
-        qm.simulate(cluster, rate=100, requests=2000, seed=1)
+    with pytest.raises(ValueError, match="does not run Node.prefetch.*compiled engine"):
+        qm.simulate(cluster, rate=100, requests=2000, seed=1, engine="events")

@@ -9,9 +9,10 @@ log-spaced histograms as they leave, so memory does not grow with the run: the r
 
 What it runs: single nodes and clusters behind every router (a replica holds the whole
 cluster, so least outstanding and power of d see every queue), instances, max_batch_size,
-max_queue_delay, preferred sizes, max_queue_size rejections, every jitter law and measured
-samples, overheads, Poisson, renewal and trace arrivals. Not yet: Triton's prefetching
-batcher (``Node.prefetch``) and ensembles, which the reference engines run
+max_queue_delay, preferred sizes, Triton's prefetching batcher (``Node.prefetch``, which the
+event engine does not run: here it runs behind dynamic routers too), max_queue_size
+rejections, every jitter law and measured samples, overheads, Poisson, renewal and trace
+arrivals. Not yet: ensembles, which the look-ahead engine runs stage by stage
 (:func:`unsupported` says why for a given system).
 
 The measured window of each replica, its warm-up, random phase and cool-down, and the
@@ -33,7 +34,7 @@ import numpy as np
 from ..latency import Accuracy, HistogramLatency, SimulationEstimate
 from ..system import Trace
 from . import replica_rule
-from .replica_rule import (ARRIVAL, LAW, NODE_FLOAT, NODE_INT, ROUTER, STAT, build,
+from .replica_rule import (ARRIVAL, LAW, NODE_FLOAT, NODE_INT, OPENED, ROUTER, STAT, build,
                            cpu_driver)
 from .replicas import MAX_REPLICAS, MAX_SECTIONS, arrivals_per_replica_node, plan_replicas
 from .window import ShortRunWarning, batch_places, cool_down_arrivals
@@ -68,9 +69,6 @@ def unsupported(cluster, source) -> str | None:
     """Why the compiled engine cannot run ``cluster`` under ``source`` (None: it can)."""
     if cluster.pods:
         return "an Ensemble runs on the look-ahead engine (engine='auto' or 'lookahead')"
-    if any(node.prefetches for node in cluster.nodes):
-        return ("Node.prefetch (Triton's prefetching batcher) runs on the look-ahead engine; "
-                "use engine='auto' or 'lookahead'")
     try:
         import numba  # noqa: F401
     except ImportError:
@@ -130,8 +128,8 @@ def _gpu_runner():
 def _one_thread_per_replica(replicas, sections, nodes, node_i, node_f, pref, mean, emp_off,
                             emp_cnt, emp_scale, pool, arr_code, arr_f, trace, trace_off,
                             router_i, cum, totals, first, last, seeds, hist, hist_lo, hist_step,
-                            bhist, stats, qbuf, qhead, qlen, free, busy_k, nt, nk, perm, rs,
-                            record, qidx, rec_sojourn, rec_node, rec_batch, rec_batch_i):
+                            bhist, stats, qbuf, qhead, qlen, free, busy_k, nt, nk, opened, perm,
+                            rs, record, qidx, rec_sojourn, rec_node, rec_batch, rec_batch_i):
     # cuda and run_replica are bound by _gpu_runner
     r = cuda.grid(1)  # noqa: F821
     if r < replicas:
@@ -142,8 +140,8 @@ def _one_thread_per_replica(replicas, sections, nodes, node_i, node_f, pref, mea
         run_replica(r, r, row, nodes, node_i, node_f, pref,  # noqa: F821
                     mean, emp_off, emp_cnt, emp_scale, pool, arr_code, arr_f, trace, trace_off,
                     router_i, cum, totals, first, last, seeds, hist, hist_lo, hist_step, bhist,
-                    stats, qbuf, qhead, qlen, free, busy_k, nt, nk, perm, rs, record, qidx,
-                    rec_sojourn, rec_node, rec_batch, rec_batch_i)
+                    stats, qbuf, qhead, qlen, free, busy_k, nt, nk, opened, perm, rs, record,
+                    qidx, rec_sojourn, rec_node, rec_batch, rec_batch_i)
 
 
 def _atomic_add(array, index, value):
@@ -176,6 +174,8 @@ def _tables(cluster):
             node_i[n, NODE_INT["max_queue"]] = node.max_queue_size
             node_f[n, NODE_FLOAT["delay"]] = node.max_queue_delay
             node_f[n, NODE_FLOAT["overhead"]] = node.overhead
+            node_f[n, NODE_FLOAT["prefetch"]] = node.prefetch if node.prefetches else -1.0
+            node_i[n, NODE_INT["largest"]] = max(node.effective_preferred)
             pref[n, :B + 1] = preferred_table(node.effective_preferred, B)
             mean[n, 1:B + 1] = service.mean(np.arange(1, B + 1))
             law = service.jitter_law
@@ -331,6 +331,7 @@ def _run(target, replicas, sections, nodes, tables, arr_code, arr_f, trace, offs
                np.zeros((slots, nodes, cmax + pad)),
                np.zeros((slots, nodes, cmax + pad), dtype=np.int64),
                np.zeros((slots, nodes + pad)), np.zeros((slots, nodes + pad), dtype=np.int64),
+               np.zeros((slots, nodes + pad, len(OPENED))),
                np.zeros((slots, nodes + pad), dtype=np.int64),
                np.zeros((slots, 2 + pad), dtype=np.uint64)]
     qidx = np.zeros((slots, nodes, room) if record else (1, 1, 1), dtype=np.int64)

@@ -151,9 +151,10 @@ def run_events(bk, types, router, times, assign=None, progress=None):
     order they were dispatched (chronological within each node); ``nodes``.
     """
     if types.any_prefetch:
-        raise ValueError("Node.prefetch runs on the look-ahead engine only: one node, or a "
-                         "static router (random, round_robin) with unlimited queues; set "
-                         "prefetch=None to simulate this cluster")
+        raise ValueError("the event engine does not run Node.prefetch: the compiled engine "
+                         "runs it behind every router (engine='auto' or 'compiled', "
+                         "backend='auto' or 'cpu'), the look-ahead engine for one node or a "
+                         "static router")
     xp = bk.xp
     replicas, n = times.shape
     # Each step reads one arrival per replica: keep arrivals, routes and pre-drawn assignments

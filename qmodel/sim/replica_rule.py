@@ -13,7 +13,13 @@ reference engines apply:
   the node's jitter law (or its measured samples); its requests leave at its end plus the
   node's overhead;
 - the router sees every node's outstanding requests (queued plus in service) at the arrival;
-- a request finding max_queue_size requests queued is rejected.
+- a request finding max_queue_size requests queued is rejected;
+- a prefetching node (``Node.prefetch``, docs/triton-semantics.md "Prefetch") forms its batch
+  at the rule's time counted from when its batcher may open one (the previous batch's
+  pickup, or its forming where it left full) instead of from a free instance, from the
+  requests queued by then; the batch starts when an instance frees and, with probability
+  ``prefetch``, takes in the requests queued by then, up to the largest preferred size. This
+  is the look-ahead engine's rule, and here it runs behind every router.
 
 The functions are plain Python over scalars and arrays, in the subset Numba compiles both for
 the CPU (``numba.njit``) and for the GPU (``numba.cuda.jit(device=True)``): :func:`build`
@@ -33,8 +39,8 @@ import types
 
 import numpy as np
 
-__all__ = ["build", "RULE", "LAW", "ARRIVAL", "ROUTER", "NODE_INT", "NODE_FLOAT", "STAT",
-           "SCRATCH_OVERFLOW"]
+__all__ = ["build", "RULE", "LAW", "ARRIVAL", "ROUTER", "NODE_INT", "NODE_FLOAT", "OPENED",
+           "STAT", "SCRATCH_OVERFLOW"]
 
 # Jitter laws of S(k) (qmodel.jitter), and measured samples.
 LAW = {"deterministic": 0, "exponential": 1, "gamma": 2, "lognormal": 3, "empirical": 4}
@@ -43,8 +49,13 @@ ARRIVAL = {"poisson": 0, "deterministic": 1, "gamma": 2, "trace": 3}
 # Routers (qmodel.routers); "one" is a single node.
 ROUTER = {"one": 0, "random": 1, "round_robin": 2, "least_outstanding": 3, "power_of_d": 4}
 # Columns of the per-node integer and float parameter tables.
-NODE_INT = {"batch": 0, "pmin": 1, "instances": 2, "max_queue": 3, "law": 4}
-NODE_FLOAT = {"delay": 0, "overhead": 1, "law_param": 2}
+NODE_INT = {"batch": 0, "pmin": 1, "instances": 2, "max_queue": 3, "law": 4, "largest": 5}
+# "prefetch": the probability that a batch formed ahead takes in later requests, -1 where the
+# node forms its batches when an instance frees
+NODE_FLOAT = {"delay": 0, "overhead": 1, "law_param": 2, "prefetch": 3}
+# Per-node batcher state of a prefetching node: when it may open its next batch, and when the
+# batch it holds was formed.
+OPENED = {"open": 0, "formed": 1}
 # Columns of the per-replica results.
 STAT = {"busy": 0, "sojourn_sum": 1, "served": 2, "rejected": 3, "t_warm": 4, "t_end": 5,
         "overflow": 6, "batches": 7}
@@ -52,9 +63,11 @@ STAT = {"busy": 0, "sojourn_sum": 1, "served": 2, "rejected": 3, "t_warm": 4, "t
 SCRATCH_OVERFLOW = 1.0
 
 # the columns above as module constants, which Numba compiles in (a dict it cannot read)
-_B_I, _PMIN_I, _C_I, _MAXQ_I, _LAW_I = (NODE_INT[k] for k in
-                                        ("batch", "pmin", "instances", "max_queue", "law"))
-_D_F, _OVER_F, _PAR_F = (NODE_FLOAT[k] for k in ("delay", "overhead", "law_param"))
+_B_I, _PMIN_I, _C_I, _MAXQ_I, _LAW_I, _LARGEST_I = (NODE_INT[k] for k in (
+    "batch", "pmin", "instances", "max_queue", "law", "largest"))
+_D_F, _OVER_F, _PAR_F, _PREFETCH_F = (NODE_FLOAT[k] for k in
+                                      ("delay", "overhead", "law_param", "prefetch"))
+_OPEN, _FORMED = OPENED["open"], OPENED["formed"]
 _BUSY, _SUM, _SERVED, _REJ, _TWARM, _TEND, _OVERFLOW, _BATCHES = (STAT[k] for k in (
     "busy", "sojourn_sum", "served", "rejected", "t_warm", "t_end", "overflow", "batches"))
 
@@ -130,8 +143,8 @@ def cpu_driver(jit, add, prange):
 def run_sections(replicas, sections, nodes, node_i, node_f, pref, mean, emp_off, emp_cnt,
                  emp_scale, pool, arr_code, arr_f, trace, trace_off, router_i, cum, totals,
                  first_measured, last_measured, seeds, hist, hist_lo, hist_step, bhist, stats,
-                 qbuf, qhead, qlen, free, busy_k, nt, nk, perm, rs, record, qidx, rec_sojourn,
-                 rec_node, rec_batch, rec_batch_i):
+                 qbuf, qhead, qlen, free, busy_k, nt, nk, opened, perm, rs, record, qidx,
+                 rec_sojourn, rec_node, rec_batch, rec_batch_i):
     """Every replica, section by section: section ``sec`` runs its replicas in turn in scratch
     row ``sec`` and counts into histogram row ``sec``, so sections share nothing."""
     for sec in prange(sections):
@@ -141,8 +154,9 @@ def run_sections(replicas, sections, nodes, node_i, node_f, pref, mean, emp_off,
             run_replica(r, sec, sec, nodes, node_i, node_f, pref, mean, emp_off, emp_cnt,
                         emp_scale, pool, arr_code, arr_f, trace, trace_off, router_i, cum,
                         totals, first_measured, last_measured, seeds, hist, hist_lo,
-                        hist_step, bhist, stats, qbuf, qhead, qlen, free, busy_k, nt, nk, perm,
-                        rs, record, qidx, rec_sojourn, rec_node, rec_batch, rec_batch_i)
+                        hist_step, bhist, stats, qbuf, qhead, qlen, free, busy_k, nt, nk,
+                        opened, perm, rs, record, qidx, rec_sojourn, rec_node, rec_batch,
+                        rec_batch_i)
 
 
 def next_bits(rs, slot):
@@ -226,8 +240,9 @@ def gap(rs, slot, arr_code, arr_f, first):
     return mean_gap * standard_gamma(rs, slot, shape) / shape
 
 
-def decide(slot, n, node_i, node_f, pref, qbuf, qhead, qlen, free, nt, nk, mask):
-    """Cache node n's next batch: when it is due and its size, from its queue alone."""
+def decide(slot, n, node_i, node_f, pref, qbuf, qhead, qlen, free, nt, nk, opened, mask):
+    """Cache node n's next batch: when it is due and its size, from its queue alone (for a
+    prefetching node, the size it was formed with: it may grow at its dispatch)."""
     length = qlen[slot, n]
     if length == 0:
         nt[slot, n] = math.inf
@@ -244,11 +259,29 @@ def decide(slot, n, node_i, node_f, pref, qbuf, qhead, qlen, free, nt, nk, mask)
     for j in range(node_i[n, _C_I]):
         if free[slot, n, j] < t_free:
             t_free = free[slot, n, j]
-    t0 = max(t_free, a0)
-    when = min(max(t0, a_pmin), max(t0, a0 + delay))
     q = min(length, node_i[n, _B_I])
+    if node_f[n, _PREFETCH_F] < 0.0:
+        t0 = max(t_free, a0)
+        when = min(max(t0, a_pmin), max(t0, a0 + delay))
+        formed = when
+    else:
+        # formed from when the batcher may open a batch, out of the requests queued by then
+        # (the queue is in arrival order: a binary search); it starts when an instance frees
+        t0 = max(opened[slot, n, _OPEN], a0)
+        formed = min(max(t0, a_pmin), max(t0, a0 + delay))
+        lo = 1
+        hi = q
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if qbuf[slot, n, (head + mid - 1) & mask] <= formed:
+                lo = mid
+            else:
+                hi = mid - 1
+        q = lo
+        when = max(formed, t_free)
+        opened[slot, n, _FORMED] = formed
     k = pref[n, q]
-    if q < pmin or (delay > 0.0 and when >= a0 + delay):
+    if q < pmin or (delay > 0.0 and formed >= a0 + delay):
         k = q
     nt[slot, n] = when
     nk[slot, n] = k
@@ -311,7 +344,7 @@ def route(rs, slot, i, t, nodes, router_i, cum, rr_start, node_i, qlen, free, bu
 def run_replica(r, slot, section, nodes, node_i, node_f, pref, mean, emp_off, emp_cnt,
                 emp_scale, pool, arr_code, arr_f, trace, trace_off, router_i, cum, totals,
                 first_measured, last_measured, seeds, hist, hist_lo, hist_step, bhist,
-                stats, qbuf, qhead, qlen, free, busy_k, nt, nk, perm, rs, record, qidx,
+                stats, qbuf, qhead, qlen, free, busy_k, nt, nk, opened, perm, rs, record, qidx,
                 rec_sojourn, rec_node, rec_batch, rec_batch_i):
     """Simulate replica r from empty to its last arrival and its last batch.
 
@@ -331,6 +364,8 @@ def run_replica(r, slot, section, nodes, node_i, node_f, pref, mean, emp_off, em
         nt[slot, n] = math.inf
         nk[slot, n] = 0
         perm[slot, n] = n
+        opened[slot, n, _OPEN] = 0.0
+        opened[slot, n, _FORMED] = 0.0
         for j in range(free.shape[2]):
             free[slot, n, j] = 0.0
             busy_k[slot, n, j] = 0
@@ -384,7 +419,7 @@ def run_replica(r, slot, section, nodes, node_i, node_f, pref, mean, emp_off, em
                     qidx[slot, n, (qhead[slot, n] + qlen[slot, n]) & mask] = i
                     rec_node[i] = n
                 qlen[slot, n] += 1
-                decide(slot, n, node_i, node_f, pref, qbuf, qhead, qlen, free, nt, nk, mask)
+                decide(slot, n, node_i, node_f, pref, qbuf, qhead, qlen, free, nt, nk, opened, mask)
                 if nt[slot, n] < t_due:
                     t_due = nt[slot, n]
                     due = n
@@ -410,6 +445,28 @@ def run_replica(r, slot, section, nodes, node_i, node_f, pref, mean, emp_off, em
         for j in range(1, node_i[n, _C_I]):
             if free[slot, n, j] < free[slot, n, inst]:
                 inst = j
+        p = node_f[n, _PREFETCH_F]
+        if p >= 0.0:
+            formed = opened[slot, n, _FORMED]
+            largest = node_i[n, _LARGEST_I]
+            # a batch formed ahead takes in the requests queued by its start with probability
+            # p, up to the largest preferred size (a preferred size grows only to a larger
+            # preferred size)
+            # (no draw where p is 0 or 1: with p = 1, one instance and preferred size B alone
+            # a replica is then the rule at the instance's freeing, draw for draw)
+            if (when > formed and k < largest and p > 0.0
+                    and (p >= 1.0 or uniform(rs, slot) < p)):
+                grown = min(qlen[slot, n], largest)
+                if pref[n, k] == k:
+                    grown = pref[n, grown]
+                if grown > k:
+                    k = grown
+            # the batcher opens its next batch once this one is picked up, or at once where
+            # this one left full
+            if k >= largest:
+                opened[slot, n, _OPEN] = formed
+            else:
+                opened[slot, n, _OPEN] = when
         s = service(rs, slot, n, k, node_i, node_f, mean, emp_off, emp_cnt, emp_scale,
                     pool)
         done = when + s
@@ -454,7 +511,7 @@ def run_replica(r, slot, section, nodes, node_i, node_f, pref, mean, emp_off, em
                 add(hist, (section, b), 1)
         qhead[slot, n] = head
         qlen[slot, n] -= k
-        decide(slot, n, node_i, node_f, pref, qbuf, qhead, qlen, free, nt, nk, mask)
+        decide(slot, n, node_i, node_f, pref, qbuf, qhead, qlen, free, nt, nk, opened, mask)
         due = -1
         t_due = math.inf
         for m in range(nodes):

@@ -95,8 +95,8 @@ def simulate(system, rate=None, *, arrivals=None, requests: int | None = None, s
     engine : {"auto", "lookahead", "events", "compiled"}
         Force an engine (for cross-checks); "auto" picks the fastest one that applies. The
         compiled engine returns a :class:`~qmodel.latency.HistogramLatency` (quantiles at
-        0.05% resolution, no samples kept); it does not run ``Node.prefetch`` or
-        ensembles.
+        0.05% resolution, no samples kept); it does not run ensembles, and it is the one
+        engine that runs ``Node.prefetch`` behind a dynamic router ("auto" takes it there).
     progress : bool or callable
         True shows a progress bar; a callable receives the fraction done.
     pods : PodSchedule or int, optional
@@ -230,7 +230,15 @@ def _runs_compiled(engine, backend, cluster, source, requests) -> bool:
         return False
     if backend in ("cpu", "gpu"):
         return True
+    if backend == "auto" and _only_compiled(cluster):
+        return True
     return backend == "auto" and requests >= GPU_AUTO_REQUESTS and gpu_present()
+
+
+def _only_compiled(cluster) -> bool:
+    """Prefetching nodes behind a dynamic router: the event engine does not prefetch."""
+    return (auto_engine(cluster) == "events" and not cluster.pods
+            and any(node.prefetches for node in cluster.nodes))
 
 
 def _run_static(bk, types, cluster, times, totals, replicas, nodes, report):
@@ -332,7 +340,7 @@ def replay(system, times, *, seed=None, engine: str = "auto") -> Replay:
     if cluster.pods:
         raise ValueError("replay runs a node or a cluster of nodes, not an Ensemble; "
                          "qmodel.simulate runs ensembles stage by stage")
-    if engine == "compiled":
+    if engine == "compiled" or (engine == "auto" and _only_compiled(cluster)):
         rec = replay_compiled(cluster, source.times, seed)
         return Replay(source.times, rec["sojourn"], rec["node"], rec["start"], rec["service"],
                       rec["size"], rec["batch_node"])
