@@ -82,7 +82,11 @@ _U27 = np.uint64(27)
 _U0 = np.uint64(0)
 _U31 = np.uint64(31)
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_ALL_ONES = np.uint64(0xFFFFFFFFFFFFFFFF)
+_COUNT_MAX = (1 << 24) - 1        # counts above it (never seen: a queue holds 2^22) tie
 _MIX1 = np.uint64(0xBF58476D1CE4E5B9)
+_MIX2 = np.uint64(0x94D049BB133111EB)
+_U30 = np.uint64(30)
 _TWO_M53 = 1.0 / 9007199254740992.0      # 2**-53
 prange = range                           # numba.prange in the CPU driver
 
@@ -320,24 +324,26 @@ def route(rs, slot, i, t, nodes, router_i, cum, rr_start, node_i, qlen, free, bu
             keep = perm[slot, j]
             perm[slot, j] = perm[slot, other]
             perm[slot, other] = keep
-    # ties: the smallest of per-node keys hashed from one random word (a multiply-xorshift
-    # step of splitmix64, Steele, Lea & Flood 2014), a uniformly random tied node
+    # The smallest key wins, a key being the node's count in the high 24 bits and, below, 40
+    # bits hashed from the node and one random word by splitmix64's finaliser (Steele, Lea &
+    # Flood 2014): among tied counts, a uniformly random node. (One multiply-xorshift step
+    # alone, as before, left the keys of neighbouring nodes correlated: 5 idle nodes took
+    # 16-23% of requests each.) One comparison per node, no branch on the counts.
     bits = next_bits(rs, slot)
-    best = -1
-    best_count = 0
-    best_key = _U0
+    best = 0
+    best_key = _ALL_ONES
     for j in range(looked):
         n = j
         if code == 4:
             n = perm[slot, j]
         c = outstanding(slot, n, t, node_i, qlen, free, busy_k)
-        if best < 0 or c <= best_count:
-            z = (bits + np.uint64(n) * _GOLDEN) * _MIX1
-            z = z ^ (z >> _U31)
-            if best < 0 or c < best_count or z < best_key:
-                best = n
-                best_count = c
-                best_key = z
+        z = bits + np.uint64(n + 1) * _GOLDEN
+        z = (z ^ (z >> _U30)) * _MIX1
+        z = (z ^ (z >> _U27)) * _MIX2
+        key = (np.uint64(min(c, _COUNT_MAX)) << _U40) | ((z ^ (z >> _U31)) >> _U24)
+        if key < best_key:
+            best = n
+            best_key = key
     return best
 
 
