@@ -10,9 +10,12 @@ re-exports them all.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import asdict, dataclass, replace
 from typing import Mapping
+
+import numpy as np
 
 __all__ = ["Accuracy", "Approximation", "ErrorRange", "MeasuredError", "SimulationEstimate",
            "EXACTNESS", "NEIGHBOURHOOD", "least_exact"]
@@ -194,27 +197,43 @@ class MeasuredError:
         distance is the largest over the features of the difference in units of its
         :data:`NEIGHBOURHOOD` radius (1 or less: a neighbour), the feature that sets it and
         the point's value of it. ``(inf, None, None)`` without points."""
-        best = (math.inf, None, None)
-        names = [f for f, _, _ in self.domain]
-        for point in self.points:
-            worst = (0.0, None, None)
-            for name, p in zip(names, point):
-                x = features.get(name)
-                if (p is None and x is None) or name not in NEIGHBOURHOOD:
-                    continue
-                if p is None or x is None:       # known on one side only: no neighbour
-                    worst = (math.inf, name, p)
-                    break
-                radius = NEIGHBOURHOOD[name][1]
-                gap = abs(_scaled(name, x) - _scaled(name, p))
-                d = gap / radius if radius > 0 else (0.0 if gap <= 1e-9 else math.inf)
-                if d > worst[0]:
-                    worst = (d, name, p)
-            if worst[0] < best[0]:
-                best = worst
-                if best[0] == 0.0:
-                    break
-        return best
+        if not self.points:
+            return (math.inf, None, None)
+        names, scaled, radius = self._scaled_points
+        if not names:
+            return (0.0, None, None)
+        x = np.array([np.nan if features.get(f) is None else _scaled(f, features[f])
+                      for f in names])
+        known = ~np.isnan(scaled)
+        one_side = known != ~np.isnan(x)[None, :]          # a value on one side only
+        gap = np.abs(scaled - x[None, :])
+        with np.errstate(divide="ignore", invalid="ignore"):
+            d = np.where(radius > 0, gap / radius, np.where(gap <= 1e-9, 0.0, np.inf))
+        d = np.where(known & ~one_side, d, 0.0)
+        d[one_side] = np.inf
+        worst = d.max(axis=1)
+        i = int(np.argmin(worst))
+        # the feature that sets it: the first known on one side only, else the first largest
+        j = int(np.argmax(one_side[i])) if one_side[i].any() else int(np.argmax(d[i]))
+        if worst[i] == 0.0:
+            return (0.0, None, None)
+        return (float(worst[i]), names[j], self.points[i][self._columns[j]])
+
+    @functools.cached_property
+    def _columns(self) -> tuple:
+        """Positions in ``domain`` of the features :data:`NEIGHBOURHOOD` measures."""
+        return tuple(c for c, (f, _, _) in enumerate(self.domain) if f in NEIGHBOURHOOD)
+
+    @functools.cached_property
+    def _scaled_points(self) -> tuple:
+        """(names, points scaled per feature with NaN for no value, radii): once per
+        family, so that :meth:`nearest` is a few array operations."""
+        names = [self.domain[c][0] for c in self._columns]
+        scaled = np.array([[np.nan if p[c] is None else _scaled(f, p[c])
+                            for c, f in zip(self._columns, names)] for p in self.points],
+                          dtype=float).reshape(len(self.points), len(names))
+        radius = np.array([NEIGHBOURHOOD[f][1] for f in names])
+        return names, scaled, radius
 
     @property
     def statement(self) -> str:
