@@ -27,7 +27,8 @@ from .batcher import MIN_LATE, pickup_gap, prefetch_join
 from .stats import read_stats
 from .trace import TritonTrace, read_trace
 
-__all__ = ["Calibration", "calibrate", "MIN_EXECUTIONS"]
+__all__ = ["Calibration", "calibrate", "MIN_EXECUTIONS", "MODELLED_PREFETCH",
+           "MODELLED_GAP_BASE", "MODELLED_GAP_PER_REQUEST"]
 
 # batch sizes executed fewer times than this are left to the service law's extrapolation
 MIN_EXECUTIONS = 5
@@ -37,6 +38,17 @@ MAX_JITTER_CV = 10.0
 # (a fresh server's first executions ran 10-19 times the median; a GPU backend compiles per
 # batch shape, so each size has its own)
 COLD_FACTOR = 3.0
+# Without a trace, the two quantities only a trace measures are modelled from the committed
+# campaign's 72 traced runs (validation/reports/triton/runs; validation/triton_untraced.py
+# prints the fit): the share of requests queued behind a batch formed ahead that join it, the
+# median of the 47 runs where Triton prefetched (0.09-0.66), and the pickup gap, a line in
+# the mean batch size (the Python backend takes in a batch's requests one by one: 0.06-0.09
+# ms at mean batches near 1, 0.2-0.3 ms near 6). Calibrated so, with the trace withheld, the
+# campaign's 32 runs below 0.95 utilization came within a median 1.3% on p50 and 4.4% on
+# p99 (leave one configuration out), against 7.7% and 11.5% without them.
+MODELLED_PREFETCH = 0.405
+MODELLED_GAP_BASE = 0.0488e-3
+MODELLED_GAP_PER_REQUEST = 0.0405e-3
 
 
 @dataclass(frozen=True)
@@ -48,10 +60,28 @@ class Calibration:
     jitter: str
     overhead: str
     batcher: str = "batches formed when an instance frees (no trace to say otherwise)"
+    origins: tuple = ()
 
     def lines(self) -> list[str]:
         return [f"{name}: {getattr(self, name)}" for name in ("knobs", "service", "jitter",
                                                               "overhead", "batcher")]
+
+    def origin(self, quantity: str) -> tuple:
+        """(how, source) of one quantity: how is "measured", "modelled", "given" or
+        "assumed"; the quantities are "execution means", "jitter", "pickup gap",
+        "prefetch" and "overhead".
+
+        Examples
+        --------
+        >>> c = Calibration("k", "s", "j", "o", origins=(("prefetch", "modelled", "the campaign"),))
+        >>> c.origin("prefetch")
+        ('modelled', 'the campaign')
+        """
+        for name, how, source in self.origins:
+            if name == quantity:
+                return how, source
+        raise KeyError(f"no quantity {quantity!r}; the calibration names "
+                       f"{', '.join(n for n, _, _ in self.origins) or 'none'}")
 
 
 def _fill(measured: dict, counts: dict, B: int, samples: bool,
@@ -146,10 +176,11 @@ def _summary_jitter(executions: dict, infer: dict, quantiles: dict) -> float:
     return cv
 
 
-def _summary_service(s, m, cfg: TritonConfig,
-                     shape: ServiceTime | None) -> tuple[ServiceTime, str, str]:
+def _summary_service(s, m, cfg: TritonConfig, shape: ServiceTime | None, gap: float,
+                     gap_note: str) -> tuple[ServiceTime, str, str]:
     """(service law, its note, the jitter's note) from the statistics' means per size and,
-    where the metrics have them, compute_infer's summary quantiles."""
+    where the metrics have them, compute_infer's summary quantiles; each execution plus the
+    pickup gap ``gap`` (``gap_note`` says where it comes from)."""
     means = {k: v for k, v in s.batch_time().items() if s.executions[k] >= MIN_EXECUTIONS}
     if not means:
         raise ValueError(f"no batch size was executed {MIN_EXECUTIONS} times between the "
@@ -176,6 +207,9 @@ def _summary_service(s, m, cfg: TritonConfig,
     table, filled_note = _fill(means, s.executions, cfg.max_batch_size, samples=False,
                                shape=shape)
     service_note += filled_note
+    if gap > 0:
+        table = {k: v + gap for k, v in table.items()}
+        service_note += f", each plus the pickup gap {gap * 1e3:.3f} ms ({gap_note})"
     service = ServiceTime.table(table, jitter=jitter)
     return service, service_note, jitter_note
 
@@ -271,7 +305,7 @@ def _traced_service(t: TritonTrace, s, cfg: TritonConfig, gap: float,
 
 def calibrate(config, stats, metrics=None, trace=None, perf_analyzer=None, *,
               gpus: int | None = None, prefetch: bool | None = None,
-              service: ServiceTime | None = None) -> Node:
+              service: ServiceTime | None = None, gap: float | None = None) -> Node:
     """The Node a Triton server's reports describe.
 
     Parameters
@@ -294,17 +328,23 @@ def calibrate(config, stats, metrics=None, trace=None, perf_analyzer=None, *,
     gpus : int, optional
         GPUs the server sees (for instance groups that list none).
     prefetch : bool, optional
-        Whether to model Triton's prefetching batcher (``Node.prefetch``, measured from the
-        trace by :func:`qmodel.triton.batcher.prefetch_join`). None (default): wherever
-        Triton prefetches (a delay, and a queue policy with no limit, timeout or priorities)
-        and the trace shows enough requests queued behind batches formed ahead. True: the
-        same, and an error where it cannot be measured; False: batches formed when an
-        instance frees.
+        Whether to model Triton's prefetching batcher (``Node.prefetch``). None (default):
+        wherever Triton prefetches (a delay, and a queue policy with no limit, timeout or
+        priorities), the share of late requests that join a batch formed ahead, measured
+        from the trace (:func:`qmodel.triton.batcher.prefetch_join`) where it shows enough
+        of them, modelled (:data:`MODELLED_PREFETCH`) where no trace is given. True: the
+        same, and an error where Triton does not prefetch or the trace shows too few late
+        requests; False: batches formed when an instance frees.
     service : ServiceTime, optional
         The shape of S(k) (a kernel profile's law, :meth:`qmodel.profiling.Profile.fit`) for
         the batch sizes the server ran too rarely, scaled to the measured ones. Without it
         those sizes come from a line through the measured means, which needs two sizes or
         more: with one, calibrate raises ValueError rather than invent how S(k) grows.
+    gap : float, optional
+        The pickup gap in seconds (an instance held from its freeing to its next batch's
+        start), added to every execution. None (default): measured from the trace, or,
+        without one, modelled from the mean batch size (:data:`MODELLED_GAP_BASE` +
+        :data:`MODELLED_GAP_PER_REQUEST` x (mean batch - 1)); 0 leaves it out.
 
     Returns
     -------
@@ -330,31 +370,61 @@ def calibrate(config, stats, metrics=None, trace=None, perf_analyzer=None, *,
     rows = read_perf_analyzer(perf_analyzer) if perf_analyzer is not None else None
 
     # the instance is held from freeing until it starts its next batch, too
-    gap = pickup_gap(t, cfg.max_queue_delay) if t is not None else 0.0
+    if gap is not None:
+        if not isinstance(gap, (int, float)) or isinstance(gap, bool) or not 0 <= gap < 1:
+            raise ValueError(f"calibrate(gap={gap!r}): give the pickup gap in seconds, "
+                             f"e.g. 0.1e-3, or 0 to leave it out")
+        gap, gap_origin = float(gap), ("given", "calibrate(gap=...)")
+    elif t is not None:
+        gap, gap_origin = pickup_gap(t, cfg.max_queue_delay), ("measured", "the trace")
+    else:
+        gap = MODELLED_GAP_BASE + MODELLED_GAP_PER_REQUEST * max(s.mean_batch_size - 1, 0.0)
+        gap_origin = ("modelled", f"a line in the statistics API's mean batch size "
+                                  f"{s.mean_batch_size:.2f}, fitted to the committed "
+                                  f"campaign's traced runs")
     if t is not None:
         service, service_note, jitter_note = _traced_service(t, s, cfg, gap, shape)
     else:
-        service, service_note, jitter_note = _summary_service(s, m, cfg, shape)
+        service, service_note, jitter_note = _summary_service(
+            s, m, cfg, shape, gap, f"{gap_origin[0]}: {gap_origin[1]}")
     overhead, overhead_note = _overhead(rows, t, m)
 
     node = cfg.node(service)
-    chance, batcher_note = _prefetch(cfg, node, t, gap, prefetch)
+    chance, batcher_note, prefetch_origin = _prefetch(cfg, node, t, gap, prefetch)
+    if t is not None:
+        jitter_origin = ("measured", "the trace")
+    elif jitter_note.startswith(("lognormal", "none:")):
+        jitter_origin = ("measured", "the metrics' compute_infer summary quantiles")
+    else:
+        jitter_origin = ("assumed", "none (no trace, no summary quantiles)")
+    if rows:
+        overhead_origin = ("measured", "perf_analyzer")
+    elif t is not None:
+        overhead_origin = ("measured", "the trace")
+    elif overhead_note.startswith("the metrics"):
+        overhead_origin = ("measured", "the metrics")
+    else:
+        overhead_origin = ("assumed", "0")
+    origins = (("execution means", "measured", "the statistics API"),
+               ("jitter", *jitter_origin), ("pickup gap", *gap_origin),
+               ("prefetch", *prefetch_origin), ("overhead", *overhead_origin))
     calibration = Calibration(
         knobs=f"{cfg.source} ({cfg.name or 'unnamed'}): max_batch_size {cfg.max_batch_size}, "
               f"delay {cfg.max_queue_delay * 1e3:g} ms, {cfg.instances} instance(s)",
         service=service_note, jitter=jitter_note, overhead=overhead_note,
-        batcher=batcher_note)
+        batcher=batcher_note, origins=origins)
     return replace(node, overhead=overhead, prefetch=chance, calibration=calibration)
 
 
 def _prefetch(cfg: TritonConfig, node: Node, t: TritonTrace | None, gap: float,
               wanted: bool | None):
-    """(Node.prefetch, the sentence saying where it comes from); ``gap`` is the trace's
-    pickup gap, the batcher's lag in forming a batch."""
+    """(Node.prefetch, the sentence saying where it comes from, (how, source)); ``gap`` is
+    the pickup gap, the batcher's lag in forming a batch."""
     if wanted is not None and not isinstance(wanted, bool):
         raise ValueError(f"calibrate(prefetch={wanted!r}): give True, False or None (auto)")
     if wanted is False:
-        return None, "batches formed when an instance frees (prefetch=False)"
+        return (None, "batches formed when an instance frees (prefetch=False)",
+                ("given", "calibrate(prefetch=False): none"))
     reasons = []
     if cfg.max_queue_delay == 0:
         reasons.append("no delay, so Triton's batcher takes in every arrival until an "
@@ -365,8 +435,13 @@ def _prefetch(cfg: TritonConfig, node: Node, t: TritonTrace | None, gap: float,
             or db.default_queue_policy.allow_timeout_override)):
         reasons.append("the queue policy sets a limit, a timeout or priorities, which turns "
                        "Triton's prefetching off")
-    if t is None:
-        reasons.append("no trace to measure prefetching from")
+    if t is None and not reasons:
+        return (MODELLED_PREFETCH,
+                f"Triton's prefetching batcher: a batch is formed when its delay runs out, "
+                f"even while every instance is busy; with no trace to measure it, prefetch "
+                f"= {MODELLED_PREFETCH:g}, the median share of late requests that joined "
+                f"over the committed campaign's traced runs (0.09-0.66)",
+                ("modelled", "the committed campaign's traced runs"))
     if not reasons:
         fraction, joined, late = prefetch_join(t, cfg.max_queue_delay,
                                                max(node.effective_preferred), lag=gap)
@@ -378,8 +453,12 @@ def _prefetch(cfg: TritonConfig, node: Node, t: TritonTrace | None, gap: float,
                               f"delay runs out, even while every instance is busy; "
                               f"{joined} of the {late} traced requests queued after that "
                               f"and before an instance freed joined it, so prefetch = "
-                              f"{fraction:.2f}")
+                              f"{fraction:.2f}"), ("measured", "the trace")
     if wanted:
         raise ValueError("calibrate(prefetch=True) cannot measure prefetching: "
                          + "; ".join(reasons))
-    return None, "batches formed when an instance frees: " + "; ".join(reasons)
+    why = "; ".join(reasons)
+    # Triton's rule decides where the config turns prefetching off; the trace where it shows
+    # too few late requests
+    how = "given" if t is None or not reasons[-1].startswith("only") else "measured"
+    return None, "batches formed when an instance frees: " + why, (how, why)

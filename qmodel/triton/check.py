@@ -16,9 +16,10 @@ Each run starts a fresh server, so its trace and its summary quantiles cover tha
 :func:`compare` reads such folders (no server needed) and, per run, calibrates the node from
 what the server reported (:func:`qmodel.triton.calibrate`: the trace's executions and
 perf_analyzer's time outside the batcher), predicts and simulates it at the measured
-throughput, and sets both beside perf_analyzer's p50/p95/p99, Triton's own summary quantiles
-and the mean-only model (the statistics' mean batch times alone). :func:`report` writes the
-table, with the spread between repeats: the measurement's own noise.
+throughput, and sets both beside perf_analyzer's p50/p95/p99, Triton's own summary
+quantiles, the node calibrated with the trace withheld (untraced: the pickup gap and prefetch
+share modelled) and the mean-only model (the statistics' mean batch times alone).
+:func:`report` writes the table, with the spread between repeats: the measurement's own noise.
 
 Examples
 --------
@@ -164,7 +165,12 @@ class CheckRow:
         Triton's summary quantiles of the request duration (server side, no network).
     calibrated, simulated, mean_only : dict
         ``predict`` of the calibrated node at the measured throughput, its simulation, and
-        ``predict`` of the node calibrated from the statistics' mean batch times alone.
+        ``predict`` of the node calibrated from the statistics' mean batch times alone (no
+        pickup gap, no prefetching).
+    untraced : dict
+        ``predict`` of the node calibrated with the trace withheld (statistics, metrics and
+        perf_analyzer; the pickup gap and prefetch share modelled), as a production server
+        that is not traced reports.
     method : str
         What answered the calibrated prediction.
     mean_batch : float
@@ -196,11 +202,12 @@ class CheckRow:
     overloaded: bool = False
     repeat: int = 1
     notes: dict = field(default_factory=dict)
+    untraced: dict = field(default_factory=dict)
 
     def error(self, which: str, key: str) -> float:
-        """Relative error of ``which`` ("calibrated", "simulated", "mean_only") against
-        perf_analyzer at ``key``."""
-        return getattr(self, which)[key] / self.measured[key] - 1.0
+        """Relative error of ``which`` ("calibrated", "simulated", "mean_only", "untraced")
+        against perf_analyzer at ``key`` (NaN where it was not predicted)."""
+        return getattr(self, which).get(key, math.nan) / self.measured[key] - 1.0
 
 
 def _quantiles(result) -> dict:
@@ -241,7 +248,8 @@ def compare(folder, *, requests: int = 400_000, seed: int = 1,
                              perf_analyzer=pa, prefetch=prefetch)
         except ValueError as err:
             raise ValueError(f"{run}: {err}") from None
-        mean_only = calibrate(run / "config.pbtxt", stats)
+        mean_only = calibrate(run / "config.pbtxt", stats, prefetch=False, gap=0.0)
+        untraced = calibrate(run / "config.pbtxt", stats, metrics, perf_analyzer=pa)
         m = read_metrics(*metrics, model=read_stats(*stats).model)
         summary = m.quantiles.get("request", {})
         rate = float(about.get("rate", row.rate or row.throughput))
@@ -254,6 +262,10 @@ def compare(folder, *, requests: int = 400_000, seed: int = 1,
             # executions slowed under the load; nothing steady to compare
             pred = sim = None
             mean_only_q = dict.fromkeys(LEVELS, math.nan)
+        try:
+            untraced_q = _quantiles(predict(untraced, rate=row.throughput))
+        except UnstableError:
+            untraced_q = dict.fromkeys(LEVELS, math.nan)
         rows.append(CheckRow(
             run=str(run.relative_to(folder)) if run != folder else run.name,
             config=run.parent.name if run != folder else about.get("node", run.name),
@@ -262,6 +274,7 @@ def compare(folder, *, requests: int = 400_000, seed: int = 1,
             measured={k: getattr(row, k) for k in LEVELS},
             triton={k: summary[q] for k, q in LEVELS.items() if q in summary},
             calibrated=_quantiles(pred), simulated=_quantiles(sim), mean_only=mean_only_q,
+            untraced=untraced_q,
             method=pred.method if pred is not None else "unstable: throughput above the "
                                                         "calibrated capacity",
             mean_batch=m.mean_batch_size,
@@ -292,8 +305,9 @@ def report(rows) -> str:
     share = lambda p: "-" if p is None else f"{p:.2f}"             # noqa: E731
     ms = lambda x: f"{x * 1e3:.2f}"       # noqa: E731
     lines = ["| config | rate | repeat | batch | prefetch | measured p50 / p95 / p99 ms | Triton "
-             "p50 / p99 ms | calibrated p50 / p95 / p99 | simulated p99 | mean-only p50 / p99 "
-             "| repeat spread p99 |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "p50 / p99 ms | calibrated p50 / p95 / p99 | simulated p99 | untraced p50 / p99 "
+             "| mean-only p50 / p99 | repeat spread p99 |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         s = spread[(r.config, r.rate)]
         triton = (" / ".join(ms(r.triton[k]) for k in ("p50", "p99") if k in r.triton)
@@ -304,6 +318,7 @@ def report(rows) -> str:
             + " / ".join(ms(r.measured[k]) for k in LEVELS) + f" | {triton} | "
             + " / ".join(pct(r.error("calibrated", k)) for k in LEVELS)
             + f" | {pct(r.error('simulated', 'p99'))} | "
+            + f"{pct(r.error('untraced', 'p50'))} / {pct(r.error('untraced', 'p99'))} | "
             + f"{pct(r.error('mean_only', 'p50'))} / {pct(r.error('mean_only', 'p99'))} | "
             + ("-" if s is None else f"{s:.1%}") + (" (overloaded)" if r.overloaded else "")
             + " |")
@@ -320,10 +335,14 @@ def report(rows) -> str:
                   "|---|---|---|"]
         for which, label in (("calibrated", "calibrated prediction"),
                              ("simulated", "calibrated simulation"),
+                             ("untraced", "untraced prediction (trace withheld)"),
                              ("mean_only", "mean-only prediction")):
             cells = []
             for key in ("p50", "p99"):
-                errs = [r.error(which, key) for r in agreed]
+                errs = [e for e in (r.error(which, key) for r in agreed) if not math.isnan(e)]
+                if not errs:
+                    cells.append("-")
+                    continue
                 worst = max(errs, key=abs)
                 cells.append(f"{statistics.median(abs(e) for e in errs):.1%} / {pct(worst)}")
             lines.append(f"| {label} | {cells[0]} | {cells[1]} |")
@@ -347,14 +366,17 @@ def report(rows) -> str:
         return "\n".join(lines) + "\n"
     lines += ["", "Median |error| over all steady runs, by the calibrated node's utilization:",
               "", "| utilization | runs | calibrated p50 | calibrated p99 | simulated p99 | "
-                  "mean-only p99 |", "|---|---|---|---|---|---|"]
+                  "untraced p50 | untraced p99 | mean-only p99 |",
+              "|---|---|---|---|---|---|---|---|"]
     for low, high, label in BANDS:
         band = [r for r in steady if low <= r.utilization < high]
         if not band:
             continue
-        med = lambda which, key: statistics.median(                       # noqa: E731
-            abs(r.error(which, key)) for r in band)
-        lines.append(f"| {label} | {len(band)} | {med('calibrated', 'p50'):.1%} | "
-                     f"{med('calibrated', 'p99'):.1%} | {med('simulated', 'p99'):.1%} | "
-                     f"{med('mean_only', 'p99'):.1%} |")
+        def med(which, key):
+            errs = [abs(e) for e in (r.error(which, key) for r in band) if not math.isnan(e)]
+            return f"{statistics.median(errs):.1%}" if errs else "-"
+        lines.append(f"| {label} | {len(band)} | {med('calibrated', 'p50')} | "
+                     f"{med('calibrated', 'p99')} | {med('simulated', 'p99')} | "
+                     f"{med('untraced', 'p50')} | {med('untraced', 'p99')} | "
+                     f"{med('mean_only', 'p99')} |")
     return "\n".join(lines) + "\n"

@@ -1,0 +1,134 @@
+"""Issue 37: the real-server campaign calibrated with its traces withheld.
+
+Every run of validation/reports/triton/runs is calibrated three ways and predicted at its
+measured throughput, against perf_analyzer's client-side p50 and p99:
+
+- ``traced``: statistics, metrics, perf_analyzer and the trace (``calibrate``'s full input);
+- ``untraced``: the same without the trace, as a production server reports (statistics API,
+  Prometheus metrics, perf_analyzer), with nothing modelled in its place: batches formed
+  when an instance frees, no pickup gap;
+- ``modelled``: untraced, with the two quantities only a trace measures modelled from the
+  other configurations' traced runs (leave one configuration out): the prefetch share (where
+  Triton prefetches) as their median, and the pickup gap as a line in the run's mean batch
+  size (from the statistics API), fitted to their gaps. ``calibrate`` without a trace does
+  this with the fit over all 72 runs (``qmodel.triton.calibrate.MODELLED_*``, printed first).
+
+Run: ``python validation/triton_untraced.py`` (a few minutes; no server). Prints one row per
+run and the medians over the runs below 0.95 utilization; ``--write`` stores them in
+validation/results/triton_untraced.json.
+"""
+
+import argparse
+import json
+import math
+import statistics
+import warnings
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+import qmodel as qm
+from qmodel.triton import calibrate, read_perf_analyzer, read_stats, read_trace
+from qmodel.triton.batcher import pickup_gap
+
+RUNS = Path(__file__).parent / "reports" / "triton" / "runs"
+OUT = Path(__file__).parent / "results" / "triton_untraced.json"
+
+
+def runs():
+    return sorted({p.parent for p in RUNS.rglob("perf_analyzer.csv")})
+
+
+def inputs(run):
+    stats = (run / "stats_before.json", run / "stats_after.json")
+    metrics = (run / "metrics_before.txt", run / "metrics_after.txt")
+    return run / "config.pbtxt", stats, metrics, run / "perf_analyzer.csv"
+
+
+def measured(run):
+    """What the trace measures: (node, prefetch share or None, pickup gap in seconds, the
+    statistics' mean batch size)."""
+    config, stats, metrics, pa = inputs(run)
+    node = calibrate(config, stats, metrics, trace=run / "trace.json.gz", perf_analyzer=pa)
+    trace = read_trace(run / "trace.json.gz")
+    return (node, node.prefetch, pickup_gap(trace, node.max_queue_delay),
+            read_stats(*stats).mean_batch_size)
+
+
+def fit(found, leave_out=None):
+    """(prefetch share, gap base, gap per extra request) from the traced runs of every
+    configuration but ``leave_out``: the median share where it was measured, and a least
+    squares line of the pickup gap against the mean batch size minus one."""
+    kept = [v for r, v in found.items() if r.parent.name != leave_out]
+    share = statistics.median(p for _, p, _, _ in kept if p is not None)
+    x = np.array([b - 1 for _, _, _, b in kept])
+    y = np.array([g for _, _, g, _ in kept])
+    per_item, base = np.polyfit(x, y, 1)
+    return share, float(base), float(per_item)
+
+
+def quantiles(node, rate):
+    try:
+        r = qm.predict(node, rate=rate)
+    except qm.UnstableError:
+        return math.nan, math.nan
+    return r.p50, r.p99
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--write", action="store_true")
+    args = parser.parse_args()
+    warnings.simplefilter("ignore")
+    found = {run: measured(run) for run in runs()}
+    share, base, per_item = fit(found)
+    print(f"over all {len(found)} traced runs: prefetch share {share:.3f} (median), pickup "
+          f"gap {base * 1e3:.4f} ms + {per_item * 1e3:.4f} ms x (mean batch - 1)")
+    rows = []
+    for run, (traced, share, gap, batch) in found.items():
+        config = run.parent.name
+        model_share, base, per_item = fit(found, leave_out=config)
+        model_gap = base + per_item * (batch - 1)
+        cfg, stats, metrics, pa = inputs(run)
+        row, = read_perf_analyzer(pa)
+        rate = row.throughput
+        plain = calibrate(cfg, stats, metrics, perf_analyzer=pa, prefetch=False, gap=0.0)
+        # calibrate models the prefetch share where Triton prefetches (its rule); here with
+        # the share of the other configurations' runs
+        modelled = calibrate(cfg, stats, metrics, perf_analyzer=pa, gap=model_gap)
+        if modelled.prefetch is not None:
+            modelled = replace(modelled, prefetch=model_share)
+        out = {"run": str(run.relative_to(RUNS)), "rate": rate,
+               "measured": [row.p50, row.p99], "share": share, "gap": gap,
+               "model_share": modelled.prefetch, "model_gap": model_gap}
+        for name, node in (("traced", traced), ("untraced", plain), ("modelled", modelled)):
+            p50, p99 = quantiles(node, rate)
+            out[name] = [p50 / row.p50 - 1, p99 / row.p99 - 1]
+        try:
+            out["utilization"] = float(qm.predict(traced, rate=rate).utilization)
+        except qm.UnstableError:
+            out["utilization"] = math.inf
+        rows.append(out)
+        print(f"{out['run']:32} util {out['utilization']:.2f}  "
+              + "  ".join(f"{k} {out[k][0]:+.1%}/{out[k][1]:+.1%}"
+                          for k in ("traced", "untraced", "modelled")), flush=True)
+    steady = [r for r in rows if r["utilization"] < 0.95]
+    summary = {}
+    for k in ("traced", "untraced", "modelled"):
+        e50 = [abs(r[k][0]) for r in steady if not math.isnan(r[k][0])]
+        e99 = [abs(r[k][1]) for r in steady if not math.isnan(r[k][1])]
+        summary[k] = {"median_p50": statistics.median(e50), "median_p99": statistics.median(e99),
+                      "within_10_15": sum(1 for r in steady if abs(r[k][0]) <= 0.10
+                                          and abs(r[k][1]) <= 0.15),
+                      "runs": len(steady)}
+        print(f"{k:9} over {len(steady)} runs below 0.95 utilization: median |error| p50 "
+              f"{summary[k]['median_p50']:.1%}, p99 {summary[k]['median_p99']:.1%}; "
+              f"{summary[k]['within_10_15']} within 10% / 15%")
+    if args.write:
+        OUT.write_text(json.dumps({"summary": summary, "rows": rows}, indent=1) + "\n")
+        print(f"wrote {OUT}")
+
+
+if __name__ == "__main__":
+    main()
