@@ -4,14 +4,17 @@ With the node flags and ``--rates``, it measures (:func:`qmodel.triton.check.mea
 sleeping Python-backend model on a real server on loopback, perf_analyzer's Poisson load)
 into ``--out``; with ``--from DIR`` it reads runs measured before, no server needed. Either
 way it prints the comparison (:func:`qmodel.triton.check.report`) and writes it to
-``<DIR>/report.md`` (or ``--report FILE``).
+``<DIR>/report.md`` (or ``--report FILE``). With ``--from-server URL`` it samples a running
+server over ``--window`` seconds of its own traffic, calibrates the model from what the server
+reports and prints the prediction at the measured rate against the server's own summary
+quantiles.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from .args import read_count, read_duration, read_int_list, read_service_duration
+from .args import read_count, read_duration, read_int_list, read_real, read_service_duration
 from .output import say
 
 __all__ = ["HELP", "DESCRIPTION", "add_arguments", "run"]
@@ -31,6 +34,16 @@ def add_arguments(parser) -> None:
     g.add_argument("--from", dest="source", default=None, metavar="DIR",
                    help="a folder of runs (qmodel triton-check --out, or "
                         "validation/reports/triton/runs)")
+    g = parser.add_argument_group("or sample a running server (its own traffic)")
+    g.add_argument("--from-server", dest="server", default=None, metavar="URL",
+                   help="the server's HTTP endpoint, e.g. localhost:8000")
+    g.add_argument("--model", default=None, metavar="NAME",
+                   help="which model (default: the one the server has run)")
+    g.add_argument("--metrics-url", default=None, metavar="URL",
+                   help="its metrics endpoint, e.g. localhost:8002/metrics (for the jitter, "
+                        "the time outside the batcher and Triton's summary quantiles)")
+    g.add_argument("--window", type=read_real, default=60.0, metavar="SECONDS",
+                   help="seconds between the snapshots (default 60)")
     g = parser.add_argument_group("or measure: the sleeping model and its batcher")
     g.add_argument("--service-base", type=read_service_duration, default=None, metavar="TIME",
                    help="S(k) = base + per_item k, slept per batch")
@@ -83,10 +96,13 @@ def _rates(text: str) -> tuple:
 
 
 def run(args) -> int:
+    if args.server is not None:
+        return _from_server(args)
     try:
         if (args.source is None) == (args.rates is None):
-            raise ValueError("give --from DIR (runs measured before) or --rates R,R with the "
-                             "node flags and --out DIR (measure now)")
+            raise ValueError("give --from DIR (runs measured before), --from-server URL (a "
+                             "running server) or --rates R,R with the node flags and --out "
+                             "DIR (measure now)")
         if args.source is not None:
             folder = Path(args.source)
         else:
@@ -149,3 +165,56 @@ def _measure(args) -> Path:
             interval_ms=args.interval_ms, workload=args.workload,
             blas_threads=args.blas_threads, traced=args.traced)
     return Path(args.out)
+
+
+def _from_server(args) -> int:
+    """Calibrate from a running server over a window and print the prediction at the measured
+    rate against the server's own summary quantiles of the request duration."""
+    from ..checks import UnstableError
+    from ..predict import predict
+    from ..triton.calibrate import calibrate
+    from ..triton.live import sample_server
+    from ..triton.metrics import read_metrics
+    from ..triton.stats import read_stats
+
+    try:
+        if args.source is not None or args.rates is not None:
+            raise ValueError("--from-server samples a running server: drop --from and --rates")
+        sample = sample_server(args.server, args.model, metrics_url=args.metrics_url,
+                               window=args.window)
+        node = calibrate(sample.config, sample.stats, sample.metrics)
+        stats = read_stats(*sample.stats, model=sample.model)
+        rate = stats.requests / sample.window
+        if stats.requests == 0:
+            raise ValueError(f"model {sample.model!r} served no request in the {sample.window:.0f} "
+                             f"s window: sample while it serves traffic")
+        result = predict(node, rate=rate)
+    except UnstableError as err:
+        say("the calibrated node cannot carry the measured rate", err)
+        return 2
+    except (ValueError, OSError) as err:
+        say("error", err)
+        return 2
+    summary = {}
+    if sample.metrics is not None:
+        summary = read_metrics(*sample.metrics, model=sample.model).quantiles.get("request", {})
+    print(f"model {sample.model} at {sample.url}: {stats.requests:,} requests in "
+          f"{sample.window:.1f} s ({rate:,.1f} req/s), mean batch {stats.mean_batch_size:.2f}")
+    for line in node.calibration.lines():
+        print(f"  {line}")
+    levels = (("p50", 0.5), ("p95", 0.95), ("p99", 0.99))
+    print(f"{'':28}" + "".join(f"{name:>10}" for name, _ in levels))
+    print(f"{'calibrated prediction':28}"
+          + "".join(f"{result.quantile(q) * 1e3:>8.2f}ms" for _, q in levels))
+    if summary:
+        label = "Triton's own (summary)"
+        print(f"{label:28}" + "".join(
+            f"{summary[q] * 1e3:>8.2f}ms" if q in summary else f"{'-':>10}" for _, q in levels))
+        print(f"{'error':28}" + "".join(
+            f"{result.quantile(q) / summary[q] - 1:>+10.1%}" if q in summary else f"{'-':>10}"
+            for _, q in levels))
+        print("(Triton's summary quantiles cover the server's recent requests, not only the "
+              "window; the prediction is server side: no network or client time)")
+    else:
+        print("(no metrics URL, or no summary latencies enabled: nothing to compare with)")
+    return 0

@@ -303,18 +303,22 @@ def _traced_service(t: TritonTrace, s, cfg: TritonConfig, gap: float,
     return ServiceTime.empirical(table), note, jitter
 
 
-def calibrate(config, stats, metrics=None, trace=None, perf_analyzer=None, *,
+def calibrate(config=None, stats=None, metrics=None, trace=None, perf_analyzer=None, *,
               gpus: int | None = None, prefetch: bool | None = None,
-              service: ServiceTime | None = None, gap: float | None = None) -> Node:
-    """The Node a Triton server's reports describe.
+              service: ServiceTime | None = None, gap: float | None = None,
+              url: str | None = None, model: str | None = None,
+              metrics_url: str | None = None, window: float = 60.0) -> Node:
+    """The Node a Triton server's reports describe: from their files, or sampled from the
+    running server (``url=``).
 
     Parameters
     ----------
     config : path, text or TritonConfig
-        The model's config.pbtxt (:func:`qmodel.triton.read_config`).
+        The model's config.pbtxt (:func:`qmodel.triton.read_config`). Not with ``url``.
     stats : (before, after)
         Two ``/v2/models/<m>/stats`` snapshots around the measurement
-        (:func:`qmodel.triton.read_stats`): executions and mean times per batch size.
+        (:func:`qmodel.triton.read_stats`): executions and mean times per batch size. Not
+        with ``url``.
     metrics : (before, after), optional
         Two metric scrapes (:func:`qmodel.triton.read_metrics`): with summary latencies, the
         jitter of compute_infer where no trace is given; the time outside the batcher where
@@ -345,12 +349,40 @@ def calibrate(config, stats, metrics=None, trace=None, perf_analyzer=None, *,
         start), added to every execution. None (default): measured from the trace, or,
         without one, modelled from the mean batch size (:data:`MODELLED_GAP_BASE` +
         :data:`MODELLED_GAP_PER_REQUEST` x (mean batch - 1)); 0 leaves it out.
+    url : str, optional
+        A running server's HTTP endpoint (``"localhost:8000"``): the configuration, the
+        statistics and, with ``metrics_url``, the metrics are read from it around ``window``
+        seconds of its own traffic (:func:`qmodel.triton.live.sample_server`); nothing is
+        sent to the model.
+    model : str, optional
+        With ``url``: which model (default: the one the server has run inferences on).
+    metrics_url : str, optional
+        With ``url``: the metrics endpoint, e.g. ``"localhost:8002/metrics"``.
+    window : float
+        With ``url``: seconds between the snapshots (default 60).
 
     Returns
     -------
     Node
         With ``calibration`` saying which source gave each quantity.
     """
+    if url is not None:
+        given = [name for name, value in (("config", config), ("stats", stats),
+                                          ("metrics", metrics)) if value is not None]
+        if given:
+            raise ValueError(f"calibrate(url=...) reads the configuration, statistics and "
+                             f"metrics from the server: drop {', '.join(given)}")
+        from .live import sample_server
+
+        sampled = sample_server(url, model, metrics_url=metrics_url, window=window)
+        config, stats, metrics = sampled.config, sampled.stats, sampled.metrics
+    elif model is not None or metrics_url is not None:
+        raise ValueError("model= and metrics_url= go with url= (a running server); for files "
+                         "give config, stats and metrics")
+    elif config is None or stats is None:
+        raise ValueError("calibrate needs the model's config and the (before, after) "
+                         "statistics snapshots, or url= of a running server to sample them "
+                         "from")
     if service is not None and not isinstance(service, ServiceTime):
         raise ValueError(f"calibrate(service=...) takes a ServiceTime (the shape of S(k), e.g. "
                          f"qmodel.profile(...).fit()[0]), got {type(service).__name__}")

@@ -1,0 +1,163 @@
+"""Sampling a running Triton server over a window, as a user would against production.
+
+:func:`sample_server` reads a model's configuration from the server (``GET
+/v2/models/<model>/config``, JSON, turned into config.pbtxt text), then its statistics
+(``GET /v2/models/<model>/stats``) and, where given, a metrics endpoint (Prometheus text)
+before and after a window of the server's own traffic. Nothing is sent to the model: the
+window measures what the server is doing. :func:`qmodel.triton.calibrate` takes the result
+with ``calibrate(url=..., metrics_url=..., window=...)``.
+
+Examples
+--------
+>>> normal_url("localhost:8000")
+'http://localhost:8000'
+>>> normal_url("https://triton.internal/")
+'https://triton.internal'
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import dataclass
+
+from .http import fetch
+
+__all__ = ["ServerSample", "sample_server", "config_text", "normal_url"]
+
+# A window shorter than this sees too few executions to calibrate from on most servers.
+SHORTEST_WINDOW = 1.0
+# waiting and timing the window (replaced in tests)
+_sleep = time.sleep
+_clock = time.monotonic
+
+
+@dataclass(frozen=True)
+class ServerSample:
+    """What a server reported about one model over a window.
+
+    Attributes
+    ----------
+    url : str
+        The server's HTTP endpoint.
+    model : str
+    config : str
+        The model's configuration as config.pbtxt text (from the server's JSON).
+    stats : (dict, dict)
+        The statistics before and after the window.
+    metrics : (str, str) or None
+        The metrics scrapes before and after, where a metrics URL was given.
+    window : float
+        Seconds between the two snapshots, as timed here.
+    """
+
+    url: str
+    model: str
+    config: str
+    stats: tuple
+    metrics: tuple | None
+    window: float
+
+
+def normal_url(url: str) -> str:
+    """``url`` with a scheme (http:// where it has none) and no trailing slash."""
+    if not isinstance(url, str) or not url.strip():
+        raise ValueError(f"url={url!r}: give the server's HTTP endpoint, e.g. localhost:8000")
+    url = url.strip().rstrip("/")
+    return url if url.startswith(("http://", "https://")) else f"http://{url}"
+
+
+def config_text(config: dict) -> str:
+    """The server's JSON model configuration as config.pbtxt text.
+
+    Examples
+    --------
+    >>> print(config_text({"name": "m", "max_batch_size": 8,
+    ...                    "dynamic_batching": {"max_queue_delay_microseconds": "500"}}))
+    name: "m"
+    max_batch_size: 8
+    dynamic_batching {
+      max_queue_delay_microseconds: 500
+    }
+    <BLANKLINE>
+    """
+    from google.protobuf import json_format
+
+    from .pbtxt import proto
+
+    text_format, model_config_pb2 = proto()
+    message = model_config_pb2.ModelConfig()
+    try:
+        json_format.ParseDict(config, message, ignore_unknown_fields=True)
+    except json_format.ParseError as err:
+        raise ValueError(f"the server's model configuration is not a Triton ModelConfig: "
+                         f"{err}") from None
+    return text_format.MessageToString(message)
+
+
+def _json(url: str, what: str) -> dict:
+    body = fetch(url, what)
+    try:
+        return json.loads(body)
+    except ValueError as err:
+        raise ValueError(f"{what} {url} is not JSON: {err}") from None
+
+
+def _served_model(url: str) -> str:
+    """The one model the server has run inferences on, or a ValueError naming them."""
+    stats = _json(f"{url}/v2/models/stats", "the server's statistics")
+    entries = stats.get("model_stats", [])
+    names = sorted({e.get("name", "") for e in entries})
+    busy = sorted({e.get("name", "") for e in entries
+                   if int(e.get("inference_count", 0) or 0) > 0})
+    if len(busy) == 1:
+        return busy[0]
+    if len(names) == 1:
+        return names[0]
+    raise ValueError(f"the server at {url} serves {len(names)} models "
+                     f"({', '.join(names) or 'none'}): name one with model=")
+
+
+def sample_server(url: str, model: str | None = None, *, metrics_url: str | None = None,
+                  window: float = 60.0) -> ServerSample:
+    """A model's configuration, and its statistics and metrics around ``window`` seconds of
+    the server's own traffic.
+
+    Parameters
+    ----------
+    url : str
+        The server's HTTP endpoint, e.g. ``"localhost:8000"``.
+    model : str, optional
+        Which model; by default the one the server has run inferences on.
+    metrics_url : str, optional
+        The metrics endpoint, e.g. ``"localhost:8002/metrics"`` (Triton's default port);
+        without it no metrics are read (no jitter from summary quantiles, no time outside
+        the batcher).
+    window : float
+        Seconds between the snapshots (at least 1; a minute or more on a server of
+        moderate load, so that every common batch size runs often).
+    """
+    if isinstance(window, bool) or not isinstance(window, (int, float)) or \
+            not math.isfinite(window) or window < SHORTEST_WINDOW:
+        raise ValueError(f"window={window!r}: give the seconds to sample the server over, "
+                         f"at least {SHORTEST_WINDOW:g} (a minute or more is typical)")
+    url = normal_url(url)
+    metrics_url = normal_url(metrics_url) if metrics_url is not None else None
+    if model is None:
+        model = _served_model(url)
+    config = config_text(_json(f"{url}/v2/models/{model}/config",
+                               f"the configuration of model {model!r}"))
+    stats_url = f"{url}/v2/models/{model}/stats"
+
+    def snapshot():
+        scrape = fetch(metrics_url, "metrics").decode() if metrics_url else None
+        return _json(stats_url, f"the statistics of model {model!r}"), scrape
+
+    stats_before, metrics_before = snapshot()
+    start = _clock()
+    _sleep(float(window))
+    stats_after, metrics_after = snapshot()
+    elapsed = _clock() - start
+    return ServerSample(url, model, config, (stats_before, stats_after),
+                        (metrics_before, metrics_after) if metrics_url else None, elapsed)
