@@ -90,3 +90,47 @@ def test_a_written_ensemble_loads_and_answers_through_its_steps(tmp_path):
     assert executed == {m: 1 for m in ens.stages}
     mine = read_config(tmp_path / "recommender", gpus=0)
     assert mine.ensemble({m: fast for m in ens.stages}) == ens
+
+
+def test_live_calibration_samples_a_server_under_load(tmp_path):
+    """calibrate(url=...) against a real server while perf_analyzer drives it (issue 37,
+    deliverable 4): the knobs come from the server's JSON configuration, the executions from
+    its statistics over the window, and the predicted median at the measured rate lies near
+    the server's own summary median of the request duration."""
+    import threading
+
+    from qmodel.triton import calibrate, read_metrics
+    from qmodel.triton.live import sample_server
+
+    node = qm.Node(qm.ServiceTime.affine(2e-3, 0.5e-3), max_batch_size=8,
+                   max_queue_delay=0.5e-3)
+    server_module.write_sleeping_model(tmp_path, "live", node)
+    with server_module.TritonServer(tmp_path) as server:
+        load = threading.Thread(target=server_module.run_perf_analyzer, args=(
+            server, "live", 300.0, tmp_path / "pa.csv"), kwargs=dict(interval_ms=4000))
+        load.start()
+        try:
+            import time
+            time.sleep(3.0)                       # perf_analyzer's own warm-up
+            sample = sample_server(server.http_url, metrics_url=server.metrics_url,
+                                   window=8.0)
+            live = calibrate(sample.config, sample.stats, sample.metrics)
+            by_url = calibrate(url=server.http_url, window=2.0)
+        finally:
+            load.join()
+    assert sample.model == "live"
+    assert (live.max_batch_size, live.max_queue_delay, live.instances) == (8, 0.5e-3, 1)
+    assert by_url.max_batch_size == 8 and by_url.calibration.origin("overhead")[0] == "assumed"
+    # each measured size's mean: its sleep, the backend's own work and the modelled gap
+    for k in (1, 2):
+        assert 1.0 < float(live.service.mean(k)) / float(node.service.mean(k)) < 1.6
+    from qmodel.triton import read_stats
+    rate = read_stats(*sample.stats, model="live").requests / sample.window
+    assert 200 < rate < 400
+    summary = read_metrics(*sample.metrics, model="live").quantiles.get("request", {})
+    result = qm.predict(live, rate=rate)
+    assert 0.5 in summary and 0.99 in summary
+    # p50 only: the summaries cover every request since the server started, its cold
+    # start and perf_analyzer's warm-up included, which set the p99 of a run this short
+    # (seen: 41 ms against 17 ms predicted, on a machine running the test suite beside it)
+    assert result.p50 == pytest.approx(summary[0.5], rel=0.25)
