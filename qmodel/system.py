@@ -65,7 +65,8 @@ class Node:
         with probability p it takes in the requests that queued meanwhile (a race between
         Triton's batcher and instance threads), otherwise it leaves as formed.
         :func:`qmodel.triton.calibrate` measures p from a trace. No model covers it:
-        ``predict`` simulates, and only the look-ahead engine runs it.
+        ``predict`` simulates, on the look-ahead engine (one node, static routers) or the
+        compiled engine (behind every router); the event engine does not run it.
     calibration : qmodel.triton.Calibration, optional
         Where a calibrated node's numbers come from (set by :func:`qmodel.triton.calibrate`;
         not part of the node's identity).
@@ -167,9 +168,13 @@ class Node:
 
         With max_queue_delay > 0 an overloaded queue always holds a request older than the delay,
         so batches of max_batch_size go; with no delay the batcher never waits and dispatches the
-        largest preferred size that fits (see docs/triton-semantics.md).
+        largest preferred size that fits (see docs/triton-semantics.md). A prefetching node
+        (``prefetch`` with a delay) forms its batch once it reaches the largest preferred size
+        and grows it no further, so that size goes under overload too.
         """
-        return self.max_batch_size if self.max_queue_delay > 0 else max(self.effective_preferred)
+        if self.max_queue_delay > 0 and not self.prefetches:
+            return self.max_batch_size
+        return max(self.effective_preferred)
 
     @property
     def capacity(self) -> float:

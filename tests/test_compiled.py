@@ -283,6 +283,22 @@ def test_prefetch_behind_least_outstanding_runs_on_the_compiled_engine():
         qm.simulate(cluster, rate=0.7 * cluster.capacity, requests=100_000, backend="numpy")
 
 
+def test_a_prefetching_cluster_replays_and_refuses_a_traffic_with_the_reason():
+    """Review of the prefetch change: replay with the default engine of a prefetching
+    cluster behind round robin ran the event engine, which refused it naming engine='auto';
+    a Traffic behind least outstanding was refused with the same self-contradicting words."""
+    node = qm.Node(AFF(2e-3, 0.3e-3), max_batch_size=8, max_queue_delay=1e-3, prefetch=0.5)
+    times = _trace(1000.0, n=200)
+    for router in ("round_robin", "random", "least_outstanding"):
+        cluster = qm.Cluster(node, count=2, router=router)
+        auto = qm.replay(cluster, times, seed=3)
+        np.testing.assert_array_equal(auto.sojourn,
+                                      qm.replay(cluster, times, seed=3, engine="compiled").sojourn)
+    traffic = qm.Traffic([0, 5, 10], [500.0, 1000.0])
+    with pytest.raises(ValueError, match="Traffic of prefetching nodes .* dynamic router"):
+        qm.simulate(qm.Cluster(node, count=2, router="least_outstanding"), arrivals=traffic)
+
+
 # ---- what it refuses -----------------------------------------------------------------------
 def test_ensembles_are_refused_with_the_engine_to_use():
     stage = qm.Node(AFF(2e-3, 0.3e-3), max_batch_size=8, max_queue_delay=1e-3)

@@ -53,6 +53,28 @@ classify_error, SLACK = FUZZ.classify_error, FUZZ.SLACK
 CI = dict(deadline=None, derandomize=True, database=None)
 
 
+@pytest.fixture(autouse=True)
+def _draws_independent_of_imports(monkeypatch):
+    """Hypothesis mixes the constants of every local module imported so far into its draws,
+    so derandomized draws changed with what the suite had imported before (a share of 20 of
+    30 draws checked alone fell to 14 in the suite once a module was added). Without those
+    constants the draws are the same alone and in the suite. (A private hook of Hypothesis
+    6.1xx; where it is gone, nothing is patched.)"""
+    try:
+        from hypothesis.internal.conjecture import providers
+    except ImportError:
+        yield
+        return
+    hooks = ("_get_local_constants", "Constants", "CONSTANTS_CACHE")
+    if not all(hasattr(providers, name) for name in hooks):
+        yield
+        return
+    monkeypatch.setattr(providers, "_get_local_constants", providers.Constants)
+    providers.CONSTANTS_CACHE.cache.clear()
+    yield
+    providers.CONSTANTS_CACHE.cache.clear()
+
+
 # --------------------------------------------------------------------------------------------
 # strategies
 # --------------------------------------------------------------------------------------------
@@ -157,19 +179,18 @@ def largest_batch(system) -> int:
 TALLY = {}
 REFUSED = []      # why predict refused, for the message of a share that falls short
 # the least share of each property's draws that must have an answer to check
-# The least share of each property's draws that must have an answer to check. The draws are
-# derandomized, but Hypothesis seeds its numbers with the constants of the modules imported
-# so far, so they differ with what ran before: measured alone and after the rest of the suite
-# (checked / drawn), the minimum is set below the lower.
+# The least share of each property's draws that must have an answer to check, set below the
+# measured share (checked / drawn, the same alone and in the suite since the draws no longer
+# take the imported modules' constants: _draws_independent_of_imports).
 MINIMUM = {
-    "predict_quantiles_ordered": 0.25,                      # 18 / 40 alone, 12 / 40 in the suite
-    "predict_cdf_monotone_within_unit_interval": 0.55,      # 23 / 30, 20 / 30
-    "predict_figures_finite": 0.30,                         # 21 / 42, 16 / 42
-    "predict_utilization_and_batch_size_in_range": 0.40,    # 20 / 30, 15 / 30
-    "predict_p99_non_decreasing_in_rate": 0.40,             # 25 / 41, 21 / 41
+    "predict_quantiles_ordered": 0.25,                      # 18 / 40
+    "predict_cdf_monotone_within_unit_interval": 0.55,      # 20 / 30
+    "predict_figures_finite": 0.30,                         # 16 / 42
+    "predict_utilization_and_batch_size_in_range": 0.40,    # 15 / 30
+    "predict_p99_non_decreasing_in_rate": 0.40,             # 23 / 41
     "simulate_utilization_in_unit_interval": 0.85,          # 31 / 31
-    "simulate_mean_batch_size_in_range": 0.85,              # 30 / 31
-    "predict_within_stated_error_small_nodes": 0.40,        # 13 / 21, 11 / 21
+    "simulate_mean_batch_size_in_range": 0.85,              # 31 / 31
+    "predict_within_stated_error_small_nodes": 0.40,        # 11 / 21
     "predict_within_stated_error": 0.15,                    # 13 / 62 alone (slow)
 }
 

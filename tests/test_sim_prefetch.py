@@ -125,3 +125,22 @@ def test_the_event_engine_refuses_prefetching_nodes_and_names_the_engine_that_ru
     cluster = qm.Cluster([n, n], router="least_outstanding")
     with pytest.raises(ValueError, match="does not run Node.prefetch.*compiled engine"):
         qm.simulate(cluster, rate=100, requests=2000, seed=1, engine="events")
+
+
+def test_a_prefetching_node_saturates_at_its_largest_preferred_size():
+    """Review of the prefetch change: a batch formed ahead stops at the largest preferred
+    size, so under overload batches are that size, not max_batch_size; capacity said 1,818
+    req/s where 6 / S(6) = 1,579 carry, and predict answered an overloaded cluster."""
+    n = node(max_batch_size=8, max_queue_delay=1 * ms, preferred_batch_sizes=(3, 6),
+             prefetch=1.0)
+    S6 = float(n.service.mean(6))
+    assert n.saturated_batch_size == 6 and n.capacity == pytest.approx(6 / S6)
+    plain = node(max_batch_size=8, max_queue_delay=1 * ms, preferred_batch_sizes=(3, 6))
+    assert plain.saturated_batch_size == 8
+    near = qm.simulate(n, rate=0.97 * n.capacity, requests=200_000, seed=2)
+    assert max(near.batch_size_distribution) == 6 and near.mean_batch_size > 5
+    plain_near = qm.simulate(plain, rate=0.97 * n.capacity, requests=200_000, seed=2)
+    assert max(plain_near.batch_size_distribution) == 8
+    cluster = qm.Cluster(n, count=2, router="least_outstanding")
+    with pytest.raises(qm.UnstableError):
+        qm.predict(cluster, rate=1.02 * cluster.capacity)

@@ -320,3 +320,33 @@ def test_a_size_of_weight_zero_is_not_a_measured_size():
     from qmodel.profiling import fit_line
     with pytest.raises(ValueError, match="at least two batch sizes"):
         fit_line([1, 8], [1e-3, 3e-3], [10, 0])
+
+
+@pytest.mark.parametrize("gap, expected", [(np.float32(1e-4), 1e-4), (np.int64(0), 0.0),
+                                           ("0.1ms", 1e-4), ("100us", 1e-4)])
+def test_a_given_gap_takes_numbers_and_units(gap, expected):
+    node = calibrate(DATA / "config.pbtxt", STATS, gap=gap)
+    s1 = read_stats(*STATS).batch_time()[1]
+    assert float(node.service.mean(1)) == pytest.approx(s1 + expected, rel=1e-6)
+    assert node.calibration.origin("pickup gap")[0] == "given"
+
+
+@pytest.mark.parametrize("gap, message", [
+    (0.1, r"gap=0.1 s\) is longer than the shortest mean execution .*'0.1ms'"),
+    (-1e-4, "negative"), (float("nan"), "not finite"), (True, "number of seconds"),
+    ("soon", "not a duration")])
+def test_a_bad_gap_says_what_to_give(gap, message):
+    with pytest.raises(ValueError, match=message):
+        calibrate(DATA / "config.pbtxt", STATS, gap=gap)
+
+
+def test_the_modelled_constants_are_the_stored_fit():
+    """calibrate's MODELLED_* are validation/triton_untraced.py's fit over the campaign's
+    traced runs, as stored by its last --write (to the digits the constants carry)."""
+    import json
+    stored = json.loads((Path(__file__).parent.parent / "validation" / "results" /
+                         "triton_untraced.json").read_text())["fit"]
+    assert stored["runs"] == 72
+    assert MODELLED_PREFETCH == pytest.approx(stored["prefetch"], abs=5e-4)
+    assert MODELLED_GAP_BASE == pytest.approx(stored["gap_base"], abs=5e-8)
+    assert MODELLED_GAP_PER_REQUEST == pytest.approx(stored["gap_per_request"], abs=5e-8)

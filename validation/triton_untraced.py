@@ -8,14 +8,17 @@ measured throughput, against perf_analyzer's client-side p50 and p99:
   Prometheus metrics, perf_analyzer), with nothing modelled in its place: batches formed
   when an instance frees, no pickup gap;
 - ``modelled``: untraced, with the two quantities only a trace measures modelled from the
-  other configurations' traced runs (leave one configuration out): the prefetch share (where
+  other configurations' traced runs (leave one batching configuration out, its pinned and
+  NumPy twins with it): the prefetch share (where
   Triton prefetches) as their median, and the pickup gap as a line in the run's mean batch
   size (from the statistics API), fitted to their gaps. ``calibrate`` without a trace does
   this with the fit over all 72 runs (``qmodel.triton.calibrate.MODELLED_*``, printed first).
 
 Run: ``python validation/triton_untraced.py`` (a few minutes; no server). Prints one row per
 run and the medians over the runs below 0.95 utilization; ``--write`` stores them in
-validation/results/triton_untraced.json.
+validation/results/triton_untraced.json. ``--heldout`` judges calibrate's own constants on
+the runs of runs-heldout/ (``validation/triton_campaign.py --heldout``), measured after they
+were fitted (stored in triton_untraced_heldout.json).
 """
 
 import argparse
@@ -31,13 +34,17 @@ import numpy as np
 import qmodel as qm
 from qmodel.triton import calibrate, read_perf_analyzer, read_stats, read_trace
 from qmodel.triton.batcher import pickup_gap
+from qmodel.triton.calibrate import (MODELLED_GAP_BASE, MODELLED_GAP_PER_REQUEST,
+                                     MODELLED_PREFETCH)
 
 RUNS = Path(__file__).parent / "reports" / "triton" / "runs"
 OUT = Path(__file__).parent / "results" / "triton_untraced.json"
+HELDOUT = Path(__file__).parent / "reports" / "triton" / "runs-heldout"
+OUT_HELDOUT = Path(__file__).parent / "results" / "triton_untraced_heldout.json"
 
 
-def runs():
-    return sorted({p.parent for p in RUNS.rglob("perf_analyzer.csv")})
+def runs(folder=RUNS):
+    return sorted({p.parent for p in Path(folder).rglob("perf_analyzer.csv")})
 
 
 def inputs(run):
@@ -56,11 +63,19 @@ def measured(run):
             read_stats(*stats).mean_batch_size)
 
 
+def knobs(node):
+    """The batching configuration a run served: runs of one configuration (pinned or not,
+    sleeping or computing) are left out together."""
+    return (node.max_batch_size, node.max_queue_delay, node.effective_preferred,
+            node.instances)
+
+
 def fit(found, leave_out=None):
     """(prefetch share, gap base, gap per extra request) from the traced runs of every
-    configuration but ``leave_out``: the median share where it was measured, and a least
-    squares line of the pickup gap against the mean batch size minus one."""
-    kept = [v for r, v in found.items() if r.parent.name != leave_out]
+    batching configuration but ``leave_out`` (:func:`knobs`): the median share where it was
+    measured, and a least squares line of the pickup gap against the mean batch size minus
+    one."""
+    kept = [v for v in found.values() if knobs(v[0]) != leave_out]
     share = statistics.median(p for _, p, _, _ in kept if p is not None)
     x = np.array([b - 1 for _, _, _, b in kept])
     y = np.array([g for _, _, g, _ in kept])
@@ -79,16 +94,26 @@ def quantiles(node, rate):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--write", action="store_true")
+    parser.add_argument("--heldout", action="store_true",
+                        help="judge calibrate's own constants (fitted on runs/) on the runs "
+                             "of runs-heldout/, measured after the fit")
     args = parser.parse_args()
     warnings.simplefilter("ignore")
     found = {run: measured(run) for run in runs()}
     share, base, per_item = fit(found)
+    fitted = {"prefetch": share, "gap_base": base, "gap_per_request": per_item,
+              "runs": len(found)}
     print(f"over all {len(found)} traced runs: prefetch share {share:.3f} (median), pickup "
           f"gap {base * 1e3:.4f} ms + {per_item * 1e3:.4f} ms x (mean batch - 1)")
+    if args.heldout:
+        found = {run: measured(run) for run in runs(HELDOUT)}
     rows = []
     for run, (traced, share, gap, batch) in found.items():
-        config = run.parent.name
-        model_share, base, per_item = fit(found, leave_out=config)
+        if args.heldout:             # calibrate's constants, as a user gets them
+            model_share, base, per_item = (MODELLED_PREFETCH, MODELLED_GAP_BASE,
+                                           MODELLED_GAP_PER_REQUEST)
+        else:
+            model_share, base, per_item = fit(found, leave_out=knobs(traced))
         model_gap = base + per_item * (batch - 1)
         cfg, stats, metrics, pa = inputs(run)
         row, = read_perf_analyzer(pa)
@@ -99,7 +124,7 @@ def main():
         modelled = calibrate(cfg, stats, metrics, perf_analyzer=pa, gap=model_gap)
         if modelled.prefetch is not None:
             modelled = replace(modelled, prefetch=model_share)
-        out = {"run": str(run.relative_to(RUNS)), "rate": rate,
+        out = {"run": str(run.relative_to(run.parent.parent)), "rate": rate,
                "measured": [row.p50, row.p99], "share": share, "gap": gap,
                "model_share": modelled.prefetch, "model_gap": model_gap}
         for name, node in (("traced", traced), ("untraced", plain), ("modelled", modelled)):
@@ -126,8 +151,10 @@ def main():
               f"{summary[k]['median_p50']:.1%}, p99 {summary[k]['median_p99']:.1%}; "
               f"{summary[k]['within_10_15']} within 10% / 15%")
     if args.write:
-        OUT.write_text(json.dumps({"summary": summary, "rows": rows}, indent=1) + "\n")
-        print(f"wrote {OUT}")
+        out = OUT_HELDOUT if args.heldout else OUT
+        out.write_text(json.dumps({"fit": fitted, "summary": summary, "rows": rows}, indent=1)
+                       + "\n")
+        print(f"wrote {out}")
 
 
 if __name__ == "__main__":

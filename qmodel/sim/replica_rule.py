@@ -83,7 +83,10 @@ _U0 = np.uint64(0)
 _U31 = np.uint64(31)
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _ALL_ONES = np.uint64(0xFFFFFFFFFFFFFFFF)
-_COUNT_MAX = (1 << 24) - 1        # counts above it (never seen: a queue holds 2^22) tie
+# counts above it tie (a queue holds up to 2^22 requests, the batches in service up to
+# instances x max_batch_size more: far below)
+_COUNT_MAX = (1 << 32) - 1
+_U32 = np.uint64(32)
 _MIX1 = np.uint64(0xBF58476D1CE4E5B9)
 _MIX2 = np.uint64(0x94D049BB133111EB)
 _U30 = np.uint64(30)
@@ -324,7 +327,7 @@ def route(rs, slot, i, t, nodes, router_i, cum, rr_start, node_i, qlen, free, bu
             keep = perm[slot, j]
             perm[slot, j] = perm[slot, other]
             perm[slot, other] = keep
-    # The smallest key wins, a key being the node's count in the high 24 bits and, below, 40
+    # The smallest key wins, a key being the node's count in the high 32 bits and, below, 32
     # bits hashed from the node and one random word by splitmix64's finaliser (Steele, Lea &
     # Flood 2014): among tied counts, a uniformly random node. (One multiply-xorshift step
     # alone, as before, left the keys of neighbouring nodes correlated: 5 idle nodes took
@@ -340,7 +343,7 @@ def route(rs, slot, i, t, nodes, router_i, cum, rr_start, node_i, qlen, free, bu
         z = bits + np.uint64(n + 1) * _GOLDEN
         z = (z ^ (z >> _U30)) * _MIX1
         z = (z ^ (z >> _U27)) * _MIX2
-        key = (np.uint64(min(c, _COUNT_MAX)) << _U40) | ((z ^ (z >> _U31)) >> _U24)
+        key = (np.uint64(min(c, _COUNT_MAX)) << _U32) | ((z ^ (z >> _U31)) >> _U32)
         if key < best_key:
             best = n
             best_key = key

@@ -136,6 +136,12 @@ def simulate(system, rate=None, *, arrivals=None, requests: int | None = None, s
         if backend in ("cpu", "gpu"):
             raise ValueError(f"backend={backend!r} runs the compiled engine, which does not "
                              "simulate a Traffic yet; use backend='auto' or 'numpy'")
+        if _only_compiled(as_cluster(system)):
+            raise ValueError("a Traffic of prefetching nodes (Node.prefetch) behind a dynamic "
+                             "router cannot be simulated: the time-varying simulator runs the "
+                             "event engine, which does not prefetch, and the compiled engine "
+                             "does not run a Traffic yet; set prefetch=None, or a static "
+                             "router (round_robin, random)")
         return simulate_traffic(system, arrivals, pods=pods, seed=seed,
                                 replicas=1 if replicas is None else replicas, backend=backend,
                                 resolution=resolution)
@@ -340,12 +346,15 @@ def replay(system, times, *, seed=None, engine: str = "auto") -> Replay:
     if cluster.pods:
         raise ValueError("replay runs a node or a cluster of nodes, not an Ensemble; "
                          "qmodel.simulate runs ensembles stage by stage")
-    if engine == "compiled" or (engine == "auto" and _only_compiled(cluster)):
+    nodes = len(cluster.nodes)
+    decoupled = nodes == 1 and all(n.max_queue_size == 0 for n in cluster.nodes)
+    # a prefetching cluster replays on the compiled engine: the event engine does not
+    # prefetch, and the look-ahead engine replays one node only
+    prefetching = any(n.prefetches for n in cluster.nodes) and not decoupled
+    if engine == "compiled" or (engine == "auto" and prefetching):
         rec = replay_compiled(cluster, source.times, seed)
         return Replay(source.times, rec["sojourn"], rec["node"], rec["start"], rec["service"],
                       rec["size"], rec["batch_node"])
-    nodes = len(cluster.nodes)
-    decoupled = nodes == 1 and all(n.max_queue_size == 0 for n in cluster.nodes)
     if engine == "lookahead" and not decoupled:
         raise ValueError("replay with engine='lookahead' needs one node with an unlimited queue")
     bk = get_backend("numpy", seed)

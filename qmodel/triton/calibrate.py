@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 from scipy import optimize, stats as sps
 
+from ..checks import parse_duration
 from ..profiling import fit_line
 from ..system import Node, ServiceTime
 from .config import TritonConfig, read_config
@@ -44,8 +45,8 @@ COLD_FACTOR = 3.0
 # median of the 47 runs where Triton prefetched (0.09-0.66), and the pickup gap, a line in
 # the mean batch size (the Python backend takes in a batch's requests one by one: 0.06-0.09
 # ms at mean batches near 1, 0.2-0.3 ms near 6). Calibrated so, with the trace withheld, the
-# campaign's 32 runs below 0.95 utilization came within a median 1.3% on p50 and 4.4% on
-# p99 (leave one configuration out), against 7.7% and 11.5% without them.
+# campaign's 32 runs below 0.95 utilization came within a median 2.0% on p50 and 4.4% on
+# p99 (leaving out each batching configuration's runs), against 7.7% and 11.5% without them.
 MODELLED_PREFETCH = 0.405
 MODELLED_GAP_BASE = 0.0488e-3
 MODELLED_GAP_PER_REQUEST = 0.0405e-3
@@ -344,9 +345,10 @@ def calibrate(config=None, stats=None, metrics=None, trace=None, perf_analyzer=N
         the batch sizes the server ran too rarely, scaled to the measured ones. Without it
         those sizes come from a line through the measured means, which needs two sizes or
         more: with one, calibrate raises ValueError rather than invent how S(k) grows.
-    gap : float, optional
-        The pickup gap in seconds (an instance held from its freeing to its next batch's
-        start), added to every execution. None (default): measured from the trace, or,
+    gap : float or str, optional
+        The pickup gap (an instance held from its freeing to its next batch's start), in
+        seconds or with a unit ("0.1ms"), added to every execution; shorter than every
+        measured mean execution. None (default): measured from the trace, or,
         without one, modelled from the mean batch size (:data:`MODELLED_GAP_BASE` +
         :data:`MODELLED_GAP_PER_REQUEST` x (mean batch - 1)); 0 leaves it out.
     url : str, optional
@@ -403,10 +405,14 @@ def calibrate(config=None, stats=None, metrics=None, trace=None, perf_analyzer=N
 
     # the instance is held from freeing until it starts its next batch, too
     if gap is not None:
-        if not isinstance(gap, (int, float)) or isinstance(gap, bool) or not 0 <= gap < 1:
-            raise ValueError(f"calibrate(gap={gap!r}): give the pickup gap in seconds, "
-                             f"e.g. 0.1e-3, or 0 to leave it out")
-        gap, gap_origin = float(gap), ("given", "calibrate(gap=...)")
+        gap = parse_duration(gap, "calibrate(gap)")
+        shortest = min(s.batch_time().values(), default=math.inf)
+        if gap >= shortest:
+            raise ValueError(f"calibrate(gap={gap:g} s) is longer than the shortest mean "
+                             f"execution it joins ({shortest * 1e3:.3g} ms): the pickup gap is "
+                             f"a fraction of an execution; give seconds (0.1e-3) or a unit "
+                             f"('0.1ms'), or 0 to leave it out")
+        gap_origin = ("given", "calibrate(gap=...)")
     elif t is not None:
         gap, gap_origin = pickup_gap(t, cfg.max_queue_delay), ("measured", "the trace")
     else:
