@@ -335,8 +335,8 @@ def report(rows) -> str:
                   "|---|---|---|"]
         for which, label in (("calibrated", "calibrated prediction"),
                              ("simulated", "calibrated simulation"),
-                             ("untraced", "untraced prediction (trace withheld; "
-                                          "modelled gap and share fitted on these runs)"),
+                             ("untraced", "untraced prediction (trace withheld; gap "
+                                          "and share modelled by calibrate's constants)"),
                              ("mean_only", "mean-only prediction")):
             cells = []
             for key in ("p50", "p99"):
