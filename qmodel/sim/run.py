@@ -243,7 +243,7 @@ def _runs_compiled(engine, backend, cluster, source, requests) -> bool:
 
 def _only_compiled(cluster) -> bool:
     """Prefetching nodes behind a dynamic router: the event engine does not prefetch."""
-    return (auto_engine(cluster) == "events" and not cluster.pods
+    return (not cluster.pods and auto_engine(cluster) == "events"
             and any(node.prefetches for node in cluster.nodes))
 
 
