@@ -57,6 +57,19 @@ def test_compare_reproduces_the_calibrated_errors_of_the_committed_run():
     assert set(row.triton) == {"p50", "p95", "p99"} and row.mean_batch > 1
 
 
+def test_a_run_recorded_untraced_is_calibrated_from_what_production_reports(tmp_path):
+    """A run without trace.json.gz (record_run(traced=0): the server untraced) is calibrated
+    from its statistics, metrics and perf_analyzer, the gap and prefetch share modelled: its
+    calibrated prediction is the untraced one."""
+    run = _runs(tmp_path, repeats=1) / "b8-d2" / "400-1"
+    (run / "trace.json.gz").unlink()
+    row, = compare(tmp_path, requests=100_000)
+    assert row.calibrated == pytest.approx(row.untraced)
+    assert row.notes["batcher"].startswith("Triton's prefetching batcher") \
+        and "no trace to measure it" in row.notes["batcher"]
+    assert abs(row.error("calibrated", "p50")) < 0.05
+
+
 def test_report_states_the_repeat_spread_and_the_errors(tmp_path):
     rows = compare(_runs(tmp_path), requests=200_000)
     assert [r.repeat for r in rows] == [1, 2] and {r.config for r in rows} == {"b8-d2"}

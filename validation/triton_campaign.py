@@ -33,7 +33,8 @@ repeats=1, traced=40000, seed=1)`` and is reported apart (``qmodel triton-check 
 Run (about 25 minutes; nothing else busy on the machine, which the server and perf_analyzer
 share): ``QMODEL_TRITON_DIST=/path/to/dist .venv/bin/python validation/triton_campaign.py``
 (``--heldout``: the three configurations measured to judge calibration without a trace,
-about 8 minutes, into runs-heldout/)
+about 8 minutes, into runs-heldout/; ``--untraced --configs ...``: the server untraced, as in
+production, into runs-untraced/)
 (``--configs b8-d0 --rates-only top`` re-measures one configuration's third rate;
 ``--configs b8-d2,b8-d0.5,b8-d0 --pinned`` made the runs with the server on CPU 0 and
 perf_analyzer on CPU 1).
@@ -115,6 +116,9 @@ def main(argv=None):
     parser.add_argument("--configs", default=",".join([*CONFIGS, *WORKLOADS]))
     parser.add_argument("--heldout", action="store_true",
                         help="measure the HELDOUT configurations into runs-heldout/")
+    parser.add_argument("--untraced", action="store_true",
+                        help="run the server untraced (as in production) into "
+                             "runs-untraced/: does tracing change what is measured?")
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--interval-ms", type=int, default=5000)
     parser.add_argument("--out", default=str(HERE / "runs"))
@@ -126,6 +130,8 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.heldout:
         args.configs, args.out = ",".join(HELDOUT), str(HERE / "runs-heldout")
+    if args.untraced and args.out == str(HERE / "runs"):
+        args.out = str(HERE / "runs-untraced")
     start = time.monotonic()
     for name in args.configs.split(","):
         if name in WORKLOADS:
@@ -139,7 +145,7 @@ def main(argv=None):
         print(f"{name}: {what}, rates {todo}", flush=True)
         pins = dict(server_cpus="0", client_cpus="1") if args.pinned else {}
         measure(n, todo, folder, repeats=args.repeats, cv=cv, interval_ms=args.interval_ms,
-                traced=1000, seed=1, workload=workload, **pins)
+                traced=0 if args.untraced else 1000, seed=1, workload=workload, **pins)
         print(f"  done at {time.monotonic() - start:.0f} s", flush=True)
 
 

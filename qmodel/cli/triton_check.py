@@ -69,7 +69,8 @@ def add_arguments(parser) -> None:
                    help="perf_analyzer's measurement window (three of them per run)")
     g.add_argument("--traced", type=read_count, default=1500, metavar="N",
                    help="requests traced from the start of each run (default 1500); near "
-                        "capacity trace the whole run (e.g. 40000, about 2 MB gzipped)")
+                        "capacity trace the whole run (e.g. 40000, about 2 MB gzipped); 0 runs "
+                        "the server untraced, as in production")
     g.add_argument("--out", default=None, metavar="DIR", help="where the runs go")
     g = parser.add_argument_group("output")
     g.add_argument("--report", default=None, metavar="FILE",

@@ -55,7 +55,8 @@ def record_run(repository, model: str, rate: float, folder, *, interval_ms: int 
                client_cpus: str | None = None) -> Path:
     """One run: a fresh server on ``repository``, perf_analyzer at ``rate`` over
     ``windows`` windows of ``interval_ms`` (after its own warm-up), the statistics and
-    metrics around it and the trace of its first ``traced`` requests, written to ``folder``.
+    metrics around it and the trace of its first ``traced`` requests (0: the server runs
+    untraced, as production servers do, and no trace is written), written to ``folder``.
     The server is stopped also on error. ``server_cpus`` and ``client_cpus`` pin the server
     and perf_analyzer to CPUs (taskset's list, "0" or "1"), so that they do not share a
     core."""
@@ -64,15 +65,17 @@ def record_run(repository, model: str, rate: float, folder, *, interval_ms: int 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="qmodel-check-") as scratch:
-        trace = Path(scratch) / "trace.json"
-        with TritonServer(repository, trace_file=trace, trace_count=traced,
+        trace = Path(scratch) / "trace.json" if traced else None
+        with TritonServer(repository, trace_file=trace, trace_count=traced if traced else -1,
                           installation=installation, cpus=server_cpus) as server:
             before = server.stats(model), server.metrics()
-            server.trace("TIMESTAMPS")
+            if traced:
+                server.trace("TIMESTAMPS")
             text = run_perf_analyzer(server, model, rate, folder / "perf_analyzer.csv",
                                      interval_ms=interval_ms, repeats=windows,
                                      cpus=client_cpus)
-            server.trace("OFF")
+            if traced:
+                server.trace("OFF")
             after = server.stats(model), server.metrics()
         # Triton writes the trace as trace.json.0 (.1, ... when it rotates) when it stops,
         # or as trace.json where the traced count was not reached
@@ -85,8 +88,9 @@ def record_run(repository, model: str, rate: float, folder, *, interval_ms: int 
         (folder / f"metrics_{name}.txt").write_text(metrics)
     (folder / "perf_analyzer.txt").write_text(text)
     shutil.copy(Path(repository) / model / "config.pbtxt", folder / "config.pbtxt")
-    with gzip.open(folder / "trace.json.gz", "wt") as packed:
-        json.dump(events, packed, separators=(",", ":"))
+    if traced:
+        with gzip.open(folder / "trace.json.gz", "wt") as packed:
+            json.dump(events, packed, separators=(",", ":"))
     run = dict(about or {}, model=model, rate=rate, interval_ms=interval_ms, windows=windows,
                traced=traced, server_cpus=server_cpus, client_cpus=client_cpus)
     (folder / "run.json").write_text(json.dumps(run, indent=1) + "\n")
@@ -243,8 +247,12 @@ def compare(folder, *, requests: int = 400_000, seed: int = 1,
         metrics = (run / "metrics_before.txt", run / "metrics_after.txt")
         pa = run / "perf_analyzer.csv"
         row, = read_perf_analyzer(pa)
+        # a run recorded untraced (traced=0) is calibrated as a production server is: from
+        # its statistics, metrics and perf_analyzer, the gap and prefetch share modelled
+        trace = run / "trace.json.gz"
         try:
-            node = calibrate(run / "config.pbtxt", stats, trace=run / "trace.json.gz",
+            node = calibrate(run / "config.pbtxt", stats,
+                             *((None, trace) if trace.exists() else (metrics, None)),
                              perf_analyzer=pa, prefetch=prefetch)
         except ValueError as err:
             raise ValueError(f"{run}: {err}") from None
