@@ -168,11 +168,16 @@ class Node:
 
         With max_queue_delay > 0 an overloaded queue always holds a request older than the delay,
         so batches of max_batch_size go; with no delay the batcher never waits and dispatches the
-        largest preferred size that fits (see docs/triton-semantics.md). A prefetching node
-        (``prefetch`` with a delay) forms its batch once it reaches the largest preferred size
-        and grows it no further, so that size goes under overload too.
+        largest preferred size that fits (see docs/triton-semantics.md). A node that prefetches
+        with ``prefetch = 1`` saturates at its largest preferred size: each batch formed ahead
+        takes in every late request up to that size and no more. With ``prefetch`` below 1
+        the batches an overloaded node forms mostly take max_batch_size (their oldest request
+        is past its delay when the batcher opens them): replays of 40,000 requests at twice
+        the capacity drained at B's rate within 0.2% for one instance; with three instances
+        and preferred size 4 of 8 they drained 14-31% slower than B's rate (mean batches
+        5.9, 5.1 and 4.0 at p = 0, 0.5, 0.9), which this rule overstates.
         """
-        if self.max_queue_delay > 0 and not self.prefetches:
+        if self.max_queue_delay > 0 and not (self.prefetches and self.prefetch >= 1.0):
             return self.max_batch_size
         return max(self.effective_preferred)
 

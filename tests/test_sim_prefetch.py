@@ -129,22 +129,23 @@ def test_the_event_engine_refuses_prefetching_nodes_and_names_the_engine_that_ru
         qm.simulate(cluster, rate=100, requests=2000, seed=1, engine="events")
 
 
-def test_a_prefetching_node_saturates_at_its_largest_preferred_size():
-    """Review of the prefetch change: a batch formed ahead stops at the largest preferred
-    size, so under overload batches are that size, not max_batch_size; capacity said 1,818
-    req/s where 6 / S(6) = 1,579 carry, and predict answered an overloaded cluster."""
-    n = node(max_batch_size=8, max_queue_delay=1 * ms, preferred_batch_sizes=(3, 6),
-             prefetch=1.0)
-    S6 = float(n.service.mean(6))
-    assert n.saturated_batch_size == 6 and n.capacity == pytest.approx(6 / S6)
-    plain = node(max_batch_size=8, max_queue_delay=1 * ms, preferred_batch_sizes=(3, 6))
-    assert plain.saturated_batch_size == 8
-    with warnings.catch_warnings():    # the sizes are the subject, not the tail
-        warnings.simplefilter("ignore", qm.sim.window.ShortRunWarning)
-        near = qm.simulate(n, rate=0.97 * n.capacity, requests=200_000, seed=2)
-        plain_near = qm.simulate(plain, rate=0.97 * n.capacity, requests=200_000, seed=2)
-    assert max(near.batch_size_distribution) == 6 and near.mean_batch_size > 5
-    assert max(plain_near.batch_size_distribution) == 8
-    cluster = qm.Cluster(n, count=2, router="least_outstanding")
+def test_an_overloaded_prefetching_node_drains_at_its_capacity():
+    """Review of the prefetch change: Node.capacity against the rule itself, as the rate at
+    which an overloaded node (twice its capacity) drains. With prefetch 1 a batch formed
+    ahead stops at the largest preferred size (capacity said 1,818 req/s where 6 / S(6) =
+    1,579 carry); below 1 an overloaded node's batches take max_batch_size (a first fix
+    used the preferred size there too and refused loads the node carries)."""
+    service = qm.ServiceTime.affine(2 * ms, 0.3 * ms)
+    for join, size in ((1.0, 6), (0.5, 8), (0.0, 8)):
+        n = qm.Node(service, max_batch_size=8, max_queue_delay=1 * ms,
+                    preferred_batch_sizes=(3, 6), prefetch=join)
+        assert n.saturated_batch_size == size
+        arrivals = np.cumsum(np.random.default_rng(1).exponential(1 / (2 * n.capacity), 20_000))
+        r = qm.replay(n, arrivals, engine="lookahead")
+        drained = arrivals.size / float(np.max(arrivals + r.sojourn))
+        assert drained == pytest.approx(n.capacity, rel=0.01), (join, drained, n.capacity)
+    cluster = qm.Cluster(qm.Node(service, max_batch_size=8, max_queue_delay=1 * ms,
+                                 preferred_batch_sizes=(3, 6), prefetch=1.0),
+                         count=2, router="least_outstanding")
     with pytest.raises(qm.UnstableError):
         qm.predict(cluster, rate=1.02 * cluster.capacity)

@@ -132,3 +132,24 @@ def test_triton_check_from_server_prints_prediction_against_the_server(server, c
     assert "model affine" in out and "calibrated prediction" in out
     # the committed run's metrics hold Triton's summary quantiles of the request duration
     assert "Triton's own" in out and "p99" in out
+
+
+def test_second_review_of_live_calibration(server):
+    """Found by review: a model name with a space left urllib's InvalidURL unhandled; an
+    empty or HTML metrics body was read as a file path; numpy windows were refused; an upper
+    case scheme or a query string made a wrong URL."""
+    import numpy as np
+    from qmodel.triton.live import normal_url
+
+    assert normal_url("HTTP://Host:8000/") == "http://Host:8000"
+    with pytest.raises(ValueError, match="without a query"):
+        normal_url("localhost:8000?x=1")
+    with pytest.raises(ValueError, match="could not be read"):
+        calibrate(url=server, model="my model", window=1.0)
+    with pytest.raises(ValueError, match="returned no Prometheus text"):
+        calibrate(url=server, metrics_url=f"{server}/v2/models/stats", window=1.0)
+    _Triton.calls = {}
+    assert calibrate(url=server, window=np.float32(2.0)).max_batch_size == 8
+    with pytest.raises(ValueError, match="traced=-1"):
+        from qmodel.triton.check import record_run
+        record_run("repo", "m", 100.0, "out", traced=-1)

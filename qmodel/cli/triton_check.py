@@ -186,9 +186,6 @@ def _from_server(args) -> int:
         node = calibrate(sample.config, sample.stats, sample.metrics)
         stats = read_stats(*sample.stats, model=sample.model)
         rate = stats.requests / sample.window
-        if stats.requests == 0:
-            raise ValueError(f"model {sample.model!r} served no request in the {sample.window:.0f} "
-                             f"s window: sample while it serves traffic")
         result = predict(node, rate=rate)
     except UnstableError as err:
         say("the calibrated node cannot carry the measured rate", err)

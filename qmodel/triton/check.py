@@ -34,6 +34,7 @@ from __future__ import annotations
 import gzip
 import json
 import math
+import numbers
 import shutil
 import statistics
 import tempfile
@@ -62,6 +63,9 @@ def record_run(repository, model: str, rate: float, folder, *, interval_ms: int 
     core."""
     from .server import TritonServer, run_perf_analyzer
 
+    if isinstance(traced, bool) or not isinstance(traced, numbers.Integral) or traced < 0:
+        raise ValueError(f"traced={traced!r}: give how many requests to trace from the start "
+                         f"of the run, or 0 to run the server untraced")
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="qmodel-check-") as scratch:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import http.client
 import urllib.request
 
 __all__ = ["is_url", "fetch"]
@@ -17,5 +18,5 @@ def fetch(url: str, what: str, timeout: float = 10.0) -> bytes:
     try:
         with urllib.request.urlopen(url, timeout=timeout) as reply:
             return reply.read()
-    except OSError as err:
+    except (OSError, http.client.HTTPException) as err:   # InvalidURL is an HTTPException
         raise ValueError(f"{what} {url} could not be read: {err}") from None

@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import json
 import math
+import numbers
 import time
 from dataclasses import dataclass
+from urllib.parse import quote
 
 from .http import fetch
 
@@ -65,7 +67,13 @@ def normal_url(url: str) -> str:
     if not isinstance(url, str) or not url.strip():
         raise ValueError(f"url={url!r}: give the server's HTTP endpoint, e.g. localhost:8000")
     url = url.strip().rstrip("/")
-    return url if url.startswith(("http://", "https://")) else f"http://{url}"
+    if "?" in url or "#" in url:
+        raise ValueError(f"url={url!r}: give the endpoint without a query or fragment, e.g. "
+                         f"localhost:8000")
+    scheme, sep, rest = url.partition("://")
+    if sep and scheme.lower() in ("http", "https"):
+        return f"{scheme.lower()}://{rest}"
+    return f"http://{url}"
 
 
 def config_text(config: dict) -> str:
@@ -115,6 +123,8 @@ def _served_model(url: str) -> str:
         return busy[0]
     if len(names) == 1:
         return names[0]
+    if not names:
+        raise ValueError(f"the server at {url} serves no model: load one, or check the URL")
     raise ValueError(f"the server at {url} serves {len(names)} models "
                      f"({', '.join(names) or 'none'}): name one with model=")
 
@@ -138,7 +148,7 @@ def sample_server(url: str, model: str | None = None, *, metrics_url: str | None
         Seconds between the snapshots (at least 1; a minute or more on a server of
         moderate load, so that every common batch size runs often).
     """
-    if isinstance(window, bool) or not isinstance(window, (int, float)) or \
+    if isinstance(window, bool) or not isinstance(window, numbers.Real) or \
             not math.isfinite(window) or window < SHORTEST_WINDOW:
         raise ValueError(f"window={window!r}: give the seconds to sample the server over, "
                          f"at least {SHORTEST_WINDOW:g} (a minute or more is typical)")
@@ -146,12 +156,23 @@ def sample_server(url: str, model: str | None = None, *, metrics_url: str | None
     metrics_url = normal_url(metrics_url) if metrics_url is not None else None
     if model is None:
         model = _served_model(url)
-    config = config_text(_json(f"{url}/v2/models/{model}/config",
-                               f"the configuration of model {model!r}"))
-    stats_url = f"{url}/v2/models/{model}/stats"
+    path = quote(str(model), safe="")
+    served = _json(f"{url}/v2/models/{path}/config", f"the configuration of model {model!r}")
+    if served.get("platform") == "ensemble" or "ensemble_scheduling" in served:
+        raise ValueError(f"model {model!r} is an ensemble: calibrate(url=...) calibrates one "
+                         f"model; name a composing model with model=, or read the ensemble's "
+                         f"config.pbtxt from its repository with qmodel.triton.read_config")
+    config = config_text(served)
+    stats_url = f"{url}/v2/models/{path}/stats"
 
     def snapshot():
-        scrape = fetch(metrics_url, "metrics").decode() if metrics_url else None
+        scrape = None
+        if metrics_url:
+            scrape = fetch(metrics_url, "metrics").decode(errors="replace")
+            if "\n" not in scrape:
+                raise ValueError(f"the metrics endpoint {metrics_url} returned no Prometheus "
+                                 f"text (check the URL: Triton serves it at "
+                                 f"<host>:8002/metrics)")
         return _json(stats_url, f"the statistics of model {model!r}"), scrape
 
     stats_before, metrics_before = snapshot()
