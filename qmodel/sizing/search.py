@@ -577,6 +577,11 @@ class _Search:
                              "the model's own answer ranked it"
                              + (", and its simulation verified it" if verify else
                                 " (not verified: verify=False)"))
+        unmodelled = self.unmodelled()
+        if unmodelled:
+            notes = (*notes, f"{len(unmodelled)} configuration(s) left out: no model answers "
+                             f"them and the search ranks by models only (simulate them with "
+                             f"qmodel.simulate); for example {unmodelled[0]}")
         alternatives = tuple(self.feasible())
         pareto = tuple(_pareto(self.seen.values()))
         extra = dict(network=space.network, load=space.rates.peak, failures=space.failures,
@@ -596,6 +601,17 @@ class _Search:
                     alternatives, pareto, candidates_total, self.predictions, dict(space.slo),
                     space.given.peak, tuple(notes), binding=chosen.binding, verified=sims,
                     **extra)
+
+    def unmodelled(self) -> list:
+        """Why each configuration that no model answered was left out, one per configuration
+        (a router and node the models do not cover: least outstanding over nodes of several
+        instances, say)."""
+        reasons = {}
+        for (ci, _, _), answer in self.answers.items():
+            if isinstance(answer, NotImplementedError) and ci not in reasons:
+                reasons[ci] = (f"{knobs(self._any_node(ci))} behind "
+                               f"{self.configs[ci].router}: {answer}")
+        return [reasons[ci] for ci in sorted(reasons)]
 
     def predicted(self, candidate):
         """The candidate's answer at its binding rate, as it was ranked; None where it cannot
@@ -649,6 +665,11 @@ class _Search:
             return (f"S(1) alone, {fastest * 1e3:.3g} ms, plus the network budget "
                     f"{space.network * 1e3:g} ms already reaches the {tight} target "
                     f"{space.slo[tight] * 1e3:g} ms: no batching or node count meets it")
+        unmodelled = self.unmodelled()
+        if not math.isfinite(closest.worst_ratio) and len(unmodelled) == len(self.configs):
+            return (f"no model answers any configuration, and the search ranks by models only "
+                    f"(simulate them with qmodel.simulate, or list another router): "
+                    f"{unmodelled[0]}")
         if not math.isfinite(closest.worst_ratio):
             best = max(self.configs, key=lambda c: c.capacity)
             return (f"no deployment within {space.counts[-1]} {what} meets the SLO: even the "
