@@ -175,7 +175,6 @@ def _tables(cluster):
             node_f[n, NODE_FLOAT["delay"]] = node.max_queue_delay
             node_f[n, NODE_FLOAT["overhead"]] = node.overhead
             node_f[n, NODE_FLOAT["prefetch"]] = node.prefetch if node.prefetches else -1.0
-            node_i[n, NODE_INT["largest"]] = max(node.effective_preferred)
             pref[n, :B + 1] = preferred_table(node.effective_preferred, B)
             mean[n, 1:B + 1] = service.mean(np.arange(1, B + 1))
             law = service.jitter_law

@@ -49,7 +49,7 @@ ARRIVAL = {"poisson": 0, "deterministic": 1, "gamma": 2, "trace": 3}
 # Routers (qmodel.routers); "one" is a single node.
 ROUTER = {"one": 0, "random": 1, "round_robin": 2, "least_outstanding": 3, "power_of_d": 4}
 # Columns of the per-node integer and float parameter tables.
-NODE_INT = {"batch": 0, "pmin": 1, "instances": 2, "max_queue": 3, "law": 4, "largest": 5}
+NODE_INT = {"batch": 0, "pmin": 1, "instances": 2, "max_queue": 3, "law": 4}
 # "prefetch": the probability that a batch formed ahead takes in later requests, -1 where the
 # node forms its batches when an instance frees
 NODE_FLOAT = {"delay": 0, "overhead": 1, "law_param": 2, "prefetch": 3}
@@ -63,8 +63,8 @@ STAT = {"busy": 0, "sojourn_sum": 1, "served": 2, "rejected": 3, "t_warm": 4, "t
 SCRATCH_OVERFLOW = 1.0
 
 # the columns above as module constants, which Numba compiles in (a dict it cannot read)
-_B_I, _PMIN_I, _C_I, _MAXQ_I, _LAW_I, _LARGEST_I = (NODE_INT[k] for k in (
-    "batch", "pmin", "instances", "max_queue", "law", "largest"))
+_B_I, _PMIN_I, _C_I, _MAXQ_I, _LAW_I = (NODE_INT[k] for k in
+                                        ("batch", "pmin", "instances", "max_queue", "law"))
 _D_F, _OVER_F, _PAR_F, _PREFETCH_F = (NODE_FLOAT[k] for k in
                                       ("delay", "overhead", "law_param", "prefetch"))
 _OPEN, _FORMED = OPENED["open"], OPENED["formed"]
@@ -267,15 +267,19 @@ def decide(slot, n, node_i, node_f, pref, qbuf, qhead, qlen, free, nt, nk, opene
         if free[slot, n, j] < t_free:
             t_free = free[slot, n, j]
     q = min(length, node_i[n, _B_I])
-    if node_f[n, _PREFETCH_F] < 0.0:
-        t0 = max(t_free, a0)
-        when = min(max(t0, a_pmin), max(t0, a0 + delay))
-        formed = when
-    else:
-        # formed from when the batcher may open a batch, out of the requests queued by then
-        # (the queue is in arrival order: a binary search); it starts when an instance frees
-        t0 = max(opened[slot, n, _OPEN], a0)
-        formed = min(max(t0, a_pmin), max(t0, a0 + delay))
+    # One rule for both batchers: the batch is formed at the rule's time counted from a free
+    # instance or, for a prefetching node, from when its batcher may open a batch, out of
+    # the requests queued by then; it starts when an instance frees (at once, without
+    # prefetch, where formed is never before t_free)
+    prefetching = node_f[n, _PREFETCH_F] >= 0.0
+    start = t_free
+    if prefetching:
+        start = opened[slot, n, _OPEN]
+    t0 = max(start, a0)
+    formed = min(max(t0, a_pmin), max(t0, a0 + delay))
+    when = max(formed, t_free)
+    if prefetching:
+        # the requests queued by the forming (the queue is in arrival order: a binary search)
         lo = 1
         hi = q
         while lo < hi:
@@ -285,7 +289,6 @@ def decide(slot, n, node_i, node_f, pref, qbuf, qhead, qlen, free, nt, nk, opene
             else:
                 hi = mid - 1
         q = lo
-        when = max(formed, t_free)
         opened[slot, n, _FORMED] = formed
     k = pref[n, q]
     if q < pmin or (delay > 0.0 and formed >= a0 + delay):
@@ -428,7 +431,8 @@ def run_replica(r, slot, section, nodes, node_i, node_f, pref, mean, emp_off, em
                     qidx[slot, n, (qhead[slot, n] + qlen[slot, n]) & mask] = i
                     rec_node[i] = n
                 qlen[slot, n] += 1
-                decide(slot, n, node_i, node_f, pref, qbuf, qhead, qlen, free, nt, nk, opened, mask)
+                decide(slot, n, node_i, node_f, pref, qbuf, qhead, qlen, free, nt, nk, opened,
+                       mask)
                 if nt[slot, n] < t_due:
                     t_due = nt[slot, n]
                     due = n
@@ -457,7 +461,7 @@ def run_replica(r, slot, section, nodes, node_i, node_f, pref, mean, emp_off, em
         p = node_f[n, _PREFETCH_F]
         if p >= 0.0:
             formed = opened[slot, n, _FORMED]
-            largest = node_i[n, _LARGEST_I]
+            largest = pref[n, node_i[n, _B_I]]      # the largest preferred size
             # a batch formed ahead takes in the requests queued by its start with probability
             # p, up to the largest preferred size (a preferred size grows only to a larger
             # preferred size)
