@@ -178,8 +178,9 @@ def _summary_jitter(executions: dict, infer: dict, quantiles: dict) -> float:
 
 
 def _summary_service(s, m, cfg: TritonConfig, shape: ServiceTime | None, gap: float,
-                     gap_note: str) -> tuple[ServiceTime, str, str]:
-    """(service law, its note, the jitter's note) from the statistics' means per size and,
+                     gap_note: str) -> tuple[ServiceTime, str, str, tuple]:
+    """(service law, its note, the jitter's note, the jitter's (how, source)) from the
+    statistics' means per size and,
     where the metrics have them, compute_infer's summary quantiles; each execution plus the
     pickup gap ``gap`` (``gap_note`` says where it comes from)."""
     means = {k: v for k, v in s.batch_time().items() if s.executions[k] >= MIN_EXECUTIONS}
@@ -202,9 +203,11 @@ def _summary_service(s, m, cfg: TritonConfig, shape: ServiceTime | None, gap: fl
             jitter_note += (f" (at the search's bound: the quantiles call for more spread "
                             f"than a lognormal of cv {MAX_JITTER_CV:g} gives; a trace "
                             f"would measure it)")
+        jitter_origin = ("measured", "the metrics' compute_infer summary quantiles")
     else:
         jitter = "deterministic"
         jitter_note = "unknown (no trace, no summary quantiles): taken as none"
+        jitter_origin = ("assumed", "none (no trace, no summary quantiles)")
     table, filled_note = _fill(means, s.executions, cfg.max_batch_size, samples=False,
                                shape=shape)
     service_note += filled_note
@@ -212,31 +215,35 @@ def _summary_service(s, m, cfg: TritonConfig, shape: ServiceTime | None, gap: fl
         table = {k: v + gap for k, v in table.items()}
         service_note += f", each plus the pickup gap {gap * 1e3:.3f} ms ({gap_note})"
     service = ServiceTime.table(table, jitter=jitter)
-    return service, service_note, jitter_note
+    return service, service_note, jitter_note, jitter_origin
 
 
-def _overhead(rows, t: TritonTrace | None, m) -> tuple[float, str]:
-    """(seconds, note): the time a request spends outside the batcher, from perf_analyzer's
-    client means, else the trace, else the metrics."""
+def _overhead(rows, t: TritonTrace | None, m) -> tuple[float, str, tuple]:
+    """(seconds, note, (how, source)): the time a request spends outside the batcher, from
+    perf_analyzer's client means, else the trace, else the metrics."""
     if rows:
         parts = [(r.client_send or 0) + (r.network or 0) + (r.client_recv or 0) for r in rows]
         overhead = float(np.mean(parts))
         overhead_note = (f"perf_analyzer's client send + network + client receive means, "
                          f"{overhead * 1e3:.3f} ms (over {len(rows)} row(s))")
+        origin = ("measured", "perf_analyzer")
     elif t is not None:
         overhead = max(float(np.mean(t.outside)), 0.0)
         overhead_note = (f"the trace's mean time in the server outside queue and execution, "
                          f"{overhead * 1e3:.3f} ms (network and client not included)")
+        origin = ("measured", "the trace")
     elif m is not None and m.request is not None and m.queue is not None:
         inside = m.queue + (m.compute_input or 0) + (m.compute_infer or 0) + \
             (m.compute_output or 0)
         overhead = max(m.request - inside, 0.0)
         overhead_note = (f"the metrics' mean request duration less queue and compute, "
                          f"{overhead * 1e3:.3f} ms (network and client not included)")
+        origin = ("measured", "the metrics")
     else:
         overhead = 0.0
         overhead_note = "unknown (no perf_analyzer file, trace or metrics): taken as 0"
-    return overhead, overhead_note
+        origin = ("assumed", "0")
+    return overhead, overhead_note, origin
 
 
 def _cold_starts(executions: list, instances: int) -> int:
@@ -422,27 +429,14 @@ def calibrate(config=None, stats=None, metrics=None, trace=None, perf_analyzer=N
                                   f"campaign's traced runs")
     if t is not None:
         service, service_note, jitter_note = _traced_service(t, s, cfg, gap, shape)
+        jitter_origin = ("measured", "the trace")
     else:
-        service, service_note, jitter_note = _summary_service(
+        service, service_note, jitter_note, jitter_origin = _summary_service(
             s, m, cfg, shape, gap, f"{gap_origin[0]}: {gap_origin[1]}")
-    overhead, overhead_note = _overhead(rows, t, m)
+    overhead, overhead_note, overhead_origin = _overhead(rows, t, m)
 
     node = cfg.node(service)
     chance, batcher_note, prefetch_origin = _prefetch(cfg, node, t, gap, prefetch)
-    if t is not None:
-        jitter_origin = ("measured", "the trace")
-    elif jitter_note.startswith(("lognormal", "none:")):
-        jitter_origin = ("measured", "the metrics' compute_infer summary quantiles")
-    else:
-        jitter_origin = ("assumed", "none (no trace, no summary quantiles)")
-    if rows:
-        overhead_origin = ("measured", "perf_analyzer")
-    elif t is not None:
-        overhead_origin = ("measured", "the trace")
-    elif overhead_note.startswith("the metrics"):
-        overhead_origin = ("measured", "the metrics")
-    else:
-        overhead_origin = ("assumed", "0")
     origins = (("execution means", "measured", "the statistics API"),
                ("jitter", *jitter_origin), ("pickup gap", *gap_origin),
                ("prefetch", *prefetch_origin), ("overhead", *overhead_origin))
@@ -473,6 +467,9 @@ def _prefetch(cfg: TritonConfig, node: Node, t: TritonTrace | None, gap: float,
             or db.default_queue_policy.allow_timeout_override)):
         reasons.append("the queue policy sets a limit, a timeout or priorities, which turns "
                        "Triton's prefetching off")
+    # Triton's rule decides where the config turns prefetching off ("given"); the trace
+    # where it shows too few late requests ("measured")
+    how = "given" if reasons else "measured"
     if t is None and not reasons:
         return (MODELLED_PREFETCH,
                 f"Triton's prefetching batcher: a batch is formed when its delay runs out, "
@@ -496,7 +493,4 @@ def _prefetch(cfg: TritonConfig, node: Node, t: TritonTrace | None, gap: float,
         raise ValueError("calibrate(prefetch=True) cannot measure prefetching: "
                          + "; ".join(reasons))
     why = "; ".join(reasons)
-    # Triton's rule decides where the config turns prefetching off; the trace where it shows
-    # too few late requests
-    how = "given" if t is None or not reasons[-1].startswith("only") else "measured"
     return None, "batches formed when an instance frees: " + why, (how, why)

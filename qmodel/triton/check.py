@@ -252,12 +252,13 @@ def compare(folder, *, requests: int = 400_000, seed: int = 1,
         pa = run / "perf_analyzer.csv"
         row, = read_perf_analyzer(pa)
         # a run recorded untraced (traced=0) is calibrated as a production server is: from
-        # its statistics, metrics and perf_analyzer, the gap and prefetch share modelled
+        # its statistics, metrics and perf_analyzer, the gap and prefetch share modelled (with
+        # a trace, the metrics add nothing the trace and perf_analyzer do not give)
         trace = run / "trace.json.gz"
         try:
-            node = calibrate(run / "config.pbtxt", stats,
-                             *((None, trace) if trace.exists() else (metrics, None)),
-                             perf_analyzer=pa, prefetch=prefetch)
+            node = calibrate(run / "config.pbtxt", stats, metrics,
+                             trace if trace.exists() else None, perf_analyzer=pa,
+                             prefetch=prefetch)
         except ValueError as err:
             raise ValueError(f"{run}: {err}") from None
         mean_only = calibrate(run / "config.pbtxt", stats, prefetch=False, gap=0.0)
