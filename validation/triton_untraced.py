@@ -57,8 +57,8 @@ def measured(run):
     """What the trace measures: (node, prefetch share or None, pickup gap in seconds, the
     statistics' mean batch size)."""
     config, stats, metrics, pa = inputs(run)
-    node = calibrate(config, stats, metrics, trace=run / "trace.json.gz", perf_analyzer=pa)
-    trace = read_trace(run / "trace.json.gz")
+    trace = read_trace(run / "trace.json.gz")          # read once, for calibrate and the gap
+    node = calibrate(config, stats, metrics, trace=trace, perf_analyzer=pa)
     return (node, node.prefetch, pickup_gap(trace, node.max_queue_delay),
             read_stats(*stats).mean_batch_size)
 
