@@ -133,6 +133,37 @@ def _mixed_nodes(cluster) -> str | None:
     return None
 
 
+def several_instance_gap(name: str, node, arrival_scv: float) -> str | None:
+    """Why predict has no model of router ``name`` over copies of ``node``, a node of several
+    instances (None: the model "as round robin" answers, inside its measured domain).
+
+    Examples
+    --------
+    >>> from qmodel.system import Node, ServiceTime
+    >>> node = Node(ServiceTime.affine(2e-3, 0.3e-3), max_batch_size=8, instances=2)
+    >>> several_instance_gap("least_outstanding", node, 1.0) is None
+    True
+    >>> several_instance_gap("least_outstanding", node, 0.5)[-73:]
+    'arrivals of interarrival scv 0.5, not Poisson. Use qmodel.simulate for it'
+    """
+    what = []
+    if node.max_batch_size == 1:
+        what.append("max_batch_size 1")
+    if node.preferred_batch_sizes:
+        what.append(f"preferred sizes {list(node.preferred_batch_sizes)}")
+    if node.max_queue_size:
+        what.append(f"a finite queue (max_queue_size {node.max_queue_size})")
+    if arrival_scv != 1.0:
+        what.append(f"arrivals of interarrival scv {arrival_scv:.3g}, not Poisson")
+    if not what:
+        return None
+    return (f"predict() models router {name!r} over nodes of several instances for batching "
+            f"nodes (max_batch_size >= 2) without preferred sizes or a finite queue, under "
+            f"Poisson arrivals (as round robin, measured in "
+            f"validation/several_instance_routers.py); this cluster has "
+            f"{', '.join(what)}. Use qmodel.simulate for it")
+
+
 class RandomRouter(RouterPolicy):
     """Independent draws, optionally weighted (canary splits)."""
 
@@ -232,10 +263,12 @@ class LeastOutstanding(RouterPolicy):
                 f"predict() models router 'least_outstanding' over one-request nodes with one "
                 f"instance, an unlimited queue and steady service; this node has {why}. Use "
                 f"qmodel.simulate for it")
+        if node.instances > 1:
+            return several_instance_gap(self.name, node, arrival_scv)
         service = node.service
         steady = service.jitter == "deterministic" or (
             service.jitter in ("lognormal", "gamma") and service.cv <= self.AS_ROUND_ROBIN_MAX_CV)
-        if B < self.AS_ROUND_ROBIN_MIN_BATCH or node.instances != 1 \
+        if B < self.AS_ROUND_ROBIN_MIN_BATCH \
                 or node.preferred_batch_sizes or node.max_queue_size or not steady:
             return (f"predict() models router 'least_outstanding' for one-request nodes "
                     f"(max_batch_size 1) and for single-instance nodes with max_batch_size >= "
@@ -334,7 +367,9 @@ class PowerOfD(RouterPolicy):
             # power of N samples every node and breaks ties at random: least outstanding
             return ROUTERS["least_outstanding"].node_gap(node, arrival_scv)
         name = cluster.router.name
-        if node.instances != 1 or node.max_queue_size or node.preferred_batch_sizes:
+        if node.instances > 1:
+            return several_instance_gap(name, node, arrival_scv)
+        if node.max_queue_size or node.preferred_batch_sizes:
             return (f"predict() models router {name!r} over nodes with one instance, no "
                     f"preferred sizes and an unlimited queue so far; use qmodel.simulate for "
                     f"this cluster")

@@ -339,8 +339,14 @@ def test_dynamic_routers_outside_the_model_say_why():
     with pytest.raises(NotImplementedError, match=r"N x \(1 - load\) >= 0.8"):
         qm.predict(four, rate=0.9 * four.capacity, fallback="raise")
     assert qm.predict(four, rate=0.8 * four.capacity).model == "cavity"
-    with pytest.raises(NotImplementedError, match="one instance"):
+    # several instances: as round robin over 2, inside the grid's measured domain only
+    with pytest.raises(NotImplementedError, match="family 'power_of_two_several_delay'"):
         qm.predict(qm.Cluster(_node(8, 1, 2), count=32, router="power_of_two"), rate=1000.0,
+                   fallback="raise")
+    preferred = qm.Node(node.service, max_batch_size=8, preferred_batch_sizes=(4, 8),
+                        instances=2)
+    with pytest.raises(NotImplementedError, match=r"preferred sizes \[4, 8\]"):
+        qm.predict(qm.Cluster(preferred, count=8, router="power_of_two"), rate=1000.0,
                    fallback="raise")
     with pytest.raises(NotImplementedError, match="identical nodes"):
         qm.predict(qm.Cluster([node] * 15 + [_node(4, 0, 1)], router="power_of_two"),
@@ -466,8 +472,9 @@ def test_what_the_dynamic_router_model_cannot_take_is_refused_before_it():
         qm.predict(cluster, rate=-1.0)
     with pytest.raises(qm.UnstableError, match="capacity"):
         qm.predict(cluster, rate=5 * cluster.capacity)
-    two = qm.Cluster(_node(8, 0, 2), count=16, router="power_of_two")
-    with pytest.raises(NotImplementedError, match="one instance"):
+    two = qm.Cluster(qm.Node(node.service, max_batch_size=8, instances=2, max_queue_size=64),
+                     count=16, router="power_of_two")
+    with pytest.raises(NotImplementedError, match="a finite queue"):
         qm.predict(two, rate=0.5 * two.capacity, fallback="raise")
 
 

@@ -12,6 +12,8 @@ writes from the campaigns' stored results in validation/results/:
 - the router families from router_accuracy_full.json (N = 2-128 nodes, B = 1, 8, 32);
 - least outstanding as round robin at max_batch_size 4 (least_outstanding_small_batch.txt)
   and under renewal arrivals (least_outstanding_renewal.txt);
+- least outstanding and power of two over nodes of several instances
+  (several_instance_routers.json);
 - the GI/G/c fast server (renewal_multi_server.txt);
 - ensembles of 2-4 stages (ensemble_accuracy.json);
 - the time-varying model, window by window, pointwise stationary and fluid backlog
@@ -164,6 +166,19 @@ def _least_outstanding_rows():
                  if keep(line) and "model error" in line]
         for line, e in zip(lines, printed_errors(lines)):
             yield fam, Row(*e, _log_features(line), f"validation/{log}.py")
+
+
+def _several_instance_router_rows():
+    """(family, Row): least outstanding and power of two over batching nodes of several
+    instances, as round robin (validation/several_instance_routers.py's grid), by delay:
+    without one the grid's misses lie elsewhere (light loads, where the router finds an idle
+    instance), and one domain for both would keep neither's."""
+    for r in stored_results("several_instance_routers.json"):
+        if "error" in r["p99"]:
+            family = f"{r['router']}_several_{'delay' if r['d'] > 0 else 'no_delay'}"
+            yield family, Row(
+                *(r[q]["error"] for q in ("p50", "p95", "p99")), dict(r["features"]),
+                "validation/several_instance_routers.py")
 
 
 def _fast_server_rows():
@@ -363,7 +378,8 @@ def _points(box, rows) -> tuple:
 def measured() -> dict:
     """family -> MeasuredError, from the stored results."""
     rows, means = defaultdict(list), defaultdict(list)
-    for source in (_batch_rows, _router_rows, _least_outstanding_rows, _fast_server_rows,
+    for source in (_batch_rows, _router_rows, _least_outstanding_rows,
+                   _several_instance_router_rows, _fast_server_rows,
                    _wide_rows, _ensemble_rows, _traffic_rows, _extrapolated_rows):
         for fam, row in source():
             rows[fam].append(row)

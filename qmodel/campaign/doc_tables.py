@@ -142,6 +142,14 @@ SUMMARY = (
      "least_outstanding_as_round_robin_b4"),
     ("least outstanding, renewal arrivals (as round robin)", "approximation",
      "least_outstanding_as_round_robin_renewal"),
+    ("least outstanding, several instances, a delay (as round robin)", "approximation",
+     "least_outstanding_several_delay"),
+    ("least outstanding, several instances, no delay (as round robin)", "approximation",
+     "least_outstanding_several_no_delay"),
+    ("power of two, several instances, a delay (as round robin over 2)", "approximation",
+     "power_of_two_several_delay"),
+    ("power of two, several instances, no delay (as round robin over 2)", "approximation",
+     "power_of_two_several_no_delay"),
     ("ensembles of 2-4 stages (stage models combined)", "approximation", "ensemble"),
     ("traffic over time, 20 s windows: pointwise stationary", "approximation",
      "traffic_pointwise_stationary"),
@@ -314,8 +322,8 @@ def router_families() -> list[str]:
 
 def least_outstanding_extra() -> list[str]:
     """Least outstanding beyond the router grid: max_batch_size 2 (outside predict) from the
-    rows of least_outstanding_small_batch.txt; max_batch_size 4 and renewal arrivals from
-    their families in :func:`measured_table`."""
+    rows of least_outstanding_small_batch.txt; max_batch_size 4, renewal arrivals and nodes of
+    several instances (power of two too) from their families in :func:`measured_table`."""
     small = printed_errors(stored_log("least_outstanding_small_batch.txt"),
                            keep=lambda line: line.startswith("B=2 "))
     rows = [["max_batch_size 2", len(small),
@@ -323,7 +331,15 @@ def least_outstanding_extra() -> list[str]:
     families = measured_table()
     for label, key in (("max_batch_size 4", "least_outstanding_as_round_robin_b4"),
                        ("renewal arrivals (scv 0.5, 2), max_batch_size 8 and 32",
-                        "least_outstanding_as_round_robin_renewal")):
+                        "least_outstanding_as_round_robin_renewal"),
+                       ("nodes of several instances, a delay (inside its peeled domain)",
+                        "least_outstanding_several_delay"),
+                       ("nodes of several instances, no delay (inside its peeled domain)",
+                        "least_outstanding_several_no_delay"),
+                       ("power of two, several instances, a delay",
+                        "power_of_two_several_delay"),
+                       ("power of two, several instances, no delay",
+                        "power_of_two_several_no_delay")):
         m = families[key]
         rows.append([label, m.configurations, *(_pct(r.worst) for r in (m.p50, m.p95, m.p99))])
     return _table(["campaign", "configs", "worst \\|error\\| p50", "p95", "p99"], rows)

@@ -57,6 +57,18 @@ DESCRIPTIONS = {
         "least-outstanding clusters of batching nodes, max_batch_size 4-7",
     "least_outstanding_as_round_robin_renewal":
         "least-outstanding clusters of batching nodes under renewal arrivals",
+    "least_outstanding_several_delay":
+        "least-outstanding clusters of batching nodes of several instances with a delay (as "
+        "round robin)",
+    "least_outstanding_several_no_delay":
+        "least-outstanding clusters of batching nodes of several instances without a delay "
+        "(as round robin)",
+    "power_of_two_several_delay":
+        "power-of-two clusters of batching nodes of several instances with a delay (as round "
+        "robin over 2)",
+    "power_of_two_several_no_delay":
+        "power-of-two clusters of batching nodes of several instances without a delay (as "
+        "round robin over 2)",
     "fast_server": "several-instance nodes without batching (GI/G/c)",
     "ensemble": "ensembles of 2-4 batching stages (chains, fan-out, fan-in)",
     "traffic_pointwise_stationary":
@@ -74,7 +86,10 @@ DESCRIPTIONS = {
 CLUSTER_FAMILIES = frozenset({"round_robin", "power_of_two_mean_field",
                               "least_outstanding_balanced", "least_outstanding_as_round_robin",
                               "least_outstanding_as_round_robin_b4",
-                              "least_outstanding_as_round_robin_renewal"})
+                              "least_outstanding_as_round_robin_renewal",
+                              "least_outstanding_several_delay",
+                              "least_outstanding_several_no_delay",
+                              "power_of_two_several_delay", "power_of_two_several_no_delay"})
 
 # the features a measured domain bounds (configuration_features computes them)
 FEATURES = {

@@ -1,0 +1,148 @@
+"""Least outstanding and power of two over batching nodes of several instances (issue 35).
+
+The model (:func:`qmodel.stationary.as_round_robin_over`): a dynamic router sends each request
+to the emptiest node it looks at, so the node is solved as round robin over the nodes looked at
+would feed it (renewal arrivals with scv 1/N for least outstanding, 1/2 for power of two), by
+the batch model of several instances. This grid measures it against the compiled simulator:
+
+- least outstanding over N = 2 and 8 nodes, power of two over N = 4 and 16;
+- 2, 4 and 8 instances; max_batch_size 4, 16 and 64; max_queue_delay 0, 1 and 3 S(1);
+- loads 0.3, 0.6 and 0.85; deterministic and lognormal (cv 0.3) service; S(k) = a + b k with
+  S(1) = 2 ms and b / S(1) = 0.02, 0.1, 0.2 and 0.4 (the features' spacing matches
+  qmodel.accuracy.NEIGHBOURHOOD's radii, so the grid's points cover the ranges between them).
+
+Each configuration is simulated once (400,000 requests, seed 35, p99 CI about +-1-2%) and
+its p50 / p95 / p99 errors stored; validation/measured_errors.py peels the families'
+domains (least_outstanding_several_instances, power_of_two_several_instances) from them.
+
+Run: ``python validation/several_instance_routers.py --workers 2 [--write]`` (about 3
+minutes on 2 cores); ``--write`` stores validation/results/several_instance_routers.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import multiprocessing as mp
+import os
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+OUT = Path(__file__).parent / "results" / "several_instance_routers.json"
+S1 = 2e-3
+REQUESTS, SEED = 400_000, 35
+ROUTERS = {"least_outstanding": (2, 8), "power_of_two": (4, 16)}
+
+
+def grid():
+    """The configurations as plain data."""
+    for router, counts in ROUTERS.items():
+        for N, c, B, d, load, cv, growth in itertools.product(
+                counts, (2, 4, 8), (4, 16, 64), (0.0, 1.0, 3.0), (0.3, 0.6, 0.85),
+                (0.0, 0.3), (0.02, 0.1, 0.2, 0.4)):
+            yield dict(router=router, N=N, c=c, B=B, d=d, load=load, cv=cv, growth=growth)
+
+
+def system_of(spec):
+    import qmodel as qm
+    jitter = "deterministic" if spec["cv"] == 0 else ("lognormal", spec["cv"])
+    b = spec["growth"] * S1
+    node = qm.Node(qm.ServiceTime.affine(S1 - b, b, jitter=jitter),
+                   max_batch_size=spec["B"], max_queue_delay=spec["d"] * S1,
+                   instances=spec["c"])
+    return qm.Cluster(node, count=spec["N"], router=spec["router"]), node
+
+
+def run_one(spec) -> dict:
+    import qmodel as qm
+    from qmodel.stationary import as_round_robin_over
+    from qmodel.theory.measured import configuration_features
+    warnings.simplefilter("ignore")
+    cluster, node = system_of(spec)
+    rate = spec["load"] * cluster.capacity
+    over = spec["N"] if spec["router"] == "least_outstanding" else 2
+    row = dict(spec)
+    row["features"] = configuration_features(
+        node, spec["load"], 1.0, nodes=spec["N"],
+        choices=2 if spec["router"] == "power_of_two" else None)
+    started = time.perf_counter()
+    try:
+        with np.errstate(all="ignore"):
+            model = as_round_robin_over(cluster, rate, 100, 1.0, over)
+    except (NotImplementedError, ArithmeticError, ValueError) as err:
+        row["declined"] = str(err)[:200]
+        model = None
+    row["model_seconds"] = time.perf_counter() - started
+    sim = qm.simulate(cluster, rate=rate, requests=REQUESTS, seed=SEED, backend="cpu")
+    row["simulated_mean_batch"] = sim.mean_batch_size
+    for q in (0.5, 0.95, 0.99):
+        key = f"p{round(q * 100)}"
+        lo, hi = sim.ci(q)
+        entry = {"simulated": sim.quantile(q), "ci95": [lo, hi]}
+        if model is not None:
+            entry["predicted"] = model.quantile(q)
+            entry["error"] = entry["predicted"] / entry["simulated"] - 1
+        row[key] = entry
+    if model is not None:
+        row["predicted_mean_batch"] = model.mean_batch_size
+    return row
+
+
+def _init():
+    os.environ.setdefault("NUMBA_NUM_THREADS", "1")
+    warnings.simplefilter("ignore")
+
+
+def summary(rows) -> str:
+    lines = []
+    for router in ROUTERS:
+        got = [r for r in rows if r["router"] == router and "error" in r["p99"]]
+        if not got:
+            continue
+        e = np.array([r["p99"]["error"] for r in got])
+        lines.append(f"{router}: {len(got)} answered; p99 error median |e| "
+                     f"{np.median(np.abs(e)):.1%}, {e.min():+.1%} .. {e.max():+.1%}; within "
+                     f"10% {np.mean(np.abs(e) <= 0.1):.0%}, within 20% "
+                     f"{np.mean(np.abs(e) <= 0.2):.0%}")
+        for d in (0.0, 1.0, 3.0):
+            sub = np.array([r["p99"]["error"] for r in got if r["d"] == d])
+            if not sub.size:
+                continue
+            lines.append(f"  delay {d:g} S(1): {sub.size} rows, {sub.min():+.1%} .. "
+                         f"{sub.max():+.1%}, median |e| {np.median(np.abs(sub)):.1%}")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--write", action="store_true")
+    ap.add_argument("--limit", type=int, default=None, help="only the first LIMIT rows")
+    args = ap.parse_args(argv)
+    specs = list(grid())[:args.limit]
+    started = time.perf_counter()
+    rows = []
+    with mp.get_context("spawn").Pool(args.workers, initializer=_init) as pool:
+        for row in pool.imap(run_one, specs, chunksize=4):
+            rows.append(row)
+            if "error" in row["p99"]:
+                print(f"{row['router'][:5]} N {row['N']:2} c {row['c']} B {row['B']:2} "
+                      f"D {row['d']:g} load {row['load']:.2f} cv {row['cv']:g} growth "
+                      f"{row['growth']:g}: p99 {row['p99']['simulated'] * 1e3:7.2f} ms, model "
+                      f"{row['p99']['error']:+.1%}", flush=True)
+            else:
+                print(f"declined: {row['declined']}", flush=True)
+    print(f"{len(rows)} configurations in {time.perf_counter() - started:.0f} s")
+    print(summary(rows))
+    if args.write:
+        OUT.write_text(json.dumps(rows, indent=1) + "\n")
+        print(f"wrote {OUT}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
