@@ -504,7 +504,7 @@ def _split(cluster: Cluster, rate: float, resolution: int, scv: float = 1.0,
         split = Accuracy("numerical", f"round robin over {len(nodes)} nodes: each sees every "
                                       f"{len(nodes)}-th arrival, gamma gaps with scv "
                                       f"{scv / len(nodes):.3g} (exact marginally)",
-                         measured=[] if cluster.pods else [measured("round_robin")])
+                         measured=[] if cluster.pods else _round_robin_families(nodes))
     elif scv == 1.0:
         split = Accuracy("exact", "random split of Poisson traffic: exact decomposition into "
                                   "independent nodes")
@@ -513,6 +513,20 @@ def _split(cluster: Cluster, rate: float, resolution: int, scv: float = 1.0,
             "thinned_renewal", "random split of renewal traffic: each node sees a thinned "
                                "renewal stream, taken as gamma gaps with its scv")])
     return MixtureLatency(parts, weights, instances, split=split)
+
+
+def _round_robin_families(nodes) -> list:
+    """The measured round-robin family of each kind of node among ``nodes``: "round_robin"
+    (measured over one-instance nodes) or, for batching nodes of several instances,
+    "round_robin_several_delay" / "round_robin_several_no_delay"
+    (validation/several_instance_routers.py)."""
+    families = []
+    for node in nodes:
+        family = ("round_robin" if node.instances == 1 or node.max_batch_size == 1 else
+                  f"round_robin_several_{'delay' if node.max_queue_delay > 0 else 'no_delay'}")
+        if family not in families:
+            families.append(family)
+    return [measured(f) for f in families]
 
 
 def _power_of_d(cluster: Cluster, rate: float, resolution: int, scv: float) -> Latency:
@@ -597,9 +611,16 @@ def as_round_robin_over(cluster: Cluster, rate: float, resolution: int, scv: flo
     >>> r.parts[0].method.startswith("batch node")
     True
     """
-    twin = Cluster(list(cluster.nodes), router="round_robin")
-    return _split(twin, rate, resolution, scv, solve=lambda node, node_rate, _: _node(
-        node, node_rate, resolution, scv / over))
+    N, node_scv = len(cluster.nodes), scv / over
+    solved = {}                       # identical nodes: solved once
+    for node in cluster.nodes:
+        if node not in solved:
+            solved[node] = _node(node, rate / N, resolution, node_scv)
+    split = Accuracy("approximation", approximations=[Approximation(
+        "as_round_robin", f"each node under renewal arrivals with scv {node_scv:.3g} (gamma "
+        f"gaps), as round robin over {over} nodes feeds it", value=node_scv)])
+    return MixtureLatency([solved[n] for n in cluster.nodes], np.ones(N),
+                          [n.instances for n in cluster.nodes], split=split)
 
 
 def _levelled(cluster: Cluster, rate: float, resolution: int, scv: float, over: int,
@@ -612,21 +633,18 @@ def _levelled(cluster: Cluster, rate: float, resolution: int, scv: float, over: 
     1 / over (Erlang gaps for Poisson input). A measured surrogate, families
     ``{router}_several_delay`` and ``{router}_several_no_delay``
     (validation/several_instance_routers.py): it misses where the router reacts to the
-    nodes' state, which the grid's peeled domains leave out (with a delay, batches whose
-    service grows fast with their size: least outstanding herds requests into batches a
-    third larger than round robin's and its p99 ran up to 70% above the model's; without a
-    delay, light loads, where the router finds an idle instance and the model has requests
-    wait, up to twice the simulated p99).
+    nodes' state, which the grid's peeled domains leave out (with a delay and service that
+    grows fast with the batch, least outstanding herds requests into batches a third larger
+    than round robin's, and the model's p99 ran up to 70% below the simulated one), and where
+    the several-instance batch model misses under a smooth stream (light loads without a
+    delay: up to twice the simulated p99, under round robin too).
     """
     result = as_round_robin_over(cluster, rate, resolution, scv, over)
     N, c = len(cluster.nodes), cluster.nodes[0].instances
     result.method = (f"{policy} over {N} nodes of {c} instances as round robin over {over}: "
                      f"{result.method}")
     result.model = "levelled_as_round_robin"
-    # the surrogate's own round-robin error is not this answer's: the family's is
-    surrogate = replace(result.accuracy, measured=tuple(
-        m for m in result.accuracy.measured if m.family != "round_robin"))
-    result.accuracy = surrogate.extended(
+    result.accuracy = result.accuracy.extended(
         exactness="approximation",
         approximations=[Approximation(
             "levelled_as_round_robin", f"{policy} taken as round robin over {over} nodes "

@@ -102,3 +102,19 @@ def test_utilization_above_one_is_capped_and_said():
 def test_an_unknown_family_is_a_clear_error():
     with pytest.raises(ValueError, match="family must be one of"):
         measured("two instances")
+
+
+def test_a_delay_is_no_feature_of_one_request_nodes():
+    """A batch of one is full at once, so max_queue_delay never applies at max_batch_size 1
+    (the simulator gives the same sojourns with and without it); the fast-server family,
+    measured without one, declined such nodes for a delay that changes nothing."""
+    from qmodel.theory.measured import configuration_features
+    svc = qm.ServiceTime.affine(2e-3, 0.2e-3, jitter=("lognormal", 0.3))
+    plain, delayed = (qm.Node(svc, max_batch_size=1, max_queue_delay=d, instances=3)
+                      for d in (0.0, 5e-3))
+    assert configuration_features(delayed, 0.7)["delay_over_s1"] == 0.0
+    rate = 0.7 * plain.capacity
+    a, b = (qm.simulate(n, rate=rate, requests=50_000, seed=4) for n in (plain, delayed))
+    assert a.p99 == b.p99 and a.mean == b.mean
+    r = qm.predict(delayed, rate=rate, fallback="raise")
+    assert r.p99 == qm.predict(plain, rate=rate, fallback="raise").p99

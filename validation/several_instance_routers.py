@@ -1,21 +1,23 @@
-"""Least outstanding and power of two over batching nodes of several instances (issue 35).
+"""Routers over batching nodes of several instances (issue 35).
 
-The model (:func:`qmodel.stationary.as_round_robin_over`): a dynamic router sends each request
-to the emptiest node it looks at, so the node is solved as round robin over the nodes looked at
-would feed it (renewal arrivals with scv 1/N for least outstanding, 1/2 for power of two), by
-the batch model of several instances. This grid measures it against the compiled simulator:
+Round robin gives each node every N-th arrival (Erlang-N gaps for Poisson input), solved by
+the batch model of several instances under those renewal arrivals. Least outstanding and
+power of two (:func:`qmodel.stationary.as_round_robin_over`) send each request to the
+emptiest node they look at, so the node is solved as round robin over the nodes looked at
+would feed it (scv 1/N for least outstanding, 1/2 for power of two). This grid measures the
+three against the compiled simulator:
 
-- least outstanding over N = 2 and 8 nodes, power of two over N = 4 and 16;
-- 2, 4 and 8 instances; max_batch_size 4, 16 and 64; max_queue_delay 0, 1 and 3 S(1);
+- least outstanding and round robin over N = 2 and 8 nodes, power of two over N = 4 and 16;
+- 2, 4 and 8 instances; max_batch_size 4, 16 and 64; max_queue_delay 0, 0.25, 1 and 3 S(1);
 - loads 0.3, 0.6 and 0.85; deterministic and lognormal (cv 0.3) service; S(k) = a + b k with
   S(1) = 2 ms and b / S(1) = 0.02, 0.1, 0.2 and 0.4 (the features' spacing matches
   qmodel.accuracy.NEIGHBOURHOOD's radii, so the grid's points cover the ranges between them).
 
 Each configuration is simulated once (400,000 requests, seed 35, p99 CI about +-1-2%) and
 its p50 / p95 / p99 errors stored; validation/measured_errors.py peels the families'
-domains (least_outstanding_several_instances, power_of_two_several_instances) from them.
+domains (``{router}_several_delay`` and ``{router}_several_no_delay``) from them.
 
-Run: ``python validation/several_instance_routers.py --workers 2 [--write]`` (about 3
+Run: ``python validation/several_instance_routers.py --workers 2 [--write]`` (about 6
 minutes on 2 cores); ``--write`` stores validation/results/several_instance_routers.json.
 """
 
@@ -35,14 +37,14 @@ import numpy as np
 OUT = Path(__file__).parent / "results" / "several_instance_routers.json"
 S1 = 2e-3
 REQUESTS, SEED = 400_000, 35
-ROUTERS = {"least_outstanding": (2, 8), "power_of_two": (4, 16)}
+ROUTERS = {"least_outstanding": (2, 8), "power_of_two": (4, 16), "round_robin": (2, 8)}
 
 
 def grid():
     """The configurations as plain data."""
     for router, counts in ROUTERS.items():
         for N, c, B, d, load, cv, growth in itertools.product(
-                counts, (2, 4, 8), (4, 16, 64), (0.0, 1.0, 3.0), (0.3, 0.6, 0.85),
+                counts, (2, 4, 8), (4, 16, 64), (0.0, 0.25, 1.0, 3.0), (0.3, 0.6, 0.85),
                 (0.0, 0.3), (0.02, 0.1, 0.2, 0.4)):
             yield dict(router=router, N=N, c=c, B=B, d=d, load=load, cv=cv, growth=growth)
 
@@ -64,7 +66,7 @@ def run_one(spec) -> dict:
     warnings.simplefilter("ignore")
     cluster, node = system_of(spec)
     rate = spec["load"] * cluster.capacity
-    over = spec["N"] if spec["router"] == "least_outstanding" else 2
+    over = 2 if spec["router"] == "power_of_two" else spec["N"]
     row = dict(spec)
     row["features"] = configuration_features(
         node, spec["load"], 1.0, nodes=spec["N"],
@@ -108,7 +110,7 @@ def summary(rows) -> str:
                      f"{np.median(np.abs(e)):.1%}, {e.min():+.1%} .. {e.max():+.1%}; within "
                      f"10% {np.mean(np.abs(e) <= 0.1):.0%}, within 20% "
                      f"{np.mean(np.abs(e) <= 0.2):.0%}")
-        for d in (0.0, 1.0, 3.0):
+        for d in (0.0, 0.25, 1.0, 3.0):
             sub = np.array([r["p99"]["error"] for r in got if r["d"] == d])
             if not sub.size:
                 continue

@@ -142,14 +142,12 @@ SUMMARY = (
      "least_outstanding_as_round_robin_b4"),
     ("least outstanding, renewal arrivals (as round robin)", "approximation",
      "least_outstanding_as_round_robin_renewal"),
-    ("least outstanding, several instances, a delay (as round robin)", "approximation",
-     "least_outstanding_several_delay"),
-    ("least outstanding, several instances, no delay (as round robin)", "approximation",
-     "least_outstanding_several_no_delay"),
-    ("power of two, several instances, a delay (as round robin over 2)", "approximation",
-     "power_of_two_several_delay"),
-    ("power of two, several instances, no delay (as round robin over 2)", "approximation",
-     "power_of_two_several_no_delay"),
+    ("round robin, several instances (with and without a delay)", "approximation",
+     ("round_robin_several_delay", "round_robin_several_no_delay")),
+    ("least outstanding, several instances (as round robin)", "approximation",
+     ("least_outstanding_several_delay", "least_outstanding_several_no_delay")),
+    ("power of two, several instances (as round robin over 2)", "approximation",
+     ("power_of_two_several_delay", "power_of_two_several_no_delay")),
     ("ensembles of 2-4 stages (stage models combined)", "approximation", "ensemble"),
     ("traffic over time, 20 s windows: pointwise stationary", "approximation",
      "traffic_pointwise_stationary"),
@@ -169,7 +167,9 @@ def accuracy_summary() -> list[str]:
     the baseline from the accuracy grid.
     """
     families = measured_table()
-    missing = set(families) - {source for _, _, source in SUMMARY}
+    named = {f for _, _, source in SUMMARY
+             for f in (source if isinstance(source, tuple) else (source,))}
+    missing = set(families) - named
     if missing:
         raise ValueError(f"families without a row in the README's summary: {sorted(missing)}")
     grid = stored_results("predict_accuracy.json")
@@ -180,6 +180,11 @@ def accuracy_summary() -> list[str]:
                              if g.name == "random")}
     out = []
     for label, answers, source in SUMMARY:
+        if isinstance(source, tuple):
+            group = several_instance_group(source)
+            out.append([label, answers, len(group["p99"]), _median_worst(figures(group["p95"])),
+                        _median_worst(figures(group["p99"]))])
+            continue
         if source in families:
             m = families[source]
             out.append([label, answers, m.configurations, _median_worst(m.p95),
@@ -190,6 +195,21 @@ def accuracy_summary() -> list[str]:
                     _median_worst(group.figures["p99"])])
     return _table(["solver family", "answers", "configs", "p95 median / worst",
                    "p99 median / worst"], out)
+
+
+def several_instance_group(keys) -> dict:
+    """The p95 and p99 errors of validation/several_instance_routers.py's configurations
+    inside the domain of one of the families ``keys`` (a router's families over nodes of
+    several instances, with and without a delay), as the README's row pools them."""
+    families = measured_table()
+    errors = {"p95": [], "p99": []}
+    for r in stored_results("several_instance_routers.json"):
+        family = f"{r['router']}_several_{'delay' if r['d'] > 0 else 'no_delay'}"
+        if family in keys and "error" in r["p99"] and \
+                families[family].outside(r["features"]) is None:
+            for q in errors:
+                errors[q].append(r[q]["error"])
+    return errors
 
 
 # accuracy.md's batch families, in its order
@@ -339,7 +359,11 @@ def least_outstanding_extra() -> list[str]:
                        ("power of two, several instances, a delay",
                         "power_of_two_several_delay"),
                        ("power of two, several instances, no delay",
-                        "power_of_two_several_no_delay")):
+                        "power_of_two_several_no_delay"),
+                       ("round robin, several instances, a delay",
+                        "round_robin_several_delay"),
+                       ("round robin, several instances, no delay",
+                        "round_robin_several_no_delay")):
         m = families[key]
         rows.append([label, m.configurations, *(_pct(r.worst) for r in (m.p50, m.p95, m.p99))])
     return _table(["campaign", "configs", "worst \\|error\\| p50", "p95", "p99"], rows)

@@ -63,6 +63,10 @@ DESCRIPTIONS = {
     "least_outstanding_several_no_delay":
         "least-outstanding clusters of batching nodes of several instances without a delay "
         "(as round robin)",
+    "round_robin_several_delay":
+        "round-robin clusters of batching nodes of several instances with a delay",
+    "round_robin_several_no_delay":
+        "round-robin clusters of batching nodes of several instances without a delay",
     "power_of_two_several_delay":
         "power-of-two clusters of batching nodes of several instances with a delay (as round "
         "robin over 2)",
@@ -89,7 +93,8 @@ CLUSTER_FAMILIES = frozenset({"round_robin", "power_of_two_mean_field",
                               "least_outstanding_as_round_robin_renewal",
                               "least_outstanding_several_delay",
                               "least_outstanding_several_no_delay",
-                              "power_of_two_several_delay", "power_of_two_several_no_delay"})
+                              "power_of_two_several_delay", "power_of_two_several_no_delay",
+                              "round_robin_several_delay", "round_robin_several_no_delay"})
 
 # the features a measured domain bounds (configuration_features computes them)
 FEATURES = {
@@ -135,8 +140,11 @@ def configuration_features(node, load: float, arrival_scv: float = 1.0,
     s1 = float(service.mean(1))
     cv = max(math.sqrt(max(service.scv(k), 0.0)) for k in range(1, B + 1))
     growth = None if B == 1 else (float(service.mean(B)) - s1) / ((B - 1) * s1)
+    # a batch of one is full at once: the delay never applies (Triton and the simulator
+    # dispatch alike with and without it), so it is no feature of a one-request node
+    delay = 0.0 if B == 1 else node.max_queue_delay / s1
     return {"max_batch_size": B, "instances": node.instances, "load": float(load),
-            "delay_over_s1": node.max_queue_delay / s1, "jitter_cv": cv,
+            "delay_over_s1": delay, "jitter_cv": cv,
             "service_growth": growth,
             "arrival_scv": float(arrival_scv), "nodes": int(nodes),
             "preferred_below_max": sum(1 for p in node.preferred_batch_sizes if p < B),
