@@ -289,7 +289,13 @@ class Accuracy:
     quantile_error : float, optional
         How far (seconds) a quantile can be off because of the lattice.
     truncated_mass : float, optional
-        Probability mass the solver left out or discretised.
+        Probability mass the solver left out or discretised (a tail cut off, service beyond
+        the lattice): where it could lie is not known, so a quantile beyond 1 - truncated_mass
+        is undetermined.
+    mass_defect : float, optional
+        How far the solver's probabilities missed summing to 1 before they were normalised
+        (an approximation's chain that is not exactly stochastic; rounding for a numerical
+        one). The measured error of an approximation's family covers it.
     approximations : tuple of Approximation
         The simplifications made (empty for exact and numerical results).
     measured : tuple of MeasuredError
@@ -312,6 +318,7 @@ class Accuracy:
     lattice_step: float | None = None
     quantile_error: float | None = None
     truncated_mass: float | None = None
+    mass_defect: float | None = None
     approximations: tuple = ()
     measured: tuple = ()
     simulation: SimulationEstimate | None = None
@@ -397,6 +404,8 @@ class Accuracy:
             out.append(clause)
         if self.truncated_mass is not None:
             out.append(f"truncated or discretised mass {self.truncated_mass:.1e}")
+        if self.mass_defect is not None and self.mass_defect > 1e-6:
+            out.append(f"mass defect before normalising {self.mass_defect:.1e}")
         out += [f"approximation: {a.text}" for a in self.approximations]
         out += [m.statement for m in self.measured]
         if self.fallback_reason is not None:
@@ -459,6 +468,7 @@ class Accuracy:
         return cls(least_exact(records), basis, lattice_step=largest("lattice_step"),
                    quantile_error=largest("quantile_error"),
                    truncated_mass=largest("truncated_mass"),
+                   mass_defect=largest("mass_defect"),
                    approximations=_unique(sum((r.approximations for r in records), ())),
                    measured=_unique(sum((r.measured for r in records), ())))
 

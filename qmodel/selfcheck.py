@@ -8,9 +8,12 @@ defect is not returned: predict falls back to the simulator and says why
 - every figure is finite: the distribution (a lattice's probabilities), its quantiles, mean,
   throughput and utilization; quantiles ordered, the cdf monotone in [0, 1] (up to ten times
   p99.9) and at least p at the p-quantile, utilization in [0, 1], mean batch size >= 1;
-- the probability mass a numeric model left out or lost on its lattice
-  (``accuracy.truncated_mass``) is below a bound: tight for a numerical answer (its only
-  error is numeric), looser for an approximation, whose chains are not exactly stochastic;
+- the probability mass a numeric model left out on its lattice (``accuracy.truncated_mass``)
+  is below a bound: tight for a numerical answer (its only error is numeric), and below
+  TRUNCATION_BOUND for an approximation (more would leave its p99 undetermined); its mass
+  defect (``accuracy.mass_defect``: how far its probabilities missed 1 before they were
+  normalised) below the numerical bound for a numerical answer, looser for an
+  approximation, whose chains are not exactly stochastic;
 - the lattice step (``accuracy.lattice_step``, the stated quantile error) is small against
   the median it reports: a step of 24.7 ms under a 1.1 ms median says nothing;
 - given the system and the rate (as predict gives them), conservation: the throughput is the
@@ -25,8 +28,9 @@ defect is not returned: predict falls back to the simulator and says why
 
 The bounds are set from the measured configurations of validation/ (docs/accuracy.md): none of
 the configurations of the accuracy grid, the holdouts and the router grid trips them (largest
-there: lost mass 1.6e-7 for a numerical answer and 0.64 for an approximation; lattice step 7%
-of the median; utilization off conservation by 4e-4 at most, the cavity model's busy fraction
+there: lost mass 1.6e-7 for a numerical answer, a mass defect of 0.64 for an approximation;
+none of the 907 stored answers of validation/answers_unchanged.py trips the truncation bound
+of an approximation either; lattice step 7% of the median; utilization off conservation by 4e-4 at most, the cavity model's busy fraction
 aside, which was 0.0084 off and is no longer reported).
 
 Examples
@@ -46,13 +50,15 @@ import numpy as np
 
 from .latency import Latency, LatticeLatency
 
-__all__ = ["defects", "NUMERICAL_MASS_BOUND", "APPROXIMATION_MASS_BOUND", "STEP_FRACTION",
-           "CHECKED_LEVELS", "UTILIZATION_TOLERANCE", "CAPPED_DEFICIT_BOUND",
+__all__ = ["defects", "NUMERICAL_MASS_BOUND", "TRUNCATION_BOUND", "APPROXIMATION_MASS_BOUND",
+           "STEP_FRACTION", "CHECKED_LEVELS", "UTILIZATION_TOLERANCE", "CAPPED_DEFICIT_BOUND",
            "conservation_utilization", "carrying_batch"]
 
 # mass a numerical answer may leave out: its truncation is 1e-7 by default (the largest
 # measured is 1.6e-7); a coarse lattice that loses 0.18 of the mass is far past it
 NUMERICAL_MASS_BOUND = 1e-4
+# mass an approximation may leave out: beyond 1 - 0.99, its p99 could lie anywhere
+TRUNCATION_BOUND = 0.01
 # an approximation's mass defect: its chains are not exactly stochastic (up to 0.64 on the
 # measured configurations: round robin over 128 nodes at load 0.9, whose p99 is still within
 # its family's measured error); 0.75 leaves a margin over it, where 1 could never trip
@@ -159,13 +165,20 @@ def defects(result: Latency, system=None, rate: float | None = None) -> str | No
     if result.batch_size_distribution and result.mean_batch_size < 1.0:
         return f"{method}: its mean batch size {result.mean_batch_size:.4g} is below 1"
     accuracy = result.accuracy
+    numerical = accuracy.exactness in ("exact", "numerical")
     mass = accuracy.truncated_mass
     if mass is not None:
-        bound = (NUMERICAL_MASS_BOUND if accuracy.exactness in ("exact", "numerical")
-                 else APPROXIMATION_MASS_BOUND)
+        bound = NUMERICAL_MASS_BOUND if numerical else TRUNCATION_BOUND
         if not mass <= bound:
             return (f"{method}: it lost or discretised {mass:.2g} of the probability mass "
                     f"(at most {bound:g} is trusted in an answer labelled "
+                    f"{accuracy.exactness!r})")
+    defect = accuracy.mass_defect
+    if defect is not None:
+        bound = NUMERICAL_MASS_BOUND if numerical else APPROXIMATION_MASS_BOUND
+        if not defect <= bound:
+            return (f"{method}: its probabilities missed 1 by {defect:.2g} before they were "
+                    f"normalised (at most {bound:g} is trusted in an answer labelled "
                     f"{accuracy.exactness!r})")
     levels = np.array(CHECKED_LEVELS)
     quantiles = np.asarray(result.quantile(levels), float)
