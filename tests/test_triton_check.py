@@ -70,6 +70,14 @@ def test_a_run_recorded_untraced_is_calibrated_from_what_production_reports(tmp_
     assert abs(row.error("calibrated", "p50")) < 0.05
 
 
+@pytest.mark.parametrize("missing", ["metrics_after.txt", "stats_before.json"])
+def test_a_run_missing_a_file_is_named_with_the_file(tmp_path, missing):
+    run = _runs(tmp_path, repeats=1) / "b8-d2" / "400-1"
+    (run / missing).unlink()
+    with pytest.raises(ValueError, match=rf"run {run}: .*{missing}"):
+        compare(tmp_path, requests=100_000)
+
+
 def test_report_states_the_repeat_spread_and_the_errors(tmp_path):
     rows = compare(_runs(tmp_path), requests=200_000)
     assert [r.repeat for r in rows] == [1, 2] and {r.config for r in rows} == {"b8-d2"}

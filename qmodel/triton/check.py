@@ -255,15 +255,17 @@ def compare(folder, *, requests: int = 400_000, seed: int = 1,
         # its statistics, metrics and perf_analyzer, the gap and prefetch share modelled (with
         # a trace, the metrics add nothing the trace and perf_analyzer do not give)
         trace = run / "trace.json.gz"
+        # every file a run needs is read here: what is missing or malformed is named with
+        # the run it belongs to
         try:
             node = calibrate(run / "config.pbtxt", stats, metrics,
                              trace if trace.exists() else None, perf_analyzer=pa,
                              prefetch=prefetch)
-        except ValueError as err:
-            raise ValueError(f"{run}: {err}") from None
-        mean_only = calibrate(run / "config.pbtxt", stats, prefetch=False, gap=0.0)
-        untraced = calibrate(run / "config.pbtxt", stats, metrics, perf_analyzer=pa)
-        m = read_metrics(*metrics, model=read_stats(*stats).model)
+            mean_only = calibrate(run / "config.pbtxt", stats, prefetch=False, gap=0.0)
+            untraced = calibrate(run / "config.pbtxt", stats, metrics, perf_analyzer=pa)
+            m = read_metrics(*metrics, model=read_stats(*stats).model)
+        except (ValueError, OSError) as err:
+            raise ValueError(f"run {run}: {err}") from None
         summary = m.quantiles.get("request", {})
         rate = float(about.get("rate", row.rate or row.throughput))
         try:
