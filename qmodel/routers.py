@@ -253,6 +253,8 @@ class LeastOutstanding(RouterPolicy):
     def node_gap(self, node, arrival_scv: float) -> str | None:
         """Why predict has no least-outstanding model over copies of ``node`` (None: it has)."""
         B = node.max_batch_size
+        if node.instances > 1 and B > 1:
+            return several_instance_gap(self.name, node, arrival_scv)
         if arrival_scv != 1.0 and B < self.RENEWAL_MIN_BATCH:
             return (f"predict() models router 'least_outstanding' under renewal arrivals only "
                     f"for batching nodes with max_batch_size >= {self.RENEWAL_MIN_BATCH} (as "
@@ -263,8 +265,6 @@ class LeastOutstanding(RouterPolicy):
                 f"predict() models router 'least_outstanding' over one-request nodes with one "
                 f"instance, an unlimited queue and steady service; this node has {why}. Use "
                 f"qmodel.simulate for it")
-        if node.instances > 1:
-            return several_instance_gap(self.name, node, arrival_scv)
         service = node.service
         steady = service.jitter == "deterministic" or (
             service.jitter in ("lognormal", "gamma") and service.cv <= self.AS_ROUND_ROBIN_MAX_CV)

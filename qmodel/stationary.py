@@ -230,9 +230,13 @@ def _outside_measured_domain(system, process, result: Latency) -> str | None:
         # the d of a power-of-d router: its family was measured at d = 2 only
         choices = (cluster.router.choices if cluster.router.kind.name == "power_of_d"
                    else None)
+        # a mix of round-robin families (one node of one instance, another of several):
+        # each node against its own
         checks = [(m, configuration_features(node, rate / cluster.capacity, scv,
                                              nodes=len(cluster.nodes), choices=choices))
-                  for node in distinct for m in outer]
+                  for node in distinct for m in outer
+                  if not m.family.startswith("round_robin")
+                  or m.family == round_robin_family(node)]
     else:
         parts = getattr(result, "parts", [result])
         N = len(cluster.nodes)
@@ -512,21 +516,28 @@ def _split(cluster: Cluster, rate: float, resolution: int, scv: float = 1.0,
         split = Accuracy("approximation", approximations=[Approximation(
             "thinned_renewal", "random split of renewal traffic: each node sees a thinned "
                                "renewal stream, taken as gamma gaps with its scv")])
-    return MixtureLatency(parts, weights, instances, split=split)
+    result = MixtureLatency(parts, weights, instances, split=split)
+    idle = sum(node.instances for node, share in zip(nodes, shares) if share <= 0)
+    if idle:
+        # a node the router never picks (a node down, weight 0) idles: the cluster's
+        # utilization pools its instances too
+        result.utilization *= sum(instances) / (sum(instances) + idle)
+    return result
+
+
+def round_robin_family(node) -> str:
+    """The measured round-robin family of ``node``: "round_robin" (measured over
+    one-instance nodes) or, for batching nodes of several instances,
+    "round_robin_several_delay" / "round_robin_several_no_delay"
+    (validation/several_instance_routers.py)."""
+    if node.instances == 1 or node.max_batch_size == 1:
+        return "round_robin"
+    return f"round_robin_several_{'delay' if node.max_queue_delay > 0 else 'no_delay'}"
 
 
 def _round_robin_families(nodes) -> list:
-    """The measured round-robin family of each kind of node among ``nodes``: "round_robin"
-    (measured over one-instance nodes) or, for batching nodes of several instances,
-    "round_robin_several_delay" / "round_robin_several_no_delay"
-    (validation/several_instance_routers.py)."""
-    families = []
-    for node in nodes:
-        family = ("round_robin" if node.instances == 1 or node.max_batch_size == 1 else
-                  f"round_robin_several_{'delay' if node.max_queue_delay > 0 else 'no_delay'}")
-        if family not in families:
-            families.append(family)
-    return [measured(f) for f in families]
+    """The round-robin families of the kinds of node among ``nodes``, each once."""
+    return [measured(f) for f in dict.fromkeys(round_robin_family(n) for n in nodes)]
 
 
 def _power_of_d(cluster: Cluster, rate: float, resolution: int, scv: float) -> Latency:
@@ -616,9 +627,12 @@ def as_round_robin_over(cluster: Cluster, rate: float, resolution: int, scv: flo
     for node in cluster.nodes:
         if node not in solved:
             solved[node] = _node(node, rate / N, resolution, node_scv)
-    split = Accuracy("approximation", approximations=[Approximation(
-        "as_round_robin", f"each node under renewal arrivals with scv {node_scv:.3g} (gamma "
-        f"gaps), as round robin over {over} nodes feeds it", value=node_scv)])
+    split = Accuracy("approximation", f"each node under renewal arrivals with scv "
+                     f"{node_scv:.3g}, as round robin over {over} nodes feeds it",
+                     approximations=[Approximation(
+                         "as_round_robin", f"each node under renewal arrivals with scv "
+                         f"{node_scv:.3g} (gamma gaps), as round robin over {over} nodes "
+                         f"feeds it", value=node_scv)])
     return MixtureLatency([solved[n] for n in cluster.nodes], np.ones(N),
                           [n.instances for n in cluster.nodes], split=split)
 
@@ -644,7 +658,10 @@ def _levelled(cluster: Cluster, rate: float, resolution: int, scv: float, over: 
     result.method = (f"{policy} over {N} nodes of {c} instances as round robin over {over}: "
                      f"{result.method}")
     result.model = "levelled_as_round_robin"
-    result.accuracy = result.accuracy.extended(
+    # the family was measured on whole clusters answered this way: its error, not the node
+    # model's under renewal arrivals (whose family's domain these streams are not in), is
+    # the answer's
+    result.accuracy = replace(result.accuracy, measured=()).extended(
         exactness="approximation",
         approximations=[Approximation(
             "levelled_as_round_robin", f"{policy} taken as round robin over {over} nodes "

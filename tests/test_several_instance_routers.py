@@ -85,3 +85,50 @@ def test_size_considers_least_outstanding_over_nodes_of_several_instances():
     assert not any("outside the measured domain" in n for n in plan.notes), plan.notes
     assert plan.predicted.model == "levelled_as_round_robin"
     assert not plan.alternatives[0].extrapolated
+
+
+def test_a_surrogate_answer_states_its_basis_and_only_its_family():
+    """Review: the basis was empty (the statement began '; nodes: ...'), and the node model's
+    renewal family, whose domain these routed streams are not in, was listed beside it."""
+    cluster = _cluster("power_of_two", 8, 4, 16, 2e-3)
+    r = qm.predict(cluster, rate=0.6 * cluster.capacity, fallback="raise")
+    assert r.accuracy.basis.startswith("each node under renewal arrivals with scv 0.5")
+    assert [m.family for m in r.accuracy.measured] == ["power_of_two_several_delay"]
+
+
+def test_renewal_arrivals_get_the_several_instance_reason():
+    """Review: least outstanding over nodes of several instances with max_batch_size 4 under
+    renewal arrivals was declined for max_batch_size below 8, a reason that does not apply."""
+    cluster = _cluster("least_outstanding", 6, 4, 4, 2e-3)
+    with pytest.raises(NotImplementedError, match="nodes of several instances.*not Poisson"):
+        qm.predict(cluster, arrivals=qm.Renewal(0.5 * cluster.capacity, scv=0.5),
+                   fallback="raise")
+
+
+def test_a_node_down_behind_a_weighted_random_router_idles_in_the_utilization():
+    """Review: weights [1, 1, 1, 0] were always declined: the mixture pooled the utilization
+    of the served nodes only, and the conservation check counts every node."""
+    node = qm.Node(SVC, max_batch_size=8)
+    cluster = qm.Cluster([node] * 4, router="random", weights=[1, 1, 1, 0])
+    rate = 0.5 * cluster.capacity
+    r = qm.predict(cluster, rate=rate, fallback="raise")
+    alone = qm.predict(node, rate=rate / 3, fallback="raise")
+    assert r.utilization == pytest.approx(0.75 * alone.utilization, rel=1e-12)
+    assert r.p99 == pytest.approx(alone.p99, rel=1e-12)
+
+
+def test_size_breaks_a_router_tie_by_the_trusted_quantile_not_the_listing():
+    """Review: least outstanding's surrogate predicts what round robin does over these nodes,
+    so one node behind either tied on cost and the router listed first won, though least
+    outstanding states a wider error (and simulated worse). The lower trusted quantile wins."""
+    svc = qm.ServiceTime.affine(1.8e-3, 0.2e-3, jitter=("lognormal", 0.2))
+    kw = dict(rate=20_000, slo={"p99": 6e-3}, nodes=range(1, 17), instances_per_gpu=(2, 4),
+              max_batch_size=(4, 8, 16), max_queue_delay=(2e-3, 4e-3), verify=False,
+              sharing="independent", failures=1)
+    plans = [qm.size(svc, routers=routers, **kw)
+             for routers in (("least_outstanding", "round_robin"),
+                             ("round_robin", "least_outstanding"))]
+    assert plans[0].system == plans[1].system
+    best = plans[0].alternatives[0]
+    assert best.worst_ratio == min(c.worst_ratio for c in plans[0].alternatives
+                                   if c.cost == best.cost and c.node is best.node)

@@ -444,10 +444,17 @@ class _Search:
 
     # --- the plan ----------------------------------------------------------------------------
     def feasible(self) -> list:
-        """Feasible candidates not rejected, cheapest first, ties in the search's order."""
-        return sorted((c for (ci, n), c in self.seen.items()
-                       if c.feasible and (ci, n) not in self.rejected),
-                      key=lambda c: (c.cost, self._index(c), c.worst_ratio))
+        """Feasible candidates not rejected, cheapest first, ties in the search's order; one
+        node behind several routers at one cost: the lowest trusted quantile over its target
+        first (least outstanding's surrogate predicts what round robin does over such nodes,
+        with a wider stated error, and was only as good as listed first)."""
+        found = sorted((c for (ci, n), c in self.seen.items()
+                        if c.feasible and (ci, n) not in self.rejected), key=self._index)
+        first = {}                      # a node object -> the search index it first appears at
+        for c in found:
+            first.setdefault(id(c.node), self._index(c))
+        return sorted(found, key=lambda c: (c.cost, first[id(c.node)], c.worst_ratio,
+                                            self._index(c)))
 
     def _index(self, candidate) -> int:
         return self.index_of[id(candidate)]
