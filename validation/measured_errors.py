@@ -13,7 +13,7 @@ writes from the campaigns' stored results in validation/results/:
 - least outstanding as round robin at max_batch_size 4 (least_outstanding_small_batch.txt)
   and under renewal arrivals (least_outstanding_renewal.txt);
 - least outstanding and power of two over nodes of several instances
-  (several_instance_routers.json);
+  (several_instance_routers.json.gz);
 - the GI/G/c fast server (renewal_multi_server.txt);
 - ensembles of 2-4 stages (ensemble_accuracy.json);
 - the time-varying model, window by window, pointwise stationary and fluid backlog
@@ -173,7 +173,7 @@ def _several_instance_router_rows():
     instances, as round robin (validation/several_instance_routers.py's grid), by delay:
     without one the grid's misses lie elsewhere (light loads, where the router finds an idle
     instance), and one domain for both would keep neither's."""
-    for r in stored_results("several_instance_routers.json"):
+    for r in stored_results("several_instance_routers.json.gz"):
         if "error" in r["p99"]:
             family = f"{r['router']}_several_{'delay' if r['d'] > 0 else 'no_delay'}"
             yield family, Row(
@@ -269,39 +269,61 @@ def _inside(box, features) -> bool:
                for f, (lo, hi) in box.items())
 
 
+def _snapped(features: dict) -> dict:
+    """Features to 12 significant digits: a grid value computed two ways (b / (a + b) for
+    b / S(1) = 0.1 is 0.09999999999999998 or 0.10000000000000002) is one value, so the
+    peel keeps or drops both, as :meth:`qmodel.latency.MeasuredError.outside` (which allows
+    1e-9 of slack) will judge them."""
+    return {k: v if not isinstance(v, float) else float(f"{v:.12g}")
+            for k, v in features.items()}
+
+
 def _peel(rows, alpha: float, weight: float) -> dict:
-    """One peeling run (see :func:`peeled_domain`)."""
+    """One peeling run (see :func:`peeled_domain`), on arrays: the rows' features as a
+    matrix (NaN where a row has no value), each candidate move judged once."""
     box = _box(rows)
+    names = list(box)
+    X = np.array([[np.nan if r.features.get(f) is None else float(r.features[f])
+                   for f in names] for r in rows])
+    good = np.array([r.good for r in rows])
     while True:
-        inside = [r for r in rows if _inside(box, r.features)]
-        if all(r.good for r in inside):
+        lo = np.array([box[f][0] for f in names])
+        hi = np.array([box[f][1] for f in names])
+        mask = np.all(np.isnan(X) | ((X >= lo) & (X <= hi)), axis=1)
+        if good[mask].all():
             return box
+        Xi, gi = X[mask], good[mask]
         best = None
-        for f, (lo, hi) in box.items():
-            known = [r.features[f] for r in inside if r.features.get(f) is not None]
-            values = sorted(set(known))
-            if len(values) < 2:
+        for j, f in enumerate(names):
+            col = Xi[:, j]
+            known = col[~np.isnan(col)]
+            values = np.unique(known)
+            if values.size < 2:
                 continue
+            f_lo, f_hi = box[f]
             # a fraction alpha off either end, or just past one configuration beyond the
             # tolerance (whichever side of it keeps more)
             q_lo, q_hi = np.quantile(known, [alpha, 1 - alpha])
-            moves = [[next((v for v in values[1:] if v > q_lo), values[1]), hi],
-                     [lo, next((v for v in values[-2::-1] if v < q_hi), values[-2])]]
-            for r in inside:
-                x = r.features.get(f)
-                if not r.good and x is not None:
-                    above = [v for v in values if v > x]
-                    below = [v for v in values if v < x]
-                    moves += [[above[0], hi]] if above else []
-                    moves += [[lo, below[-1]]] if below else []
-            for new in moves:
-                kept = [r for r in inside if r.features.get(f) is None
-                        or new[0] <= r.features[f] <= new[1]]
-                if kept:
-                    good = sum(r.good for r in kept)
-                    score = (good - weight * (len(kept) - good), len(kept))
+            up = values[1:][values[1:] > q_lo]
+            down = values[:-1][values[:-1] < q_hi]
+            moves = [(float(up[0]) if up.size else float(values[1]), f_hi),
+                     (f_lo, float(down[-1]) if down.size else float(values[-2]))]
+            for x in col[~gi & ~np.isnan(col)]:
+                k = np.searchsorted(values, x, side="right")      # first value above x
+                if k < values.size:
+                    moves.append((float(values[k]), f_hi))
+                k = np.searchsorted(values, x, side="left") - 1   # last value below x
+                if k >= 0:
+                    moves.append((f_lo, float(values[k])))
+            known_mask = np.isnan(col)
+            for new in dict.fromkeys(moves):     # each move once, in the order found
+                keep = known_mask | ((col >= new[0]) & (col <= new[1]))
+                n = int(keep.sum())
+                if n:
+                    g = int(gi[keep].sum())
+                    score = (g - weight * (n - g), n)
                     if best is None or score > best[0]:
-                        best = (score, f, new)
+                        best = (score, f, list(new))
         if best is None:           # nothing left to peel: an empty domain
             return {f: [lo, lo - 1.0] for f, (lo, hi) in box.items()}
         box[best[1]] = best[2]
@@ -382,6 +404,7 @@ def measured() -> dict:
                    _several_instance_router_rows, _fast_server_rows,
                    _wide_rows, _ensemble_rows, _traffic_rows, _extrapolated_rows):
         for fam, row in source():
+            row.features = _snapped(row.features)
             rows[fam].append(row)
     for fam, eb, eu in _batch_mean_rows():
         means[fam].append((eb, eu))

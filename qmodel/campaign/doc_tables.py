@@ -203,7 +203,7 @@ def several_instance_group(keys) -> dict:
     several instances, with and without a delay), as the README's row pools them."""
     families = measured_table()
     errors = {"p95": [], "p99": []}
-    for r in stored_results("several_instance_routers.json"):
+    for r in stored_results("several_instance_routers.json.gz"):
         family = f"{r['router']}_several_{'delay' if r['d'] > 0 else 'no_delay'}"
         if family in keys and "error" in r["p99"] and \
                 families[family].outside(r["features"]) is None:

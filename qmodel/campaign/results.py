@@ -11,6 +11,7 @@ come from :mod:`qmodel.campaign.summaries`. Relative errors are predicted / simu
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 from functools import lru_cache
 from pathlib import Path
@@ -52,8 +53,12 @@ def stored_rows(args: argparse.Namespace, option: str = "--refresh-models") -> l
 
 @lru_cache(maxsize=None)
 def stored_results(name: str) -> list:
-    """The stored rows of validation/results/``name`` (read once; do not modify them)."""
-    return json.loads((RESULTS / name).read_text())
+    """The stored rows of validation/results/``name`` (read once; do not modify them); a
+    name ending in .gz is read through gzip (the large grids are stored compressed)."""
+    path = RESULTS / name
+    if name.endswith(".gz"):
+        return json.loads(gzip.decompress(path.read_bytes()))
+    return json.loads(path.read_text())
 
 
 def stored_log(name: str) -> list[str]:
