@@ -106,6 +106,14 @@ def test_an_approximations_truncation_and_mass_defect_are_judged_apart():
     r = qm.predict(node, rate=0.5 * node.capacity, fallback="raise")
     assert r.accuracy.truncated_mass < 1e-6 and 0.02 < r.accuracy.mass_defect < 0.05
     assert "mass defect before normalising" in r.accuracy.statement
+    # a NaN among a mixture's parts survives the combination in any order (max() kept it
+    # only where it came first), so the self-check refuses it
+    for order in ([0.1, np.nan], [np.nan, 0.1]):
+        parts = [Accuracy("approximation", "demo", mass_defect=d) for d in order]
+        combined = Accuracy.combine(Accuracy("exact", "split"), parts)
+        assert np.isnan(combined.mass_defect)
+        assert "missed 1 by nan" in defects(LatticeLatency(pmf, 1e-4, accuracy=combined,
+                                                            **metrics))
 
 
 def test_extrapolate_must_be_a_bool():

@@ -66,8 +66,10 @@ def test_the_issue_example_plans_a_deployment_another_seed_confirms():
 
 def test_a_cheaper_deployment_the_simulation_confirms_is_taken():
     """The model's margin may reject a count whose simulation meets the SLO: the search
-    simulates one node fewer and takes it then (the simulation is the reference)."""
-    slo = {"p95": 5e-3}
+    simulates one node fewer and takes it then (the simulation is the reference). (Round
+    robin over these 8-instance nodes quotes its own family since issue 35's grid, whose
+    wider stated error puts the model's 2 nodes at 1.02 x a 5 ms target: 5.2 ms here.)"""
+    slo = {"p95": 5.2e-3}
     space = dict(nodes=range(1, 9), gpus_per_node=2, instances_per_gpu=(4,),
                  max_batch_size=(4,), max_queue_delay=(1e-3,), routers=("round_robin",),
                  sharing="independent")

@@ -20,8 +20,9 @@ domains (``{router}_several_delay`` and ``{router}_several_no_delay``) from them
 
 Run: ``python validation/several_instance_routers.py --workers 2 [--write]`` (18,000
 configurations, about 20 minutes on 2 cores; with ``--write`` the rows already stored are
-kept, the same configuration, seed and requests giving the same row, and only the others
-run); ``--write`` stores validation/results/several_instance_routers.json.gz.
+kept, the same configuration, seed, requests and S(1) giving the same row, and only the
+others run: after a change to the model, ``--fresh`` runs them all); ``--write`` stores
+validation/results/several_instance_routers.json.gz.
 """
 
 from __future__ import annotations
@@ -54,8 +55,10 @@ def grid():
 
 
 def _key(spec) -> tuple:
-    """A configuration's identity (its grid coordinates)."""
-    return tuple(spec[k] for k in ("router", "N", "c", "B", "d", "load", "cv", "growth"))
+    """A configuration's identity: its grid coordinates and how it was simulated (a row
+    stored with other requests, seed or S(1) is run again)."""
+    return (*(spec[k] for k in ("router", "N", "c", "B", "d", "load", "cv", "growth")),
+            spec.get("requests", REQUESTS), spec.get("seed", SEED), spec.get("s1", S1))
 
 
 def system_of(spec):
@@ -76,7 +79,7 @@ def run_one(spec) -> dict:
     cluster, node = system_of(spec)
     rate = spec["load"] * cluster.capacity
     over = 2 if spec["router"] == "power_of_two" else spec["N"]
-    row = dict(spec)
+    row = dict(spec, requests=REQUESTS, seed=SEED, s1=S1)
     row["features"] = configuration_features(
         node, spec["load"], 1.0, nodes=spec["N"],
         choices=2 if spec["router"] == "power_of_two" else None)
@@ -132,12 +135,15 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--write", action="store_true")
-    ap.add_argument("--limit", type=int, default=None, help="only the first LIMIT rows")
+    ap.add_argument("--limit", type=int, default=None, help="only the first LIMIT rows "
+                    "(with --write, the other stored rows are kept)")
+    ap.add_argument("--fresh", action="store_true",
+                    help="run every configuration again (after the model changed)")
     args = ap.parse_args(argv)
     specs = list(grid())[:args.limit]
     started = time.perf_counter()
     stored = {}
-    if args.write and OUT.exists():
+    if args.write and OUT.exists() and not args.fresh:
         stored = {_key(r): r for r in json.loads(gzip.decompress(OUT.read_bytes()))}
     rows = [stored[_key(s)] for s in specs if _key(s) in stored]
     todo = [s for s in specs if _key(s) not in stored]
@@ -155,8 +161,13 @@ def main(argv=None) -> int:
     print(f"{len(rows)} configurations in {time.perf_counter() - started:.0f} s")
     print(summary(rows))
     if args.write:
-        order = {_key(s): i for i, s in enumerate(specs)}
-        rows.sort(key=lambda r: order[_key(r)])
+        # the whole grid's stored rows, the new ones in their place: --limit runs a part,
+        # it does not drop the rest
+        every = list(grid())
+        order = {_key(s): i for i, s in enumerate(every)}
+        done = {_key(r): r for r in rows}
+        rows = sorted({**{k: r for k, r in stored.items() if k in order}, **done}.values(),
+                      key=lambda r: order[_key(r)])
         # one row a line, gzipped (18,000 rows: 16 MB of JSON, 3.4 MB stored)
         text = "[\n" + ",\n".join(json.dumps(r, separators=(",", ":")) for r in rows) + "\n]\n"
         OUT.write_bytes(gzip.compress(text.encode(), compresslevel=9, mtime=0))
