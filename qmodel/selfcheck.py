@@ -166,20 +166,15 @@ def defects(result: Latency, system=None, rate: float | None = None) -> str | No
         return f"{method}: its mean batch size {result.mean_batch_size:.4g} is below 1"
     accuracy = result.accuracy
     numerical = accuracy.exactness in ("exact", "numerical")
-    mass = accuracy.truncated_mass
-    if mass is not None:
-        bound = NUMERICAL_MASS_BOUND if numerical else TRUNCATION_BOUND
-        if not mass <= bound:
-            return (f"{method}: it lost or discretised {mass:.2g} of the probability mass "
-                    f"(at most {bound:g} is trusted in an answer labelled "
-                    f"{accuracy.exactness!r})")
-    defect = accuracy.mass_defect
-    if defect is not None:
-        bound = NUMERICAL_MASS_BOUND if numerical else APPROXIMATION_MASS_BOUND
-        if not defect <= bound:
-            return (f"{method}: its probabilities missed 1 by {defect:.2g} before they were "
-                    f"normalised (at most {bound:g} is trusted in an answer labelled "
-                    f"{accuracy.exactness!r})")
+    for value, loose, what in (
+            (accuracy.truncated_mass, TRUNCATION_BOUND,
+             "it lost or discretised {:.2g} of the probability mass"),
+            (accuracy.mass_defect, APPROXIMATION_MASS_BOUND,
+             "its probabilities missed 1 by {:.2g} before they were normalised")):
+        bound = NUMERICAL_MASS_BOUND if numerical else loose
+        if value is not None and not value <= bound:
+            return (f"{method}: {what.format(value)} (at most {bound:g} is trusted in an "
+                    f"answer labelled {accuracy.exactness!r})")
     levels = np.array(CHECKED_LEVELS)
     quantiles = np.asarray(result.quantile(levels), float)
     if not np.all(np.isfinite(quantiles)) or quantiles[0] <= 0.0:

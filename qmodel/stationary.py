@@ -87,7 +87,8 @@ from .theory.budget import (ADVICE, OverBudget, charge, fits, format_bytes, form
 from .theory.classical import mdc, mg1, mmc
 from .theory.pipeline import ensemble_family, ensemble_features, pipeline_latency
 from .theory.lindley import gig1, gigc
-from .theory.measured import CLUSTER_FAMILIES, configuration_features, measured
+from .theory.measured import (CLUSTER_FAMILIES, configuration_features, measured,
+                               several_instance_family)
 from .theory.jsq import balanced_least_outstanding
 from .theory.routing import dynamic_router
 
@@ -474,7 +475,7 @@ def _single_request(node: Node, rate: float, scv: float) -> Latency:
 
 
 def _split(cluster: Cluster, rate: float, resolution: int, scv: float = 1.0,
-           solve=None) -> Latency:
+           solve=None, split: Accuracy | None = None) -> Latency:
     """A static router splits the stream into per-node renewal streams: solve each node alone.
 
     - random (weighted), share p: independent thinning of a renewal stream is renewal, its
@@ -486,7 +487,8 @@ def _split(cluster: Cluster, rate: float, resolution: int, scv: float = 1.0,
 
     Each node then gets its own solver (``solve(node, rate, scv)``; by default the node's
     model), and the cluster's latency is the request-weighted mixture of the nodes' (every
-    request is served by one node).
+    request is served by one node). ``split``: how the stream was split, where a surrogate
+    says it (by default the router's own record, with its measured families).
     """
     if solve is None:
         solve = (lambda node, node_rate, node_scv: _node(node, node_rate, resolution, node_scv))
@@ -504,18 +506,8 @@ def _split(cluster: Cluster, rate: float, resolution: int, scv: float = 1.0,
         parts.append(solved[key])
         weights.append(share)
         instances.append(node.instances)
-    if router.policy == "round_robin":
-        split = Accuracy("numerical", f"round robin over {len(nodes)} nodes: each sees every "
-                                      f"{len(nodes)}-th arrival, gamma gaps with scv "
-                                      f"{scv / len(nodes):.3g} (exact marginally)",
-                         measured=[] if cluster.pods else _round_robin_families(nodes))
-    elif scv == 1.0:
-        split = Accuracy("exact", "random split of Poisson traffic: exact decomposition into "
-                                  "independent nodes")
-    else:
-        split = Accuracy("approximation", approximations=[Approximation(
-            "thinned_renewal", "random split of renewal traffic: each node sees a thinned "
-                               "renewal stream, taken as gamma gaps with its scv")])
+    if split is None:
+        split = _split_accuracy(cluster, scv)
     result = MixtureLatency(parts, weights, instances, split=split)
     idle = sum(node.instances for node, share in zip(nodes, shares) if share <= 0)
     if idle:
@@ -525,6 +517,22 @@ def _split(cluster: Cluster, rate: float, resolution: int, scv: float = 1.0,
     return result
 
 
+def _split_accuracy(cluster: Cluster, scv: float) -> Accuracy:
+    """How a static router's split of the stream is known (:func:`_split`'s default)."""
+    nodes = cluster.nodes
+    if cluster.router.policy == "round_robin":
+        return Accuracy("numerical", f"round robin over {len(nodes)} nodes: each sees every "
+                                     f"{len(nodes)}-th arrival, gamma gaps with scv "
+                                     f"{scv / len(nodes):.3g} (exact marginally)",
+                        measured=[] if cluster.pods else _round_robin_families(nodes))
+    if scv == 1.0:
+        return Accuracy("exact", "random split of Poisson traffic: exact decomposition into "
+                                 "independent nodes")
+    return Accuracy("approximation", approximations=[Approximation(
+        "thinned_renewal", "random split of renewal traffic: each node sees a thinned "
+                           "renewal stream, taken as gamma gaps with its scv")])
+
+
 def round_robin_family(node) -> str:
     """The measured round-robin family of ``node``: "round_robin" (measured over
     one-instance nodes) or, for batching nodes of several instances,
@@ -532,7 +540,7 @@ def round_robin_family(node) -> str:
     (validation/several_instance_routers.py)."""
     if node.instances == 1 or node.max_batch_size == 1:
         return "round_robin"
-    return f"round_robin_several_{'delay' if node.max_queue_delay > 0 else 'no_delay'}"
+    return several_instance_family("round_robin", node.max_queue_delay > 0)
 
 
 def _round_robin_families(nodes) -> list:
@@ -622,19 +630,14 @@ def as_round_robin_over(cluster: Cluster, rate: float, resolution: int, scv: flo
     >>> r.parts[0].method.startswith("batch node")
     True
     """
-    N, node_scv = len(cluster.nodes), scv / over
-    solved = {}                       # identical nodes: solved once
-    for node in cluster.nodes:
-        if node not in solved:
-            solved[node] = _node(node, rate / N, resolution, node_scv)
-    split = Accuracy("approximation", f"each node under renewal arrivals with scv "
-                     f"{node_scv:.3g}, as round robin over {over} nodes feeds it",
-                     approximations=[Approximation(
-                         "as_round_robin", f"each node under renewal arrivals with scv "
-                         f"{node_scv:.3g} (gamma gaps), as round robin over {over} nodes "
-                         f"feeds it", value=node_scv)])
-    return MixtureLatency([solved[n] for n in cluster.nodes], np.ones(N),
-                          [n.instances for n in cluster.nodes], split=split)
+    node_scv = scv / over
+    said = f"each node under renewal arrivals with scv {node_scv:.3g}, as round robin over " \
+           f"{over} nodes feeds it"
+    split = Accuracy("approximation", said, approximations=[Approximation(
+        "as_round_robin", f"{said} (gamma gaps)", value=node_scv)])
+    twin = Cluster(list(cluster.nodes), router="round_robin")
+    return _split(twin, rate, resolution, scv, split=split,
+                  solve=lambda node, node_rate, _: _node(node, node_rate, resolution, node_scv))
 
 
 def _levelled(cluster: Cluster, rate: float, resolution: int, scv: float, over: int,
@@ -666,8 +669,8 @@ def _levelled(cluster: Cluster, rate: float, resolution: int, scv: float, over: 
         approximations=[Approximation(
             "levelled_as_round_robin", f"{policy} taken as round robin over {over} nodes "
             f"(each node's arrivals renewal with scv {scv / over:.3g})", value=scv / over)],
-        measured=[measured(f"{router}_several_"
-                           f"{'delay' if cluster.nodes[0].max_queue_delay > 0 else 'no_delay'}")])
+        measured=[measured(several_instance_family(router,
+                                                   cluster.nodes[0].max_queue_delay > 0))])
     return result
 
 

@@ -175,8 +175,7 @@ def _several_instance_router_rows():
     instance), and one domain for both would keep neither's."""
     for r in stored_results("several_instance_routers.json.gz"):
         if "error" in r["p99"]:
-            family = f"{r['router']}_several_{'delay' if r['d'] > 0 else 'no_delay'}"
-            yield family, Row(
+            yield table.several_instance_family(r["router"], r["d"] > 0), Row(
                 *(r[q]["error"] for q in ("p50", "p95", "p99")), dict(r["features"]),
                 "validation/several_instance_routers.py")
 

@@ -39,7 +39,7 @@ from pathlib import Path
 import numpy as np
 
 from ..theory.batch import PASSES
-from ..theory.measured import measured_table
+from ..theory.measured import measured_table, several_instance_family
 from .measure import QUANTILES
 from .results import RESULTS, stored_log, stored_results
 from .summaries import (HOLDOUT_MISS, baseline_group, batch_size_groups,
@@ -204,7 +204,7 @@ def several_instance_group(keys) -> dict:
     families = measured_table()
     errors = {"p95": [], "p99": []}
     for r in stored_results("several_instance_routers.json.gz"):
-        family = f"{r['router']}_several_{'delay' if r['d'] > 0 else 'no_delay'}"
+        family = several_instance_family(r["router"], r["d"] > 0)
         if family in keys and "error" in r["p99"] and \
                 families[family].outside(r["features"]) is None:
             for q in errors:

@@ -450,18 +450,12 @@ class _Search:
         with a wider stated error, and was only as good as listed first)."""
         found = sorted((c for (ci, n), c in self.seen.items()
                         if c.feasible and (ci, n) not in self.rejected), key=self._index)
-        def node_key(c):
-            # by value (a Node is a frozen dataclass): an executor that pickles the results
-            # hands back one node as several objects
-            try:
-                hash(c.node)
-                return c.node
-            except TypeError:
-                return id(c.node)
+        # keyed by the node's value: an executor that pickles the results hands back one
+        # node as several objects
         first = {}                      # a node -> the search index it first appears at
         for c in found:
-            first.setdefault(node_key(c), self._index(c))
-        return sorted(found, key=lambda c: (c.cost, first[node_key(c)], c.worst_ratio,
+            first.setdefault(c.node, self._index(c))
+        return sorted(found, key=lambda c: (c.cost, first[c.node], c.worst_ratio,
                                             self._index(c)))
 
     def _index(self, candidate) -> int:

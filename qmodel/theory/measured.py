@@ -28,6 +28,7 @@ from pathlib import Path
 from ..latency import ErrorRange, MeasuredError
 
 __all__ = ["DESCRIPTIONS", "TABLE_FILE", "CLUSTER_FAMILIES", "FEATURES", "family_of",
+           "several_instance_family",
            "configuration_features", "measured", "measured_table", "write_table"]
 
 TABLE_FILE = Path(__file__).with_name("measured_errors.json")
@@ -150,6 +151,18 @@ def configuration_features(node, load: float, arrival_scv: float = 1.0,
             "preferred_below_max": sum(1 for p in node.preferred_batch_sizes if p < B),
             "smallest_preferred_over_max": min((*node.preferred_batch_sizes, B)) / B,
             "queue_limit": 1 if node.max_queue_size else 0, "choices": choices}
+
+
+def several_instance_family(router: str, delay: bool) -> str:
+    """The measured family of ``router`` over batching nodes of several instances, with or
+    without a delay (validation/several_instance_routers.py).
+
+    Examples
+    --------
+    >>> several_instance_family("least_outstanding", delay=True)
+    'least_outstanding_several_delay'
+    """
+    return f"{router}_several_{'delay' if delay else 'no_delay'}"
 
 
 def family_of(instances: int, deterministic: bool, delay: bool, renewal: bool = False,
