@@ -129,7 +129,7 @@ def _one_thread_per_replica(replicas, sections, nodes, node_i, node_f, pref, mea
                             emp_cnt, emp_scale, pool, arr_code, arr_f, trace, trace_off,
                             router_i, cum, totals, first, last, seeds, hist, hist_lo, hist_step,
                             bhist, stats, qbuf, qhead, qlen, free, busy_k, nt, nk, opened, perm,
-                            rs, record, qidx, rec_sojourn, rec_node, rec_batch, rec_batch_i):
+                            held, rs, record, qidx, rec_sojourn, rec_node, rec_batch, rec_batch_i):
     # cuda and run_replica are bound by _gpu_runner
     r = cuda.grid(1)  # noqa: F821
     if r < replicas:
@@ -140,8 +140,8 @@ def _one_thread_per_replica(replicas, sections, nodes, node_i, node_f, pref, mea
         run_replica(r, r, row, nodes, node_i, node_f, pref,  # noqa: F821
                     mean, emp_off, emp_cnt, emp_scale, pool, arr_code, arr_f, trace, trace_off,
                     router_i, cum, totals, first, last, seeds, hist, hist_lo, hist_step, bhist,
-                    stats, qbuf, qhead, qlen, free, busy_k, nt, nk, opened, perm, rs, record,
-                    qidx, rec_sojourn, rec_node, rec_batch, rec_batch_i)
+                    stats, qbuf, qhead, qlen, free, busy_k, nt, nk, opened, perm, held, rs,
+                    record, qidx, rec_sojourn, rec_node, rec_batch, rec_batch_i)
 
 
 def _atomic_add(array, index, value):
@@ -331,6 +331,7 @@ def _run(target, replicas, sections, nodes, tables, arr_code, arr_f, trace, offs
                np.zeros((slots, nodes, cmax + pad), dtype=np.int64),
                np.zeros((slots, nodes + pad)), np.zeros((slots, nodes + pad), dtype=np.int64),
                np.zeros((slots, nodes + pad, len(OPENED))),
+               np.zeros((slots, nodes + pad), dtype=np.int64),
                np.zeros((slots, nodes + pad), dtype=np.int64),
                np.zeros((slots, 2 + pad), dtype=np.uint64)]
     qidx = np.zeros((slots, nodes, room) if record else (1, 1, 1), dtype=np.int64)

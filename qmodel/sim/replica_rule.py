@@ -95,7 +95,7 @@ prange = range                           # numba.prange in the CPU driver
 
 
 RULE = ("next_bits", "uniform", "exponential", "normal", "standard_gamma", "service", "gap",
-        "decide", "outstanding", "route", "run_replica")
+        "decide", "settle", "route", "run_replica")
 
 
 def add(array, index, value):
@@ -150,7 +150,7 @@ def cpu_driver(jit, add, prange):
 def run_sections(replicas, sections, nodes, node_i, node_f, pref, mean, emp_off, emp_cnt,
                  emp_scale, pool, arr_code, arr_f, trace, trace_off, router_i, cum, totals,
                  first_measured, last_measured, seeds, hist, hist_lo, hist_step, bhist, stats,
-                 qbuf, qhead, qlen, free, busy_k, nt, nk, opened, perm, rs, record, qidx,
+                 qbuf, qhead, qlen, free, busy_k, nt, nk, opened, perm, held, rs, record, qidx,
                  rec_sojourn, rec_node, rec_batch, rec_batch_i):
     """Every replica, section by section: section ``sec`` runs its replicas in turn in scratch
     row ``sec`` and counts into histogram row ``sec``, so sections share nothing."""
@@ -162,7 +162,7 @@ def run_sections(replicas, sections, nodes, node_i, node_f, pref, mean, emp_off,
                         emp_scale, pool, arr_code, arr_f, trace, trace_off, router_i, cum,
                         totals, first_measured, last_measured, seeds, hist, hist_lo,
                         hist_step, bhist, stats, qbuf, qhead, qlen, free, busy_k, nt, nk,
-                        opened, perm, rs, record, qidx, rec_sojourn, rec_node, rec_batch,
+                        opened, perm, held, rs, record, qidx, rec_sojourn, rec_node, rec_batch,
                         rec_batch_i)
 
 
@@ -297,18 +297,27 @@ def decide(slot, n, node_i, node_f, pref, qbuf, qhead, qlen, free, nt, nk, opene
     nk[slot, n] = k
 
 
-def outstanding(slot, n, t, node_i, qlen, free, busy_k):
-    """Queued plus in-service requests of node n at time t."""
-    count = qlen[slot, n]
-    for j in range(node_i[n, _C_I]):
-        if free[slot, n, j] > t:
-            count += busy_k[slot, n, j]
-    return count
+def settle(slot, nodes, t, node_i, free, busy_k, held):
+    """Take the batches finished by time t out of their nodes' outstanding counts (``held``:
+    queued plus in service, the count a dynamic router compares); returns when the next
+    batch still counted finishes."""
+    t_next = math.inf
+    for n in range(nodes):
+        for j in range(node_i[n, _C_I]):
+            k = busy_k[slot, n, j]
+            if k > 0:
+                done = free[slot, n, j]
+                if done <= t:
+                    held[slot, n] -= k
+                    busy_k[slot, n, j] = 0
+                elif done < t_next:
+                    t_next = done
+    return t_next
 
 
-def route(rs, slot, i, t, nodes, router_i, cum, rr_start, node_i, qlen, free, busy_k,
-          perm):
-    """The node the router picks for arrival i at time t."""
+def route(rs, slot, i, nodes, router_i, cum, rr_start, perm, held):
+    """The node the router picks for arrival i (``held``: the nodes' outstanding requests at
+    its time, :func:`settle`)."""
     code = router_i[0]
     if code == 0:
         return 0
@@ -330,34 +339,55 @@ def route(rs, slot, i, t, nodes, router_i, cum, rr_start, node_i, qlen, free, bu
             keep = perm[slot, j]
             perm[slot, j] = perm[slot, other]
             perm[slot, other] = keep
-    # The smallest key wins, a key being the node's count in the high 32 bits and, below, 32
-    # bits hashed from the node and one random word by splitmix64's finaliser (Steele, Lea &
-    # Flood 2014): among tied counts, a uniformly random node. (One multiply-xorshift step
-    # alone, as before, left the keys of neighbouring nodes correlated: 5 idle nodes took
-    # 16-23% of requests each.) One comparison per node, no branch on the counts.
-    bits = next_bits(rs, slot)
+    # The smallest count wins, ties broken uniformly at random: one pass finds the smallest
+    # count and how many nodes hold it, and only where several do a second pass takes the
+    # j-th of them, j uniform from one random word (Lemire's multiply-shift, "Fast random
+    # integer generation in an interval", 2019; bias below 2^-32). A hashed key per node, as
+    # before, cost a third of a request's time over 16 nodes.
+    if code == 3:
+        # every node: passes without branches over one row, which the compiler vectorises
+        best_count = held[slot, 0]
+        for n in range(1, nodes):
+            best_count = min(best_count, held[slot, n])
+        ties = 0
+        for n in range(nodes):
+            ties += held[slot, n] == best_count
+        pick = 0
+        if ties > 1:
+            pick = int(((next_bits(rs, slot) >> _U32) * np.uint64(ties)) >> _U32)
+        for n in range(nodes):
+            if held[slot, n] == best_count:
+                if pick == 0:
+                    return n
+                pick -= 1
     best = 0
-    best_key = _ALL_ONES
+    best_count = _COUNT_MAX
+    ties = 0
     for j in range(looked):
-        n = j
-        if code == 4:
-            n = perm[slot, j]
-        c = outstanding(slot, n, t, node_i, qlen, free, busy_k)
-        z = bits + np.uint64(n + 1) * _GOLDEN
-        z = (z ^ (z >> _U30)) * _MIX1
-        z = (z ^ (z >> _U27)) * _MIX2
-        key = (np.uint64(min(c, _COUNT_MAX)) << _U32) | ((z ^ (z >> _U31)) >> _U32)
-        if key < best_key:
+        n = perm[slot, j]
+        c = held[slot, n]
+        if c < best_count:
             best = n
-            best_key = key
+            best_count = c
+            ties = 1
+        elif c == best_count:
+            ties += 1
+    if ties > 1:
+        pick = int(((next_bits(rs, slot) >> _U32) * np.uint64(ties)) >> _U32)
+        for j in range(looked):
+            n = perm[slot, j]
+            if held[slot, n] == best_count:
+                if pick == 0:
+                    return n
+                pick -= 1
     return best
 
 
 def run_replica(r, slot, section, nodes, node_i, node_f, pref, mean, emp_off, emp_cnt,
                 emp_scale, pool, arr_code, arr_f, trace, trace_off, router_i, cum, totals,
                 first_measured, last_measured, seeds, hist, hist_lo, hist_step, bhist,
-                stats, qbuf, qhead, qlen, free, busy_k, nt, nk, opened, perm, rs, record, qidx,
-                rec_sojourn, rec_node, rec_batch, rec_batch_i):
+                stats, qbuf, qhead, qlen, free, busy_k, nt, nk, opened, perm, held, rs, record,
+                qidx, rec_sojourn, rec_node, rec_batch, rec_batch_i):
     """Simulate replica r from empty to its last arrival and its last batch.
 
     With ``record`` set (a replay: one replica), every request's sojourn and node
@@ -376,6 +406,7 @@ def run_replica(r, slot, section, nodes, node_i, node_f, pref, mean, emp_off, em
         nt[slot, n] = math.inf
         nk[slot, n] = 0
         perm[slot, n] = n
+        held[slot, n] = 0
         opened[slot, n, _OPEN] = 0.0
         opened[slot, n, _FORMED] = 0.0
         for j in range(free.shape[2]):
@@ -404,6 +435,10 @@ def run_replica(r, slot, section, nodes, node_i, node_f, pref, mean, emp_off, em
     # forward, so only a dispatch (which moves that node's next batch later) needs a scan.
     due = -1
     t_due = math.inf
+    # Outstanding counts are kept only for a dynamic router; the batches they still count
+    # are taken out when the first of them has finished by an arrival's time.
+    dynamic = router_i[0] >= 3
+    t_settle = math.inf
     while True:
         if i < total and t_arr <= t_due:
             if i == i_warm:
@@ -416,8 +451,9 @@ def run_replica(r, slot, section, nodes, node_i, node_f, pref, mean, emp_off, em
             if i == i_end:
                 t_end = t_arr
                 stats[r, _TEND] = t_arr
-            n = route(rs, slot, i, t_arr, nodes, router_i, cum, rr_start, node_i, qlen,
-                      free, busy_k, perm)
+            if dynamic and t_settle <= t_arr:
+                t_settle = settle(slot, nodes, t_arr, node_i, free, busy_k, held)
+            n = route(rs, slot, i, nodes, router_i, cum, rr_start, perm, held)
             room = node_i[n, _MAXQ_I]
             if room > 0 and qlen[slot, n] >= room:
                 if i >= i_warm and i <= i_end:
@@ -431,6 +467,7 @@ def run_replica(r, slot, section, nodes, node_i, node_f, pref, mean, emp_off, em
                     qidx[slot, n, (qhead[slot, n] + qlen[slot, n]) & mask] = i
                     rec_node[i] = n
                 qlen[slot, n] += 1
+                held[slot, n] += 1
                 decide(slot, n, node_i, node_f, pref, qbuf, qhead, qlen, free, nt, nk, opened,
                        mask)
                 if nt[slot, n] < t_due:
@@ -484,7 +521,13 @@ def run_replica(r, slot, section, nodes, node_i, node_f, pref, mean, emp_off, em
                     pool)
         done = when + s
         free[slot, n, inst] = done
-        busy_k[slot, n, inst] = k
+        if dynamic:
+            # the instance's last batch finished by now (it is the earliest free): out of
+            # the count, if no arrival took it out yet; this batch's requests stay counted
+            held[slot, n] -= busy_k[slot, n, inst]
+            busy_k[slot, n, inst] = k
+            if done < t_settle:
+                t_settle = done
         if when >= t_warm and when <= t_end:
             add(bhist, (section, k), 1)
             batches += 1.0
