@@ -4,6 +4,7 @@ Cases (all at 80% of capacity, S(k) = 2.4 ms + 0.54 ms x k unless stated):
   (a) one node, max_batch_size 8, max_queue_delay 1 ms, one instance
   (b) one node, max_batch_size 32, 4 instances (greedy batching)
   (c) 16 nodes of (a) behind least_outstanding
+  (e) 4 pods behind round_robin of an ensemble: pre (B 4) -> (a) on 2 instances -> post (B 4)
   M/M/1 (B = 1, exponential service) for the peers that only do classical queues
 Peers: case (a) written in SimPy (benchmarks/peers.py); M/M/1 in SimPy and in Ciw.
 
@@ -65,6 +66,11 @@ CASES = {
         qm.Node(svc, max_batch_size=8, max_queue_delay=1e-3), count=16,
         router="least_outstanding"),
     "M/M/1 rho 0.8": lambda svc: qm.Node(qm.ServiceTime.affine(1e-3, jitter="exponential")),
+    "(e) ensemble pre -> (a) with c=2 -> post, 4 pods": lambda svc: qm.Cluster(qm.Ensemble(
+        {"pre": qm.Node(qm.ServiceTime.affine(1e-3, 0.2e-3), max_batch_size=4),
+         "model": qm.Node(svc, max_batch_size=8, max_queue_delay=1e-3, instances=2),
+         "post": qm.Node(qm.ServiceTime.affine(1e-3, 0.2e-3), max_batch_size=4)},
+        [("pre", "model"), ("model", "post")]), count=4, router="round_robin"),
 }
 
 
@@ -145,7 +151,7 @@ def main(argv=None):
     ap.add_argument("--big", type=read_big,
                     help="requests per qmodel case (default 16 M), or per backend: "
                          "numpy=64e6,gpu=1e10")
-    ap.add_argument("--cases", default="a,b,c,M",
+    ap.add_argument("--cases", default="a,b,c,e,M",
                     help="with --backends: the cases to time, by their first letter")
     ap.add_argument("--case", help=argparse.SUPPRESS)
     ap.add_argument("--requests", type=int, help=argparse.SUPPRESS)

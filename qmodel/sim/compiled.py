@@ -12,8 +12,8 @@ cluster, so least outstanding and power of d see every queue), instances, max_ba
 max_queue_delay, preferred sizes, Triton's prefetching batcher (``Node.prefetch``, which the
 event engine does not run: here it runs behind dynamic routers too), max_queue_size
 rejections, every jitter law and measured samples, overheads, Poisson, renewal and trace
-arrivals. Not yet: ensembles, which the look-ahead engine runs stage by stage
-(:func:`unsupported` says why for a given system).
+arrivals; Ensembles (and pods of them behind a static router) with every stage of every pod
+inside one replica (:mod:`qmodel.sim.compiled_ensemble`).
 
 The measured window of each replica, its warm-up, random phase and cool-down, and the
 replica-length rule are the reference engines' (:mod:`qmodel.sim.window`,
@@ -67,8 +67,6 @@ _compiled: dict = {}
 
 def unsupported(cluster, source) -> str | None:
     """Why the compiled engine cannot run ``cluster`` under ``source`` (None: it can)."""
-    if cluster.pods:
-        return "an Ensemble runs on the look-ahead engine (engine='auto' or 'lookahead')"
     try:
         import numba  # noqa: F401
     except ImportError:
@@ -223,21 +221,30 @@ def _arrivals(source):
     return ARRIVAL["gamma"], np.array([mean_gap, 1.0 / source.scv])
 
 
-def _replica_plan(cluster, source, requests, replicas, warmup, target, rng):
+def _replica_plan(cluster, source, requests, replicas, warmup, target, rng, cool=None,
+                  phase=None, plan_source=None):
     """Replicas, and for each its arrivals, its measured arrival indices and trace offset.
 
     A Trace is planned on the ``requests`` arrivals it replays, as the reference engines do;
-    its later arrivals serve only as cool-down."""
+    its later arrivals serve only as cool-down. The replicas are planned for ``cluster``
+    under ``plan_source`` (``source`` by default), with ``cool`` arrivals after the window
+    and the window's phase drawn over ``phase`` places (those of ``cluster`` by default): an
+    ensemble's driver plans for its most demanding stage and gives the pipeline's own."""
     stream = source
     if isinstance(source, Trace) and requests < source.times.size:
         source = Trace(source.times[:requests])
+    if plan_source is None or isinstance(source, Trace):
+        plan_source = source
     if replicas is None and target == "gpu" and not isinstance(source, Trace):
-        per_node = arrivals_per_replica_node(cluster, source.rate, source.scv, warmup)
+        per_node = arrivals_per_replica_node(cluster, plan_source.rate, plan_source.scv,
+                                             warmup)
         wanted = int(requests // (len(cluster.nodes) * per_node))
         if wanted > MAX_REPLICAS:
             replicas = min(wanted, GPU_MAX_REPLICAS)
-    replicas, per_replica, ask = plan_replicas(cluster, source, requests, replicas, warmup)
-    cool = cool_down_arrivals(cluster, source.rate)
+    replicas, per_replica, ask = plan_replicas(cluster, plan_source, requests, replicas,
+                                               warmup)
+    if cool is None:
+        cool = cool_down_arrivals(cluster, source.rate)
     if isinstance(source, Trace):
         cuts = np.linspace(0, requests, replicas + 1).astype(np.int64)
         counts = np.diff(cuts)
@@ -245,7 +252,8 @@ def _replica_plan(cluster, source, requests, replicas, warmup, target, rng):
         start = np.zeros(replicas, dtype=np.int64)
         offsets = cuts[:-1].copy()
     else:
-        phase = batch_places(cluster)
+        if phase is None:
+            phase = batch_places(cluster)
         counts = np.full(replicas, per_replica, dtype=np.int64)
         totals = counts + phase - 1 + cool
         start = (rng.integers(0, phase, replicas, dtype=np.int64) if phase > 1
@@ -276,6 +284,10 @@ def simulate_compiled(cluster, source, requests: int, seed, replicas, warmup: fl
     if target == "gpu" and not gpu_present():
         raise ValueError("backend='gpu' needs Numba's CUDA target and a GPU (pip install "
                          "qmodel[gpu]), or NUMBA_ENABLE_CUDASIM=1 for the CUDA simulator")
+    if cluster.pods:
+        from .compiled_ensemble import simulate_compiled_ensemble
+        return simulate_compiled_ensemble(cluster, source, requests, seed, replicas, warmup,
+                                          target)
     rng = np.random.default_rng(seed)
     replicas, totals, first, last, offsets, ask = _replica_plan(
         cluster, source, requests, replicas, warmup, target, rng)
@@ -376,7 +388,8 @@ def replay_compiled(cluster, times, seed=None, backend: str = "cpu"):
     Returns a dict: ``sojourn`` and ``node`` by request (NaN and -1 where rejected), and the
     batches' ``start``, ``service``, ``size`` and ``node`` in dispatch order.
     """
-    why = unsupported(cluster, Trace(times))
+    why = ("replay runs a node or a cluster of nodes, not an Ensemble" if cluster.pods
+           else unsupported(cluster, Trace(times)))
     if why is not None:
         raise ValueError(f"engine='compiled' cannot run this system: {why}")
     target = "gpu" if backend == "gpu" else "cpu"
@@ -400,31 +413,40 @@ def replay_compiled(cluster, times, seed=None, backend: str = "cpu"):
 
 def _result(cluster, hist, bhist, stats, replicas, target, requests, ask, bmax):
     span = float(np.sum(stats[:, STAT["t_end"]] - stats[:, STAT["t_warm"]]))
+    instance_count = sum(node.instances for node in cluster.nodes)
+    backend = "gpu" if target == "gpu" else "cpu"
+    return histogram_result(
+        hist, bhist.sum(axis=0), bmax, float(stats[:, STAT["busy"]].sum()), span,
+        instance_count, float(stats[:, STAT["served"]].sum()),
+        float(stats[:, STAT["sojourn_sum"]].sum()), float(stats[:, STAT["rejected"]].sum()),
+        replicas, backend, f"simulation (compiled engine, {backend}, {replicas} replicas)",
+        requests, ask)
+
+
+def histogram_result(hist, counts, bmax, busy, span, instance_count, served, sojourn_sum,
+                     rejected, replicas, backend, method, requests, ask) -> HistogramLatency:
+    """The result of a compiled run from its counters: ``hist`` (sections, bins), ``counts``
+    the batch sizes (columns up to ``bmax``: in the window; after them: the batches that
+    carried the window's requests), the instances' ``busy`` seconds over ``span`` seconds of
+    measured windows, the measured requests and their sojourn sum, the rejected ones."""
     if span <= 0:
         raise ValueError("the measured window is empty; raise requests or lower warmup")
-    served = float(stats[:, STAT["served"]].sum())
-    rejected = float(stats[:, STAT["rejected"]].sum())
-    counts = bhist.sum(axis=0)
     batches = counts[:bmax + 1]
     if not batches[1:].any() and served:
         warnings.warn(f"requests={requests} is too short: no batch was dispatched "
                       f"inside the measured windows ({span / replicas:.3g} s each); the batch "
                       "statistics count the batches dispatched after the windows that "
-                      f"carried the measured requests: {ask}.", ShortRunWarning, stacklevel=4)
+                      f"carried the measured requests: {ask}.", ShortRunWarning, stacklevel=5)
         batches = counts[bmax + 1:2 * (bmax + 1)]
-    instance_count = sum(node.instances for node in cluster.nodes)
-    utilization = float(stats[:, STAT["busy"]].sum()) / (span * instance_count)
+    utilization = busy / (span * instance_count)
     if utilization > 1 + 1e-9:
         raise AssertionError(f"compiled engine reported {utilization:.6g} of its instances "
                              "busy in the measured window; an instance overlapped two batches")
-    backend = "gpu" if target == "gpu" else "cpu"
-    method = f"simulation (compiled engine, {backend}, {replicas} replicas)"
     metrics = dict(model="simulation", method=method, throughput=served / span,
                    utilization=min(1.0, utilization),
                    batch_size_distribution={k: int(c) for k, c in enumerate(batches) if c},
                    rejection_fraction=rejected / max(1.0, rejected + served))
-    result = HistogramLatency(hist, HIST_LO, RESOLUTION,
-                              float(stats[:, STAT["sojourn_sum"]].sum()) / max(served, 1.0),
+    result = HistogramLatency(hist, HIST_LO, RESOLUTION, sojourn_sum / max(served, 1.0),
                               accuracy=Accuracy("simulation"), **metrics)
     half_width = None
     if result.sections >= 2:

@@ -80,22 +80,17 @@ _U40 = np.uint64(40)
 _U37 = np.uint64(37)
 _U27 = np.uint64(27)
 _U0 = np.uint64(0)
-_U31 = np.uint64(31)
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
-_ALL_ONES = np.uint64(0xFFFFFFFFFFFFFFFF)
 # counts above it tie (a queue holds up to 2^22 requests, the batches in service up to
 # instances x max_batch_size more: far below)
 _COUNT_MAX = (1 << 32) - 1
 _U32 = np.uint64(32)
-_MIX1 = np.uint64(0xBF58476D1CE4E5B9)
-_MIX2 = np.uint64(0x94D049BB133111EB)
-_U30 = np.uint64(30)
 _TWO_M53 = 1.0 / 9007199254740992.0      # 2**-53
 prange = range                           # numba.prange in the CPU driver
 
 
 RULE = ("next_bits", "uniform", "exponential", "normal", "standard_gamma", "service", "gap",
-        "decide", "settle", "route", "run_replica")
+        "decide", "settle", "route", "earliest_free", "prefetch_grow", "bin_of",
+        "run_replica")
 
 
 def add(array, index, value):
@@ -383,6 +378,55 @@ def route(rs, slot, i, nodes, router_i, cum, rr_start, perm, held):
     return best
 
 
+def earliest_free(slot, n, node_i, free):
+    """The instance of node n that frees first (the lowest-numbered on a tie)."""
+    inst = 0
+    for j in range(1, node_i[n, _C_I]):
+        if free[slot, n, j] < free[slot, n, inst]:
+            inst = j
+    return inst
+
+
+def prefetch_grow(rs, slot, n, k, when, node_i, node_f, pref, qlen, opened):
+    """The size of node n's batch of size k as it starts at ``when``: a prefetching node's
+    batch formed ahead takes in the requests queued by its start with probability p, up to
+    the largest preferred size (a preferred size grows only to a larger preferred size); and
+    the node's batcher opens its next batch once this one is picked up, or at once where this
+    one left full. Other nodes' batches keep their size."""
+    p = node_f[n, _PREFETCH_F]
+    if p < 0.0:
+        return k
+    formed = opened[slot, n, _FORMED]
+    largest = pref[n, node_i[n, _B_I]]      # the largest preferred size
+    # (no draw where p is 0 or 1: with p = 1, one instance and preferred size B alone a
+    # replica is then the rule at the instance's freeing, draw for draw)
+    if (when > formed and k < largest and p > 0.0
+            and (p >= 1.0 or uniform(rs, slot) < p)):
+        grown = min(qlen[slot, n], largest)
+        if pref[n, k] == k:
+            grown = pref[n, grown]
+        if grown > k:
+            k = grown
+    if k >= largest:
+        opened[slot, n, _OPEN] = formed
+    else:
+        opened[slot, n, _OPEN] = when
+    return k
+
+
+def bin_of(x, hist_lo, per_step, bins):
+    """The histogram bin of latency x: bin 0 holds x <= 0 and what lies below the first
+    edge, the last bin what lies past the last."""
+    if x <= 0.0:
+        return 0
+    z = (math.log(x) - hist_lo) * per_step + 1.0
+    if z < 1.0:
+        return 0
+    if z >= bins - 1:
+        return bins - 1
+    return int(z)
+
+
 def run_replica(r, slot, section, nodes, node_i, node_f, pref, mean, emp_off, emp_cnt,
                 emp_scale, pool, arr_code, arr_f, trace, trace_off, router_i, cum, totals,
                 first_measured, last_measured, seeds, hist, hist_lo, hist_step, bhist,
@@ -491,32 +535,9 @@ def run_replica(r, slot, section, nodes, node_i, node_f, pref, mean, emp_off, em
         n = due
         when = nt[slot, n]
         k = nk[slot, n]
-        inst = 0
-        for j in range(1, node_i[n, _C_I]):
-            if free[slot, n, j] < free[slot, n, inst]:
-                inst = j
-        p = node_f[n, _PREFETCH_F]
-        if p >= 0.0:
-            formed = opened[slot, n, _FORMED]
-            largest = pref[n, node_i[n, _B_I]]      # the largest preferred size
-            # a batch formed ahead takes in the requests queued by its start with probability
-            # p, up to the largest preferred size (a preferred size grows only to a larger
-            # preferred size)
-            # (no draw where p is 0 or 1: with p = 1, one instance and preferred size B alone
-            # a replica is then the rule at the instance's freeing, draw for draw)
-            if (when > formed and k < largest and p > 0.0
-                    and (p >= 1.0 or uniform(rs, slot) < p)):
-                grown = min(qlen[slot, n], largest)
-                if pref[n, k] == k:
-                    grown = pref[n, grown]
-                if grown > k:
-                    k = grown
-            # the batcher opens its next batch once this one is picked up, or at once where
-            # this one left full
-            if k >= largest:
-                opened[slot, n, _OPEN] = formed
-            else:
-                opened[slot, n, _OPEN] = when
+        inst = earliest_free(slot, n, node_i, free)
+        if node_f[n, _PREFETCH_F] >= 0.0:      # (a call not taken: 15% faster nodes)
+            k = prefetch_grow(rs, slot, n, k, when, node_i, node_f, pref, qlen, opened)
         s = service(rs, slot, n, k, node_i, node_f, mean, emp_off, emp_cnt, emp_scale,
                     pool)
         done = when + s
@@ -555,16 +576,7 @@ def run_replica(r, slot, section, nodes, node_i, node_f, pref, mean, emp_off, em
                 x = done - a + over
                 soj_sum += x
                 served += 1.0
-                b = 0
-                if x > 0.0:
-                    z = (math.log(x) - hist_lo) * per_step + 1.0
-                    if z < 1.0:
-                        b = 0
-                    elif z >= bins - 1:
-                        b = bins - 1
-                    else:
-                        b = int(z)
-                add(hist, (section, b), 1)
+                add(hist, (section, bin_of(x, hist_lo, per_step, bins)), 1)
         qhead[slot, n] = head
         qlen[slot, n] -= k
         decide(slot, n, node_i, node_f, pref, qbuf, qhead, qlen, free, nt, nk, opened, mask)
