@@ -4,6 +4,7 @@ the configuration as Triton's JSON, the statistics and the metrics before the wi
 after it. The live calibration must equal the one from the files."""
 
 import json
+import re
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -35,21 +36,34 @@ class _Triton(BaseHTTPRequestHandler):
 
     calls: dict = {}
     extra_models: tuple = ()
+    # versions "1" and "2" of affine where set: version 2's executions take twice as long
+    two_versions = False
 
     def do_GET(self):  # noqa: N802 (http.server's name)
         seen = self.calls.get(self.path, 0)
         self.calls[self.path] = seen + 1
         which = 0 if seen == 0 else 1
+        versions = ("1", "2") if self.two_versions else ("1",)
+        stats_path = re.fullmatch(r"/v2/models/affine(?:/versions/(\d+))?/stats", self.path)
+        config_path = re.fullmatch(r"/v2/models/affine(?:/versions/(\d+))?/config", self.path)
         if self.path == "/v2/models/stats":
-            models = [{"name": "affine", "inference_count": 1}] + [
+            models = [{"name": "affine", "version": v, "inference_count": 1}
+                      for v in versions] + [
                 {"name": m, "inference_count": 1} for m in self.extra_models]
             body = json.dumps({"model_stats": models}).encode()
-        elif self.path == "/v2/models/affine/config":
+        elif config_path and config_path[1] in (None, *versions):
             body = json.dumps(_config_json()).encode()
-        elif self.path == "/v2/models/affine/stats":
-            body = STATS[which].read_bytes()
+        elif stats_path and stats_path[1] in (None, *versions):
+            entry, = json.loads(STATS[which].read_text())["model_stats"]
+            entries = [_at_version(entry, v) for v in versions
+                       if stats_path[1] in (None, v)]
+            body = json.dumps({"model_stats": entries}).encode()
         elif self.path == "/metrics":
-            body = METRICS[which].read_bytes()
+            body = METRICS[which].read_text()
+            if self.two_versions:      # each sample of version 1 again as version 2
+                body = re.sub(r'^(nv_\w+\{model="affine",version=)"1"(.*)$',
+                              r'\g<0>\n\1"2"\2', body, flags=re.M)
+            body = body.encode()
         else:
             self.send_error(404)
             return
@@ -60,6 +74,17 @@ class _Triton(BaseHTTPRequestHandler):
 
     def log_message(self, *args):
         pass
+
+
+def _at_version(entry: dict, version: str) -> dict:
+    """The committed statistics as version ``version``: version 2 took twice as long."""
+    entry = json.loads(json.dumps(entry))
+    entry["version"] = version
+    if version == "2":
+        for size in entry["batch_stats"]:
+            for phase in ("compute_input", "compute_infer", "compute_output"):
+                size[phase]["ns"] = 2 * int(size[phase]["ns"])
+    return entry
 
 
 @pytest.fixture
@@ -75,6 +100,7 @@ def server(monkeypatch):
         0, now[0] + read_stats(*STATS).requests / row.throughput))
     _Triton.calls = {}
     _Triton.extra_models = ()
+    _Triton.two_versions = False
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Triton)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
@@ -153,3 +179,49 @@ def test_second_review_of_live_calibration(server):
     with pytest.raises(ValueError, match="traced=-1"):
         from qmodel.triton.check import record_run
         record_run("repo", "m", 100.0, "out", traced=-1)
+
+
+def test_a_model_served_at_two_versions_is_sampled_at_the_one_named(server, capsys):
+    """Triton answers /v2/models/<m>/stats with every version it serves, each under the
+    model's name; a version's own statistics are at /v2/models/<m>/versions/<v>/stats."""
+    from qmodel.cli import main
+    from qmodel.triton import read_metrics, read_stats
+
+    _Triton.two_versions = True
+    with pytest.raises(ValueError, match="serves model 'affine' at versions 1, 2: name one "
+                                         "with version="):
+        calibrate(url=server, window=1.0)
+    _Triton.calls = {}
+    one = calibrate(url=server, version=1, metrics_url=f"{server}/metrics", window=1.0)
+    assert _Triton.calls["/v2/models/affine/versions/1/stats"] == 2
+    files = calibrate(DATA / "config.pbtxt", STATS, METRICS)
+    for k in range(1, 9):
+        assert float(one.service.mean(k)) == pytest.approx(float(files.service.mean(k)))
+    assert one.calibration.origins == files.calibration.origins
+    _Triton.calls = {}
+    two = calibrate(url=server, version="2", metrics_url=f"{server}/metrics", window=1.0)
+    assert float(two.service.mean(1)) > 1.5 * float(one.service.mean(1))
+    # the same snapshots as files: the version chooses
+    _Triton.calls = {}
+    url = f"http://{server}/v2/models/affine/stats"
+    before, after = json.loads(fetch_text(url)), json.loads(fetch_text(url))
+    with pytest.raises(ValueError, match=r"several model statistics.*pass version="):
+        read_stats(before, after)
+    assert read_stats(before, after, version=2).version == "2"
+    scrape = (fetch_text(f"http://{server}/metrics"), fetch_text(f"http://{server}/metrics"))
+    with pytest.raises(ValueError, match="several models.*pass version="):
+        read_metrics(*scrape)
+    assert read_metrics(*scrape, version="1").version == "1"
+    with pytest.raises(ValueError, match="version='v2': give the model version as a whole"):
+        calibrate(url=server, version="v2", window=1.0)
+    _Triton.calls = {}
+    code = main(["triton-check", "--from-server", server, "--model-version", "2",
+                 "--metrics-url", f"{server}/metrics", "--window", "1"])
+    assert code == 0 and "model affine" in capsys.readouterr().out
+
+
+def fetch_text(url: str) -> str:
+    from urllib.request import urlopen
+
+    with urlopen(url, timeout=10) as answer:
+        return answer.read().decode()

@@ -39,6 +39,8 @@ def add_arguments(parser) -> None:
                    help="the server's HTTP endpoint, e.g. localhost:8000")
     g.add_argument("--model", default=None, metavar="NAME",
                    help="which model (default: the one the server has run)")
+    g.add_argument("--model-version", default=None, metavar="N",
+                   help="which version of the model, where the server serves several")
     g.add_argument("--metrics-url", default=None, metavar="URL",
                    help="its metrics endpoint, e.g. localhost:8002/metrics (for the jitter, "
                         "the time outside the batcher and Triton's summary quantiles)")
@@ -181,10 +183,10 @@ def _from_server(args) -> int:
     try:
         if args.source is not None or args.rates is not None:
             raise ValueError("--from-server samples a running server: drop --from and --rates")
-        sample = sample_server(args.server, args.model, metrics_url=args.metrics_url,
-                               window=args.window)
-        node = calibrate(sample.config, sample.stats, sample.metrics)
-        stats = read_stats(*sample.stats, model=sample.model)
+        sample = sample_server(args.server, args.model, version=args.model_version,
+                               metrics_url=args.metrics_url, window=args.window)
+        node = calibrate(sample.config, sample.stats, sample.metrics, version=sample.version)
+        stats = read_stats(*sample.stats, model=sample.model, version=sample.version)
         rate = stats.requests / sample.window
         result = predict(node, rate=rate)
     except UnstableError as err:
@@ -195,7 +197,8 @@ def _from_server(args) -> int:
         return 2
     summary = {}
     if sample.metrics is not None:
-        summary = read_metrics(*sample.metrics, model=sample.model).quantiles.get("request", {})
+        summary = read_metrics(*sample.metrics, model=sample.model,
+                               version=sample.version).quantiles.get("request", {})
     print(f"model {sample.model} at {sample.url}: {stats.requests:,} requests in "
           f"{sample.window:.1f} s ({rate:,.1f} req/s), mean batch {stats.mean_batch_size:.2f}")
     for line in node.calibration.lines():

@@ -315,7 +315,8 @@ def calibrate(config=None, stats=None, metrics=None, trace=None, perf_analyzer=N
               gpus: int | None = None, prefetch: bool | None = None,
               service: ServiceTime | None = None, gap: float | None = None,
               url: str | None = None, model: str | None = None,
-              metrics_url: str | None = None, window: float = 60.0) -> Node:
+              version: str | int | None = None, metrics_url: str | None = None,
+              window: float = 60.0) -> Node:
     """The Node a Triton server's reports describe: from their files, or sampled from the
     running server (``url=``).
 
@@ -365,6 +366,8 @@ def calibrate(config=None, stats=None, metrics=None, trace=None, perf_analyzer=N
         sent to the model.
     model : str, optional
         With ``url``: which model (default: the one the server has run inferences on).
+    version : str or int, optional
+        Which version of the model, where the server (or the snapshots) hold several.
     metrics_url : str, optional
         With ``url``: the metrics endpoint, e.g. ``"localhost:8002/metrics"``.
     window : float
@@ -383,7 +386,8 @@ def calibrate(config=None, stats=None, metrics=None, trace=None, perf_analyzer=N
                              f"metrics from the server: drop {', '.join(given)}")
         from .live import sample_server
 
-        sampled = sample_server(url, model, metrics_url=metrics_url, window=window)
+        sampled = sample_server(url, model, version=version, metrics_url=metrics_url,
+                                window=window)
         config, stats, metrics = sampled.config, sampled.stats, sampled.metrics
     elif model is not None or metrics_url is not None:
         raise ValueError("model= and metrics_url= go with url= (a running server); for files "
@@ -404,8 +408,9 @@ def calibrate(config=None, stats=None, metrics=None, trace=None, perf_analyzer=N
                 raise ValueError(f"calibrate({name}=...) takes the pair (before, after) of "
                                  f"snapshots around the measurement, got {value!r}")
     before, after = stats
-    s = read_stats(before, after, model=cfg.name or None)
-    m = read_metrics(*metrics, model=s.model) if metrics is not None else None
+    s = read_stats(before, after, model=cfg.name or None, version=version)
+    m = (read_metrics(*metrics, model=s.model, version=version) if metrics is not None
+         else None)
     t = (trace if isinstance(trace, TritonTrace) or trace is None
          else read_trace(trace, model=s.model))
     rows = read_perf_analyzer(perf_analyzer) if perf_analyzer is not None else None

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from urllib.parse import quote
 
 from .http import fetch
+from .stats import checked_version
 
 __all__ = ["ServerSample", "sample_server", "config_text", "normal_url"]
 
@@ -52,6 +53,8 @@ class ServerSample:
         The metrics scrapes before and after, where a metrics URL was given.
     window : float
         Seconds between the two snapshots, as timed here.
+    version : str or None
+        The model version sampled, where one was named.
     """
 
     url: str
@@ -60,6 +63,7 @@ class ServerSample:
     stats: tuple
     metrics: tuple | None
     window: float
+    version: str | None = None
 
 
 def normal_url(url: str) -> str:
@@ -129,8 +133,8 @@ def _served_model(url: str) -> str:
                      f"({', '.join(names) or 'none'}): name one with model=")
 
 
-def sample_server(url: str, model: str | None = None, *, metrics_url: str | None = None,
-                  window: float = 60.0) -> ServerSample:
+def sample_server(url: str, model: str | None = None, *, version: str | int | None = None,
+                  metrics_url: str | None = None, window: float = 60.0) -> ServerSample:
     """A model's configuration, and its statistics and metrics around ``window`` seconds of
     the server's own traffic.
 
@@ -140,6 +144,10 @@ def sample_server(url: str, model: str | None = None, *, metrics_url: str | None
         The server's HTTP endpoint, e.g. ``"localhost:8000"``.
     model : str, optional
         Which model; by default the one the server has run inferences on.
+    version : str or int, optional
+        Which version of it (``GET /v2/models/<model>/versions/<version>/...``), where the
+        server serves several; without it a model served at several versions is refused,
+        naming them.
     metrics_url : str, optional
         The metrics endpoint, e.g. ``"localhost:8002/metrics"`` (Triton's default port);
         without it no metrics are read (no jitter from summary quantiles, no time outside
@@ -154,10 +162,15 @@ def sample_server(url: str, model: str | None = None, *, metrics_url: str | None
                          f"at least {SHORTEST_WINDOW:g} (a minute or more is typical)")
     url = normal_url(url)
     metrics_url = normal_url(metrics_url) if metrics_url is not None else None
+    version = checked_version(version)
     if model is None:
         model = _served_model(url)
     path = quote(str(model), safe="")
-    served = _json(f"{url}/v2/models/{path}/config", f"the configuration of model {model!r}")
+    what = f"model {model!r}"
+    if version is not None:
+        path = f"{path}/versions/{version}"
+        what = f"model {model!r} version {version}"
+    served = _json(f"{url}/v2/models/{path}/config", f"the configuration of {what}")
     if served.get("platform") == "ensemble" or "ensemble_scheduling" in served:
         raise ValueError(f"model {model!r} is an ensemble: calibrate(url=...) calibrates one "
                          f"model; name a composing model with model=, or read the ensemble's "
@@ -173,12 +186,21 @@ def sample_server(url: str, model: str | None = None, *, metrics_url: str | None
                 raise ValueError(f"the metrics endpoint {metrics_url} returned no Prometheus "
                                  f"text (check the URL: Triton serves it at "
                                  f"<host>:8002/metrics)")
-        return _json(stats_url, f"the statistics of model {model!r}"), scrape
+        return _json(stats_url, f"the statistics of {what}"), scrape
 
     stats_before, metrics_before = snapshot()
+    if version is None:
+        # Triton answers /v2/models/<model>/stats with every version it serves
+        versions = sorted({str(e.get("version", "")) for e in
+                           stats_before.get("model_stats", []) if e.get("name") == model},
+                          key=lambda v: (len(v), v))
+        if len(versions) > 1:
+            raise ValueError(f"the server at {url} serves model {model!r} at versions "
+                             f"{', '.join(versions)}: name one with version=")
     start = _clock()
     _sleep(float(window))
     stats_after, metrics_after = snapshot()
     elapsed = _clock() - start
     return ServerSample(url, model, config, (stats_before, stats_after),
-                        (metrics_before, metrics_after) if metrics_url else None, elapsed)
+                        (metrics_before, metrics_after) if metrics_url else None, elapsed,
+                        version)

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .http import fetch, is_url
+from .stats import checked_version
 
 __all__ = ["TritonMetrics", "read_metrics"]
 
@@ -124,7 +125,8 @@ def _bad_line(text: str) -> int:
     return 0
 
 
-def read_metrics(before, after, model: str | None = None) -> TritonMetrics:
+def read_metrics(before, after, model: str | None = None,
+                 version: str | int | None = None) -> TritonMetrics:
     """One model's requests, executions and mean durations between two scrapes of Triton's
     metrics endpoint.
 
@@ -134,6 +136,8 @@ def read_metrics(before, after, model: str | None = None) -> TritonMetrics:
         Prometheus text, files holding it, or http URLs to scrape.
     model : str, optional
         Which model, where the server serves several.
+    version : str or int, optional
+        Which version of it, where the server serves several.
 
     Returns
     -------
@@ -145,12 +149,17 @@ def read_metrics(before, after, model: str | None = None) -> TritonMetrics:
     last = _samples(last_text, last_where)
     models = sorted({(labels["model"], labels.get("version", "")) for name, labels, _ in last
                      if name == COUNTERS["requests"] and "model" in labels})
-    chosen = [m for m in models if model is None or m[0] == model]
+    version = checked_version(version)
+    chosen = [m for m in models if (model is None or m[0] == model)
+              and (version is None or m[1] == version)]
     if len(chosen) != 1:
         listed = ", ".join(f"{n} (version {v})" for n, v in models) or "none"
+        fix = ("pass version=" if len(chosen) > 1 and len({n for n, _ in chosen}) == 1
+               else "pass model=")
+        wanted = (f"named {model!r}" if model else "to choose from") + (
+            f" at version {version!r}" if version is not None else "")
         raise ValueError(f"{last_where}: {'no' if not chosen else 'several'} models "
-                         f"{'named ' + repr(model) if model else 'to choose from'}; the scrape "
-                         f"has {listed}: pass model=")
+                         f"{wanted}; the scrape has {listed}: {fix}")
     name, version = chosen[0]
 
     def total(samples, metric: str, **match) -> float | None:

@@ -98,20 +98,41 @@ def _snapshot(source, which: str) -> dict:
                      f"an http URL of /v2/models/<model>/stats, got {type(source).__name__}")
 
 
-def _model_entry(snapshot: dict, model: str | None, where: str) -> dict:
+def _model_entry(snapshot: dict, model: str | None, where: str,
+                 version: str | None = None) -> dict:
     try:
         entries = snapshot["model_stats"]
         names = [(e["name"], str(e.get("version", ""))) for e in entries]
     except (KeyError, TypeError):
         raise ValueError(f"{where}: no 'model_stats' list of models: give the body of "
                          f"GET /v2/models/<model>/stats") from None
-    chosen = [e for e in entries if model is None or e["name"] == model]
+    chosen = [e for e, (name, v) in zip(entries, names)
+              if (model is None or name == model) and (version is None or v == version)]
     if len(chosen) != 1:
         listed = ", ".join(f"{n} (version {v})" for n, v in names) or "none"
+        if len(chosen) > 1 and len({e["name"] for e in chosen}) == 1:
+            fix = "pass version="             # one model, several versions
+        elif version is not None:
+            fix = "pass the model= and version= of one listed"
+        else:
+            fix = "pass model="
+        wanted = (f"for {model!r}" if model else "to choose from") + (
+            f" version {version!r}" if version is not None else "")
         raise ValueError(f"{where}: {'no' if not chosen else 'several'} model statistics "
-                         f"{'for ' + repr(model) if model else 'to choose from'}; the "
-                         f"snapshot has {listed}: pass model=")
+                         f"{wanted}; the snapshot has {listed}: {fix}")
     return chosen[0]
+
+
+def checked_version(version) -> str | None:
+    """A model version as Triton's reports spell it (a string of digits), or None."""
+    if version is None:
+        return None
+    if isinstance(version, bool) or not isinstance(version, (str, int)) or \
+            not str(version).strip().isdigit():
+        raise ValueError(f"version={version!r}: give the model version as a whole number, "
+                         f"e.g. version=2 (Triton's versions are the model's numbered "
+                         f"folders)")
+    return str(int(str(version).strip()))
 
 
 def _count_ns(entry: dict, key: str, where: str) -> tuple[int, int]:
@@ -122,7 +143,8 @@ def _count_ns(entry: dict, key: str, where: str) -> tuple[int, int]:
         raise ValueError(f"{where}: {key} has no count and ns") from None
 
 
-def read_stats(before, after, model: str | None = None) -> TritonStats:
+def read_stats(before, after, model: str | None = None,
+               version: str | int | None = None) -> TritonStats:
     """The executions and times of one model between two ``/v2/models/<m>/stats`` snapshots.
 
     Parameters
@@ -131,6 +153,9 @@ def read_stats(before, after, model: str | None = None) -> TritonStats:
         The snapshots: parsed JSON, JSON files, or http URLs to fetch.
     model : str, optional
         Which model, where a snapshot holds several.
+    version : str or int, optional
+        Which version of it, where the snapshot holds several (Triton serves every version
+        its version policy names, each with statistics of its own).
 
     Returns
     -------
@@ -142,8 +167,9 @@ def read_stats(before, after, model: str | None = None) -> TritonStats:
         A snapshot that is not Triton's statistics, or counts that fall between the two
         (snapshots of two server runs).
     """
-    first = _model_entry(_snapshot(before, "before"), model, "before")
-    last = _model_entry(_snapshot(after, "after"), model, "after")
+    version = checked_version(version)
+    first = _model_entry(_snapshot(before, "before"), model, "before", version)
+    last = _model_entry(_snapshot(after, "after"), model, "after", version)
     name = last["name"]
 
     def delta(a: dict, b: dict, key: str, where: str) -> tuple[int, int]:
