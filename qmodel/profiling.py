@@ -34,6 +34,7 @@ import contextlib
 import importlib
 import json
 import math
+import numbers
 import os
 import platform
 import threading
@@ -201,6 +202,44 @@ class Profile:
         else:
             law = ServiceTime.affine(base, per_item, jitter=jitter)
         return law, {"mean_error": error, "cv": cv}
+
+    def slowdown(self, instances: int) -> tuple:
+        """``Node.slowdown`` for ``instances`` instances from the copies profiled together:
+        the factor at m busy instances is the profile's time at concurrency m over its time
+        alone, the ratio of the summed per-size means over the sizes measured at both (a
+        concurrency between two measured ones is interpolated linearly; past the largest the
+        last factor holds).
+
+        Examples
+        --------
+        >>> p = Profile("w", "cpu", {}, {1: {1: [1.0, 1.0], 8: [2.0]},
+        ...                             2: {1: [1.5], 8: [3.0]}, 4: {1: [3.5], 8: [7.0]}})
+        >>> p.slowdown(4)
+        (1.0, 1.5, 2.5, 3.5)
+        """
+        if isinstance(instances, bool) or not isinstance(instances, numbers.Integral) \
+                or instances < 2:
+            raise ValueError(f"Profile.slowdown(instances={instances!r}): give the node's "
+                             f"instance count, at least 2")
+        alone = self._at(1)
+        measured = {1: 1.0}
+        for m in sorted(self.samples):
+            if m == 1:
+                continue
+            sizes = [k for k in self._at(m) if k in alone]
+            if not sizes:
+                raise ValueError(f"concurrency {m} shares no batch size with concurrency 1: "
+                                 f"profile both at the same sizes")
+            measured[m] = (sum(float(np.mean(self._at(m)[k])) for k in sizes)
+                           / sum(float(np.mean(alone[k])) for k in sizes))
+        if len(measured) == 1:
+            raise ValueError("the profile has concurrency 1 only: profile copies together "
+                             "(qmodel profile --concurrency 1,2,4) to measure how they slow "
+                             "each other")
+        levels = sorted(measured)
+        factors = np.interp(np.arange(1, instances + 1), levels,
+                            [measured[m] for m in levels])
+        return tuple(float(f) for f in factors)
 
     def spread(self, concurrency: int = 1) -> dict:
         """``{k: (median, spread)}`` in seconds at ``concurrency``; the spread is half the

@@ -279,6 +279,9 @@ def _model(system, process, resolution: int) -> Latency:
     if any(n.prefetches for n in nodes):
         raise NotImplementedError("no model covers Triton's prefetching batcher "
                                   "(Node.prefetch with a delay)")
+    if any(n.slowdown is not None for n in nodes):
+        raise NotImplementedError("no model covers instances that slow each other "
+                                  "(Node.slowdown)")
     trace_note = None
     if isinstance(process, Trace):
         # the models take a renewal stream: keep the trace's rate and gap variability, drop

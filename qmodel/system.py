@@ -67,6 +67,15 @@ class Node:
         :func:`qmodel.triton.calibrate` measures p from a trace. No model covers it:
         ``predict`` simulates, on the look-ahead engine (one node, static routers) or the
         compiled engine (behind every router); the event engine does not run it.
+    slowdown : tuple of float, optional
+        Instances that slow each other (sharing a GPU, or a CPU's cores): ``slowdown[m - 1]``
+        multiplies S(k) for a batch that starts while m instances, itself included, are
+        busy; ``slowdown[0]`` is 1 (``service`` is an instance running alone) and the last
+        factor holds for more instances. None (default): instances run independently.
+        :func:`qmodel.triton.calibrate` measures it from a trace; :meth:`Profile.slowdown
+        <qmodel.profiling.Profile.slowdown>` from copies profiled at several concurrencies.
+        No model covers it: ``predict`` simulates. The factor is drawn at the batch's start
+        (an approximation of instances that share a device for part of a batch).
     calibration : qmodel.triton.Calibration, optional
         Where a calibrated node's numbers come from (set by :func:`qmodel.triton.calibrate`;
         not part of the node's identity).
@@ -86,6 +95,7 @@ class Node:
     max_queue_size: int = 0
     overhead: float = 0.0
     prefetch: float | None = None
+    slowdown: tuple | None = None
     calibration: object = field(default=None, compare=False, repr=False)
 
     def __post_init__(self):
@@ -118,6 +128,9 @@ class Node:
                 raise ValueError("Node.prefetch needs max_queue_size=0: Triton turns "
                                  "prefetching off when the queue policy limits the queue")
             object.__setattr__(self, "prefetch", float(p))
+        if self.slowdown is not None:
+            object.__setattr__(self, "slowdown", _checked_slowdown(self.slowdown,
+                                                                   self.instances))
         prefs = self.preferred_batch_sizes
         if isinstance(prefs, numbers.Integral):
             prefs = (prefs,)
@@ -183,9 +196,25 @@ class Node:
 
     @property
     def capacity(self) -> float:
-        """Largest sustainable throughput (requests/s): instances * k / E[S(k)], k saturated."""
+        """Largest sustainable throughput (requests/s): instances * k / E[S(k)], k saturated
+        (with ``slowdown``, S(k) of every instance busy)."""
         k = self.saturated_batch_size
-        return self.instances * k / float(self.service.mean(k))
+        return self.instances * k / (float(self.service.mean(k))
+                                     * self.slowdown_at(self.instances))
+
+    def slowdown_at(self, busy: int) -> float:
+        """The factor on S(k) of a batch that starts while ``busy`` instances (itself
+        included) are busy: 1 without ``slowdown``.
+
+        Examples
+        --------
+        >>> n = Node(ServiceTime.affine(1e-3), instances=3, slowdown=(1.0, 1.2))
+        >>> n.slowdown_at(1), n.slowdown_at(2), n.slowdown_at(3)
+        (1.0, 1.2, 1.2)
+        """
+        if self.slowdown is None:
+            return 1.0
+        return self.slowdown[min(busy, len(self.slowdown)) - 1]
 
     @property
     def prefetches(self) -> bool:
@@ -208,7 +237,35 @@ class Node:
             parts.append(f"overhead={self.overhead * 1e3:g}ms")
         if self.prefetch is not None:
             parts.append(f"prefetch={self.prefetch:.2f}")
+        if self.slowdown is not None:
+            parts.append("slowdown=(" + ", ".join(f"{f:.3g}" for f in self.slowdown) + ")")
         return "Node(" + ", ".join(parts) + ")"
+
+
+def _checked_slowdown(slowdown, instances: int) -> tuple:
+    """``Node.slowdown`` as a tuple of floats, or ValueError naming the fix."""
+    example = "e.g. slowdown=(1.0, 1.2) for two instances that each run 20% slower together"
+    if isinstance(slowdown, (str, bytes, Mapping)) or not hasattr(slowdown, "__len__"):
+        raise ValueError(f"Node.slowdown={shown(slowdown)}: give the factors on S(k) by the "
+                         f"number of busy instances, {example}")
+    if instances < 2:
+        raise ValueError("Node.slowdown needs instances >= 2: one instance has no other to "
+                         "share its device with")
+    factors = []
+    for f in slowdown:
+        if isinstance(f, bool) or not isinstance(f, numbers.Real) or not math.isfinite(f) \
+                or f <= 0:
+            raise ValueError(f"Node.slowdown={shown(slowdown)}: every factor must be a "
+                             f"positive number, {example}")
+        factors.append(float(f))
+    if not 2 <= len(factors) <= instances:
+        raise ValueError(f"Node.slowdown={shown(slowdown)}: give 2 to instances={instances} "
+                         f"factors (one instance alone, two busy, ...; the last holds for "
+                         f"more), {example}")
+    if abs(factors[0] - 1.0) > 1e-9:
+        raise ValueError(f"Node.slowdown={shown(slowdown)}: the first factor (an instance "
+                         f"running alone) must be 1; scale the ServiceTime instead")
+    return tuple(factors)
 
 
 # --------------------------------------------------------------------------------------------

@@ -39,7 +39,7 @@ from .replica_rule import (ARRIVAL, LAW, NODE_FLOAT, NODE_INT, OPENED, ROUTER, S
 from .replicas import MAX_REPLICAS, MAX_SECTIONS, arrivals_per_replica_node, plan_replicas
 from .window import ShortRunWarning, batch_places, cool_down_arrivals
 
-__all__ = ["simulate_compiled", "replay_compiled", "unsupported", "gpu_present", "RESOLUTION",
+__all__ = ["simulate_compiled", "compiled_target", "replay_compiled", "unsupported", "gpu_present", "RESOLUTION",
            "HIST_LO", "HIST_HI", "GPU_MAX_REPLICAS", "GPU_AUTO_REQUESTS"]
 
 # Histogram bins: relative width 0.05% from 0.1 us to 1e5 s (about 55,000 bins).
@@ -124,7 +124,7 @@ def _gpu_runner():
 
 
 def _one_thread_per_replica(replicas, sections, nodes, node_i, node_f, pref, mean, emp_off,
-                            emp_cnt, emp_scale, pool, arr_code, arr_f, trace, trace_off,
+                            emp_cnt, emp_scale, pool, slow, arr_code, arr_f, trace, trace_off,
                             router_i, cum, totals, first, last, seeds, hist, hist_lo, hist_step,
                             bhist, stats, qbuf, qhead, qlen, free, busy_k, nt, nk, opened, perm,
                             held, rs, record, qidx, rec_sojourn, rec_node, rec_batch, rec_batch_i):
@@ -136,10 +136,10 @@ def _one_thread_per_replica(replicas, sections, nodes, node_i, node_f, pref, mea
         section = r * sections // replicas
         row = section * HIST_COPIES + cuda.blockIdx.x % HIST_COPIES  # noqa: F821
         run_replica(r, r, row, nodes, node_i, node_f, pref,  # noqa: F821
-                    mean, emp_off, emp_cnt, emp_scale, pool, arr_code, arr_f, trace, trace_off,
-                    router_i, cum, totals, first, last, seeds, hist, hist_lo, hist_step, bhist,
-                    stats, qbuf, qhead, qlen, free, busy_k, nt, nk, opened, perm, held, rs,
-                    record, qidx, rec_sojourn, rec_node, rec_batch, rec_batch_i)
+                    mean, emp_off, emp_cnt, emp_scale, pool, slow, arr_code, arr_f, trace,
+                    trace_off, router_i, cum, totals, first, last, seeds, hist, hist_lo,
+                    hist_step, bhist, stats, qbuf, qhead, qlen, free, busy_k, nt, nk, opened,
+                    perm, held, rs, record, qidx, rec_sojourn, rec_node, rec_batch, rec_batch_i)
 
 
 def _atomic_add(array, index, value):
@@ -194,7 +194,15 @@ def _tables(cluster):
                 elif law.name == "lognormal":
                     node_f[n, NODE_FLOAT["law_param"]] = math.sqrt(math.log1p(law.cv ** 2))
     pool = np.concatenate(pools) if pools else np.zeros(1)
-    return (node_i, node_f, pref, mean, emp_off, emp_cnt, emp_scale, pool), bmax, cmax
+    # slow[n, m]: the factor on S(k) of a batch that starts with m instances busy (column 0:
+    # 1 where node n's instances slow each other, else 0)
+    slow = np.zeros((len(nodes), cmax + 1))
+    for n, node in enumerate(nodes):
+        if node.slowdown is not None:
+            slow[n, 0] = 1.0
+            slow[n, 1:node.instances + 1] = [node.slowdown_at(m)
+                                             for m in range(1, node.instances + 1)]
+    return (node_i, node_f, pref, mean, emp_off, emp_cnt, emp_scale, pool, slow), bmax, cmax
 
 
 def _router(cluster):
@@ -264,13 +272,10 @@ def _replica_plan(cluster, source, requests, replicas, warmup, target, rng, cool
     return replicas, totals, first, last, offsets, ask
 
 
-def simulate_compiled(cluster, source, requests: int, seed, replicas, warmup: float,
-                      backend: str = "auto") -> HistogramLatency:
-    """Run the compiled engine; the arguments are :func:`qmodel.simulate`'s, checked there.
-
-    ``backend``: "cpu", "gpu", or "auto" (the GPU where Numba's CUDA target answers and the
-    run is large, else the CPU).
-    """
+def compiled_target(cluster, source, requests: int, backend: str) -> str:
+    """"cpu" or "gpu": where the compiled engine runs ``cluster`` for ``backend`` ("cpu",
+    "gpu", or "auto": the GPU where Numba's CUDA target answers and the run is large, else
+    the CPU); ValueError where it cannot."""
     why = unsupported(cluster, source)
     if why is not None:
         raise ValueError(f"engine='compiled' cannot run this system: {why}")
@@ -284,10 +289,19 @@ def simulate_compiled(cluster, source, requests: int, seed, replicas, warmup: fl
     if target == "gpu" and not gpu_present():
         raise ValueError("backend='gpu' needs Numba's CUDA target and a GPU (pip install "
                          "qmodel[gpu]), or NUMBA_ENABLE_CUDASIM=1 for the CUDA simulator")
+    return target
+
+
+def simulate_compiled(cluster, source, requests: int, seed, replicas, warmup: float,
+                      backend: str = "auto") -> HistogramLatency:
+    """Run the compiled engine over nodes (Ensemble pods:
+    :func:`qmodel.sim.compiled_ensemble.simulate_compiled_ensemble`); the arguments are
+    :func:`qmodel.simulate`'s, checked there, ``backend`` as :func:`compiled_target` takes it.
+    """
+    target = compiled_target(cluster, source, requests, backend)
     if cluster.pods:
-        from .compiled_ensemble import simulate_compiled_ensemble
-        return simulate_compiled_ensemble(cluster, source, requests, seed, replicas, warmup,
-                                          target)
+        raise ValueError("simulate_compiled runs nodes; Ensemble pods run on "
+                         "qmodel.sim.compiled_ensemble.simulate_compiled_ensemble")
     rng = np.random.default_rng(seed)
     replicas, totals, first, last, offsets, ask = _replica_plan(
         cluster, source, requests, replicas, warmup, target, rng)

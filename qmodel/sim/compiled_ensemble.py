@@ -59,7 +59,7 @@ def _gpu_runner():
 
 
 def _one_thread_per_replica(replicas, sections, pods, stages, node_i, node_f, pref, mean,
-                            emp_off, emp_cnt, emp_scale, pool, graph, arr_code, arr_f, trace,
+                            emp_off, emp_cnt, emp_scale, pool, slow, graph, arr_code, arr_f, trace,
                             trace_off, router_i, cum, totals, first, last, seeds, hist,
                             hist_lo, hist_step, bhist, stats, qbuf, qid, qhead, qlen, free, nt,
                             nk, opened, pending, pend_t, pend_k, pend_ids, req_t, req_wait,
@@ -70,7 +70,7 @@ def _one_thread_per_replica(replicas, sections, pods, stages, node_i, node_f, pr
         section = r * sections // replicas
         row = section * HIST_COPIES + cuda.blockIdx.x % HIST_COPIES  # noqa: F821
         run_replica(r, r, row, pods, stages, node_i, node_f, pref, mean, emp_off,  # noqa: F821
-                    emp_cnt, emp_scale, pool, graph, arr_code, arr_f, trace, trace_off,
+                    emp_cnt, emp_scale, pool, slow, graph, arr_code, arr_f, trace, trace_off,
                     router_i, cum, totals, first, last, seeds, hist, hist_lo, hist_step, bhist,
                     stats, qbuf, qid, qhead, qlen, free, nt, nk, opened, pending, pend_t,
                     pend_k, pend_ids, req_t, req_wait, req_left, req_end, rs)
@@ -90,9 +90,11 @@ def _graph(ensemble) -> np.ndarray:
     return graph
 
 
-def simulate_compiled_ensemble(cluster, source, requests, seed, replicas, warmup, target):
+def simulate_compiled_ensemble(cluster, source, requests, seed, replicas, warmup,
+                               backend="auto"):
     """Run the compiled engine over Ensemble pods (``cluster.pods``); the arguments are
-    :func:`qmodel.sim.compiled.simulate_compiled`'s, ``target`` "cpu" or "gpu"."""
+    :func:`qmodel.sim.compiled.simulate_compiled`'s."""
+    target = compiled.compiled_target(cluster, source, requests, backend)
     ensemble, pods = cluster.nodes[0], len(cluster.nodes)
     stage_nodes = [ensemble.stages[name] for name in ensemble.order]
     stages = len(stage_nodes)

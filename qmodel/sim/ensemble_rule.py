@@ -31,8 +31,8 @@ import types
 
 from . import replica_rule
 # The node rule's functions, by name: compiled, each is rebound to that target's version.
-from .replica_rule import (NODE_FLOAT, NODE_INT, add, bin_of, decide, earliest_free, gap,
-                           prange, prefetch_grow, route, service, uniform)
+from .replica_rule import (NODE_FLOAT, NODE_INT, add, bin_of, busy_at, decide, earliest_free,
+                           gap, prange, prefetch_grow, route, service, uniform)
 
 __all__ = ["build", "cpu_driver", "ENSEMBLE_RULE", "ESTAT", "STAGE_STAT", "SCRATCH_OVERFLOW",
            "RELEASE_OVERFLOW"]
@@ -84,7 +84,7 @@ def cpu_driver(jit, add, prange):
 
 
 def run_ensemble_sections(replicas, sections, pods, stages, node_i, node_f, pref, mean,
-                          emp_off, emp_cnt, emp_scale, pool, graph, arr_code, arr_f, trace,
+                          emp_off, emp_cnt, emp_scale, pool, slow, graph, arr_code, arr_f, trace,
                           trace_off, router_i, cum, totals, first_measured, last_measured,
                           seeds, hist, hist_lo, hist_step, bhist, stats, qbuf, qid, qhead,
                           qlen, free, nt, nk, opened, pending, pend_t, pend_k, pend_ids, req_t,
@@ -96,7 +96,7 @@ def run_ensemble_sections(replicas, sections, pods, stages, node_i, node_f, pref
         for r in range(begin, end):
             run_ensemble_replica(
                 r, sec, sec, pods, stages, node_i, node_f, pref, mean, emp_off, emp_cnt,
-                emp_scale, pool, graph, arr_code, arr_f, trace, trace_off, router_i, cum,
+                emp_scale, pool, slow, graph, arr_code, arr_f, trace, trace_off, router_i, cum,
                 totals, first_measured, last_measured, seeds, hist, hist_lo, hist_step, bhist,
                 stats, qbuf, qid, qhead, qlen, free, nt, nk, opened, pending, pend_t, pend_k,
                 pend_ids, req_t, req_wait, req_left, req_end, rs)
@@ -137,7 +137,7 @@ def next_release(slot, nodes, node_i, pending, pend_t):
 
 
 def run_ensemble_replica(r, slot, section, pods, stages, node_i, node_f, pref, mean, emp_off,
-                         emp_cnt, emp_scale, pool, graph, arr_code, arr_f, trace, trace_off,
+                         emp_cnt, emp_scale, pool, slow, graph, arr_code, arr_f, trace, trace_off,
                          router_i, cum, totals, first_measured, last_measured, seeds, hist,
                          hist_lo, hist_step, bhist, stats, qbuf, qid, qhead, qlen, free, nt,
                          nk, opened, pending, pend_t, pend_k, pend_ids, req_t, req_wait,
@@ -285,6 +285,8 @@ def run_ensemble_replica(r, slot, section, pods, stages, node_i, node_f, pref, m
                               qlen, opened)
         took = service(rs, slot, n, k, node_i, node_f, mean, emp_off,
                        emp_cnt, emp_scale, pool)
+        if slow[n, 0] > 0.0:
+            took *= slow[n, busy_at(slot, n, when, node_i, free)]
         done = when + took
         free[slot, n, inst] = done
         over = node_f[n, _OVER_F]

@@ -82,7 +82,9 @@ class _Queues:
         """Send the cached next batch of nodes ``ps`` to their earliest free instance."""
         xp = self.xp
         when, k = self.next_time[ps], self.next_size[ps]
-        s = self.types.sampler.sample(0 if self.uniform else self.pair_type[ps], k)
+        kind = 0 if self.uniform else self.pair_type[ps]
+        s = self.types.slowed(xp, self.types.sampler.sample(kind, k), kind, self.free[ps],
+                              when)
         inst = 0 if self.single else xp.argmin(self.free[ps], axis=1)
         self.free[ps, inst] = when + s
         self.in_service[ps, inst] = k

@@ -129,7 +129,7 @@ def run_lookahead(bk, types, times, counts, lane_type, progress=None):
                 # the batcher opens its next batch once this one is picked up, or at once
                 # where this one left full
                 t_open = xp.where(k >= largest, formed, when)
-            s = sampler.sample(kind, k)
+            s = types.slowed(xp, sampler.sample(kind, k), kind, free, when)
             if single:
                 free[:, 0] = when + s
             else:

@@ -57,6 +57,20 @@ class NodeTypes:
                                             dtype=np.int64)
         self.sampler = ServiceSampler(bk, [n.service for n in kinds],
                                       [n.max_batch_size for n in kinds])
+        # Node.slowdown: the factor on S(k) by type and busy instances (itself included)
+        self.any_slowdown = any(n.slowdown is not None for n in kinds)
+        self.slowdown = xp.asarray([[n.slowdown_at(max(m, 1)) for m in range(self.cmax + 1)]
+                                    for n in kinds])
+
+    def slowed(self, xp, s, kind, free, when):
+        """Service times ``s`` of batches starting at ``when`` on nodes of type ``kind``
+        whose instances are free at ``free`` (rows; +inf pads a smaller node's row), times
+        the node's slowdown at the instances then busy (the starting one among them: it is
+        free by ``when``)."""
+        if not self.any_slowdown:
+            return s
+        busy = 1 + ((free > when[:, None]) & xp.isfinite(free)).sum(axis=1)
+        return s * self.slowdown[kind, busy]
 
     def lane_params(self, xp, lane_type):
         """Per-lane (B, D, pmin, preferred-table offset, instances, max_queue)."""

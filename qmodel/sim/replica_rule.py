@@ -89,7 +89,7 @@ prange = range                           # numba.prange in the CPU driver
 
 
 RULE = ("next_bits", "uniform", "exponential", "normal", "standard_gamma", "service", "gap",
-        "decide", "settle", "route", "earliest_free", "prefetch_grow", "bin_of",
+        "decide", "settle", "route", "earliest_free", "busy_at", "prefetch_grow", "bin_of",
         "run_replica")
 
 
@@ -143,7 +143,7 @@ def cpu_driver(jit, add, prange):
 
 
 def run_sections(replicas, sections, nodes, node_i, node_f, pref, mean, emp_off, emp_cnt,
-                 emp_scale, pool, arr_code, arr_f, trace, trace_off, router_i, cum, totals,
+                 emp_scale, pool, slow, arr_code, arr_f, trace, trace_off, router_i, cum, totals,
                  first_measured, last_measured, seeds, hist, hist_lo, hist_step, bhist, stats,
                  qbuf, qhead, qlen, free, busy_k, nt, nk, opened, perm, held, rs, record, qidx,
                  rec_sojourn, rec_node, rec_batch, rec_batch_i):
@@ -154,7 +154,7 @@ def run_sections(replicas, sections, nodes, node_i, node_f, pref, mean, emp_off,
         end = ((sec + 1) * replicas + sections - 1) // sections
         for r in range(begin, end):
             run_replica(r, sec, sec, nodes, node_i, node_f, pref, mean, emp_off, emp_cnt,
-                        emp_scale, pool, arr_code, arr_f, trace, trace_off, router_i, cum,
+                        emp_scale, pool, slow, arr_code, arr_f, trace, trace_off, router_i, cum,
                         totals, first_measured, last_measured, seeds, hist, hist_lo,
                         hist_step, bhist, stats, qbuf, qhead, qlen, free, busy_k, nt, nk,
                         opened, perm, held, rs, record, qidx, rec_sojourn, rec_node, rec_batch,
@@ -388,6 +388,16 @@ def earliest_free(slot, n, node_i, free):
     return inst
 
 
+def busy_at(slot, n, t, node_i, free):
+    """How many instances of node n are busy at time t, counting one more: the instance
+    that starts a batch then (it is free by t, so not counted among the busy)."""
+    busy = 1
+    for j in range(node_i[n, _C_I]):
+        if free[slot, n, j] > t:
+            busy += 1
+    return busy
+
+
 def prefetch_grow(rs, slot, n, k, when, node_i, node_f, pref, qlen, opened):
     """The size of node n's batch of size k as it starts at ``when``: a prefetching node's
     batch formed ahead takes in the requests queued by its start with probability p, up to
@@ -429,7 +439,7 @@ def bin_of(x, hist_lo, per_step, bins):
 
 
 def run_replica(r, slot, section, nodes, node_i, node_f, pref, mean, emp_off, emp_cnt,
-                emp_scale, pool, arr_code, arr_f, trace, trace_off, router_i, cum, totals,
+                emp_scale, pool, slow, arr_code, arr_f, trace, trace_off, router_i, cum, totals,
                 first_measured, last_measured, seeds, hist, hist_lo, hist_step, bhist,
                 stats, qbuf, qhead, qlen, free, busy_k, nt, nk, opened, perm, held, rs, record,
                 qidx, rec_sojourn, rec_node, rec_batch, rec_batch_i):
@@ -541,6 +551,8 @@ def run_replica(r, slot, section, nodes, node_i, node_f, pref, mean, emp_off, em
             k = prefetch_grow(rs, slot, n, k, when, node_i, node_f, pref, qlen, opened)
         s = service(rs, slot, n, k, node_i, node_f, mean, emp_off, emp_cnt, emp_scale,
                     pool)
+        if slow[n, 0] > 0.0:
+            s *= slow[n, busy_at(slot, n, when, node_i, free)]
         done = when + s
         free[slot, n, inst] = done
         if dynamic:

@@ -34,6 +34,7 @@ from .lookahead import run_lookahead
 from .nodetypes import NodeTypes
 from .compiled import (GPU_AUTO_REQUESTS, gpu_present, replay_compiled, simulate_compiled,
                        unsupported)
+from .compiled_ensemble import simulate_compiled_ensemble
 from .cost import check_memory, run_cost
 from .replicas import DEFAULT_REQUESTS, DEFAULT_WARMUP, auto_engine, plan_replicas
 from .routing import split_by_node, static_assignment
@@ -172,7 +173,8 @@ def simulate(system, rate=None, *, arrivals=None, requests: int | None = None, s
                          "runs on backend='numpy' or 'cupy'")
     if _runs_compiled(engine, backend, cluster, source, requests):
         # histograms, not samples: memory does not grow with the requests
-        return simulate_compiled(cluster, source, requests, seed, replicas, warmup, backend)
+        run = simulate_compiled_ensemble if cluster.pods else simulate_compiled
+        return run(cluster, source, requests, seed, replicas, warmup, backend)
     if backend in ("cpu", "gpu"):
         raise ValueError(f"backend={backend!r} runs the compiled engine, which cannot run this "
                          f"system: {unsupported(cluster, source)}; use backend='numpy'")

@@ -113,6 +113,10 @@ def services_for(service, per_gpu, sharing, stage: str | None = None):
                      + (f" and prefetch ({prefetch:g})" if prefetch is not None else "")
                      + " taken from the given Node; its own knobs are replaced by the "
                        "searched ones")
+        if service.slowdown is not None:
+            notes.append(f"{where}the given Node's slowdown is not searched: how instances "
+                         f"sharing a GPU run comes from a Profile measured at that "
+                         f"concurrency or from sharing=")
         service = service.service
     if not isinstance(service, (ServiceTime, Profile)):
         raise ValueError(f"size(service, ...): {where}service must be a qmodel.ServiceTime, "
