@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import types
+import warnings
 
 import numpy as np
 
@@ -63,7 +64,7 @@ def _one_thread_per_replica(replicas, sections, pods, stages, node_i, node_f, pr
                             trace_off, router_i, cum, totals, first, last, seeds, hist,
                             hist_lo, hist_step, bhist, stats, qbuf, qid, qhead, qlen, free, nt,
                             nk, opened, pending, pend_t, pend_k, pend_ids, req_t, req_wait,
-                            req_left, req_end, rs):
+                            req_left, req_end, req_i, rs):
     # cuda and run_replica are bound by _gpu_runner
     r = cuda.grid(1)  # noqa: F821
     if r < replicas:
@@ -73,7 +74,7 @@ def _one_thread_per_replica(replicas, sections, pods, stages, node_i, node_f, pr
                     emp_cnt, emp_scale, pool, slow, graph, arr_code, arr_f, trace, trace_off,
                     router_i, cum, totals, first, last, seeds, hist, hist_lo, hist_step, bhist,
                     stats, qbuf, qid, qhead, qlen, free, nt, nk, opened, pending, pend_t,
-                    pend_k, pend_ids, req_t, req_wait, req_left, req_end, rs)
+                    pend_k, pend_ids, req_t, req_wait, req_left, req_end, req_i, rs)
 
 
 def _graph(ensemble) -> np.ndarray:
@@ -165,6 +166,7 @@ def _run(target, replicas, sections, pods, stages, tables, graph, arr_code, arr_
                np.zeros((slots, nodes, cmax, depth, bmax), dtype=np.int64),
                np.zeros((slots, ring + pad)), np.zeros((slots, ring, stages), dtype=np.int64),
                np.zeros((slots, ring + pad), dtype=np.int64), np.zeros((slots, ring + pad)),
+               np.zeros((slots, ring + pad), dtype=np.int64),
                np.zeros((slots, 2 + pad), dtype=np.uint64)]
     args = [pods, stages, *tables, graph, arr_code, arr_f, trace, offsets, router_i, cum,
             totals, first, last, seeds, out["hist"], math.log(HIST_LO), math.log1p(RESOLUTION),
@@ -213,12 +215,16 @@ def _results(cluster, stage_nodes, out, replicas, target, requests, ask, bmax):
     where = f" x {pods} pods, {cluster.router.name}" if pods > 1 else ""
     run = f"compiled engine, {backend}, {replicas} replicas"
     per_stage = {}
-    for s, name in enumerate(ensemble.order):
-        node = stage_nodes[s]
-        per_stage[name] = histogram_result(
-            hist[:, 1 + s, :], bhist[:, s, :].sum(axis=0), bmax, column(s, "busy"), span,
-            node.instances * pods, column(s, "served"), column(s, "sojourn_sum"), 0.0,
-            replicas, backend, f"simulation of ensemble stage {name!r} ({run})", requests, ask)
+    with warnings.catch_warnings():
+        # the end-to-end result below warns once for the whole run, as the reference does
+        warnings.simplefilter("ignore")
+        for s, name in enumerate(ensemble.order):
+            node = stage_nodes[s]
+            per_stage[name] = histogram_result(
+                hist[:, 1 + s, :], bhist[:, s, :].sum(axis=0), bmax, column(s, "busy"), span,
+                node.instances * pods, column(s, "served"), column(s, "sojourn_sum"), 0.0,
+                replicas, backend, f"simulation of ensemble stage {name!r} ({run})",
+                requests, ask)
     busy = sum(column(s, "busy") for s in range(len(stage_nodes)))
     instances = pods * sum(node.instances for node in stage_nodes)
     result = histogram_result(

@@ -88,7 +88,7 @@ def run_ensemble_sections(replicas, sections, pods, stages, node_i, node_f, pref
                           trace_off, router_i, cum, totals, first_measured, last_measured,
                           seeds, hist, hist_lo, hist_step, bhist, stats, qbuf, qid, qhead,
                           qlen, free, nt, nk, opened, pending, pend_t, pend_k, pend_ids, req_t,
-                          req_wait, req_left, req_end, rs):
+                          req_wait, req_left, req_end, req_i, rs):
     """Every replica, section by section (as :func:`qmodel.sim.replica_rule.run_sections`)."""
     for sec in prange(sections):
         begin = (sec * replicas + sections - 1) // sections
@@ -99,22 +99,34 @@ def run_ensemble_sections(replicas, sections, pods, stages, node_i, node_f, pref
                 emp_scale, pool, slow, graph, arr_code, arr_f, trace, trace_off, router_i, cum,
                 totals, first_measured, last_measured, seeds, hist, hist_lo, hist_step, bhist,
                 stats, qbuf, qid, qhead, qlen, free, nt, nk, opened, pending, pend_t, pend_k,
-                pend_ids, req_t, req_wait, req_left, req_end, rs)
+                pend_ids, req_t, req_wait, req_left, req_end, req_i, rs)
 
 
 def join(slot, n, t, request, node_i, node_f, pref, qbuf, qid, qhead, qlen, free, nt, nk,
-         opened):
+         opened, req_i):
     """Queue ``request`` at node n, ready at time t, and recompute the node's next batch;
-    False where the queue's room is full."""
+    False where the queue's room is full. Requests ready at one instant queue in the order
+    they arrived at the ensemble (``req_i``), as the reference sorts equal ready times: the
+    batches released at an instant (by instances, by stages of a fan-in) are released one
+    after another, in an order of no meaning."""
     cap = qbuf.shape[2]
+    mask = cap - 1
     if qlen[slot, n] >= cap:
         return False
-    place = (qhead[slot, n] + qlen[slot, n]) & (cap - 1)
-    qbuf[slot, n, place] = t
-    qid[slot, n, place] = request
+    head = qhead[slot, n]
+    j = qlen[slot, n]
+    while j > 0:
+        before = (head + j - 1) & mask
+        if qbuf[slot, n, before] != t or req_i[slot, qid[slot, n, before]] < req_i[slot,
+                                                                                  request]:
+            break
+        qbuf[slot, n, (head + j) & mask] = qbuf[slot, n, before]
+        qid[slot, n, (head + j) & mask] = qid[slot, n, before]
+        j -= 1
+    qbuf[slot, n, (head + j) & mask] = t
+    qid[slot, n, (head + j) & mask] = request
     qlen[slot, n] += 1
-    decide(slot, n, node_i, node_f, pref, qbuf, qhead, qlen, free, nt, nk,
-           opened, cap - 1)
+    decide(slot, n, node_i, node_f, pref, qbuf, qhead, qlen, free, nt, nk, opened, mask)
     return True
 
 
@@ -141,7 +153,7 @@ def run_ensemble_replica(r, slot, section, pods, stages, node_i, node_f, pref, m
                          router_i, cum, totals, first_measured, last_measured, seeds, hist,
                          hist_lo, hist_step, bhist, stats, qbuf, qid, qhead, qlen, free, nt,
                          nk, opened, pending, pend_t, pend_k, pend_ids, req_t, req_wait,
-                         req_left, req_end, rs):
+                         req_left, req_end, req_i, rs):
     """Simulate replica r of ``pods`` pods of a ``stages``-stage ensemble from empty to its
     last arrival and its last batch.
 
@@ -149,7 +161,8 @@ def run_ensemble_replica(r, slot, section, pods, stages, node_i, node_f, pref, m
     row's stage; column ``stages`` its upstream count, ``stages + 1`` 1 where it has no
     downstream. Requests in flight live in a ring (``req_*``, indexed by arrival mod its
     size): when the request arrived, how many upstream releases each stage still waits for,
-    how many exit stages have yet to finish it, and the latest exit finish so far.
+    how many exit stages have yet to finish it, the latest exit finish so far, and its
+    arrival index (``req_i``, which orders the requests ready at one instant).
     Unreleased batches wait in a ring per instance (``pending``: head and count;
     ``pend_t``, ``pend_k``, ``pend_ids``: release time, size, request slots).
     """
@@ -215,7 +228,7 @@ def run_ensemble_replica(r, slot, section, pods, stages, node_i, node_f, pref, m
                         if req_wait[slot, x, d] == 0:
                             m = base + d
                             if not join(slot, m, t_rel, x, node_i, node_f, pref, qbuf, qid,
-                                        qhead, qlen, free, nt, nk, opened):
+                                        qhead, qlen, free, nt, nk, opened, req_i):
                                 stats[r, _E_OVERFLOW] = SCRATCH_OVERFLOW
                                 return
                             if nt[slot, m] < t_due:
@@ -245,6 +258,7 @@ def run_ensemble_replica(r, slot, section, pods, stages, node_i, node_f, pref, m
                 stats[r, _E_OVERFLOW] = SCRATCH_OVERFLOW
                 return
             req_t[slot, x] = t_arr
+            req_i[slot, x] = i
             req_left[slot, x] = exits
             req_end[slot, x] = t_arr
             for s in range(stages):
@@ -253,7 +267,7 @@ def run_ensemble_replica(r, slot, section, pods, stages, node_i, node_f, pref, m
                 if graph[s, stages] == 0:
                     m = pod * stages + s
                     if not join(slot, m, t_arr, x, node_i, node_f, pref, qbuf, qid, qhead,
-                                qlen, free, nt, nk, opened):
+                                qlen, free, nt, nk, opened, req_i):
                         stats[r, _E_OVERFLOW] = SCRATCH_OVERFLOW
                         return
                     if nt[slot, m] < t_due:

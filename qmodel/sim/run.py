@@ -96,8 +96,9 @@ def simulate(system, rate=None, *, arrivals=None, requests: int | None = None, s
     engine : {"auto", "lookahead", "events", "compiled"}
         Force an engine (for cross-checks); "auto" picks the fastest one that applies. The
         compiled engine returns a :class:`~qmodel.latency.HistogramLatency` (quantiles at
-        0.05% resolution, no samples kept); it does not run ensembles, and it is the one
-        engine that runs ``Node.prefetch`` behind a dynamic router ("auto" takes it there).
+        0.05% resolution, no samples kept), for ensembles with every stage inside one
+        replica; it is the one engine that runs ``Node.prefetch`` behind a dynamic router
+        ("auto" takes it there).
     progress : bool or callable
         True shows a progress bar; a callable receives the fraction done.
     pods : PodSchedule or int, optional
