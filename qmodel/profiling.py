@@ -221,7 +221,14 @@ class Profile:
                 or instances < 2:
             raise ValueError(f"Profile.slowdown(instances={instances!r}): give the node's "
                              f"instance count, at least 2")
+        if 1 not in self.samples:
+            raise ValueError(f"the profile has concurrency {sorted(self.samples)}, not 1: "
+                             f"profile one copy alone too (qmodel profile --concurrency "
+                             f"1,2,4), the time the factors are relative to")
         alone = self._at(1)
+        if not all(values and min(values) > 0 for values in alone.values()):
+            raise ValueError("the profile's times at concurrency 1 must be positive and "
+                             "present for every size measured")
         measured = {1: 1.0}
         for m in sorted(self.samples):
             if m == 1:

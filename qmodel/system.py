@@ -72,8 +72,9 @@ class Node:
         multiplies S(k) for a batch that starts while m instances, itself included, are
         busy; ``slowdown[0]`` is 1 (``service`` is an instance running alone) and the last
         factor holds for more instances. None (default): instances run independently.
-        :func:`qmodel.triton.calibrate` measures it from a trace; :meth:`Profile.slowdown
-        <qmodel.profiling.Profile.slowdown>` from copies profiled at several concurrencies.
+        :meth:`Profile.slowdown <qmodel.profiling.Profile.slowdown>` measures it from
+        copies profiled at several concurrencies (``calibrate`` fits none from a trace:
+        validation/triton_contention.py found none in the committed runs).
         No model covers it: ``predict`` simulates. The factor is drawn at the batch's start
         (an approximation of instances that share a device for part of a batch).
     calibration : qmodel.triton.Calibration, optional

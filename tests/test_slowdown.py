@@ -116,3 +116,10 @@ def test_a_profile_of_copies_gives_the_slowdown():
         Profile("w", "cpu", {}, {1: {1: [1.0]}}).slowdown(2)
     with pytest.raises(ValueError, match="instances=1"):
         profile.slowdown(1)
+
+
+def test_a_profile_without_one_copy_alone_names_the_fix():
+    with pytest.raises(ValueError, match="profile one copy alone too"):
+        Profile("w", "cpu", {}, {2: {1: [1.0]}, 4: {1: [2.0]}}).slowdown(2)
+    with pytest.raises(ValueError, match="must be positive"):
+        Profile("w", "cpu", {}, {1: {1: [0.0]}, 2: {1: [1.0]}}).slowdown(2)

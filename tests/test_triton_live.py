@@ -225,3 +225,35 @@ def fetch_text(url: str) -> str:
 
     with urlopen(url, timeout=10) as answer:
         return answer.read().decode()
+
+
+def test_second_review_of_versions():
+    """Found by review: a trace holding two versions was read as one model whatever version
+    calibrate was given; read_metrics told a user with the right model to pass model=; a
+    numpy integer was refused as a version."""
+    import numpy as np
+    from qmodel.triton import read_metrics, read_trace
+    from qmodel.triton.stats import checked_version
+
+    def request(i, version, start, end):
+        stamps = {"QUEUE_START": start - 100, "COMPUTE_START": start, "COMPUTE_END": end,
+                  "REQUEST_START": start - 200, "REQUEST_END": end + 100}
+        return [{"id": i, "model_name": "m", "model_version": version}] + [
+            {"id": i, "timestamps": [{"name": n, "ns": ns}]} for n, ns in stamps.items()]
+
+    events = []
+    for i in range(8):
+        version = 1 + i % 2
+        start = i * 10_000_000
+        events += request(i, version, start, start + 1_000_000 * version)
+    with pytest.raises(ValueError, match="holds versions 1, 2 of 'm': pass version="):
+        read_trace(events, edges=False)
+    assert set(read_trace(events, edges=False, version=2).executions.round(6)) == {0.002}
+    with pytest.raises(ValueError, match="no requests of 'm' version 3"):
+        read_trace(events, version=3)
+    scrape = METRICS[0].read_text(), METRICS[1].read_text()
+    with pytest.raises(ValueError, match="pass the model= and version= of one listed"):
+        read_metrics(*scrape, model="affine", version=9)
+    assert checked_version(np.int64(2)) == "2"
+    with pytest.raises(ValueError, match="as a whole number"):
+        checked_version("²")

@@ -412,7 +412,7 @@ def calibrate(config=None, stats=None, metrics=None, trace=None, perf_analyzer=N
     m = (read_metrics(*metrics, model=s.model, version=version) if metrics is not None
          else None)
     t = (trace if isinstance(trace, TritonTrace) or trace is None
-         else read_trace(trace, model=s.model))
+         else read_trace(trace, model=s.model, version=version))
     rows = read_perf_analyzer(perf_analyzer) if perf_analyzer is not None else None
 
     # the instance is held from freeing until it starts its next batch, too

@@ -154,8 +154,12 @@ def read_metrics(before, after, model: str | None = None,
               and (version is None or m[1] == version)]
     if len(chosen) != 1:
         listed = ", ".join(f"{n} (version {v})" for n, v in models) or "none"
-        fix = ("pass version=" if len(chosen) > 1 and len({n for n, _ in chosen}) == 1
-               else "pass model=")
+        if len(chosen) > 1 and len({n for n, _ in chosen}) == 1:
+            fix = "pass version="             # one model, several versions
+        elif version is not None:
+            fix = "pass the model= and version= of one listed"
+        else:
+            fix = "pass model="
         wanted = (f"named {model!r}" if model else "to choose from") + (
             f" at version {version!r}" if version is not None else "")
         raise ValueError(f"{last_where}: {'no' if not chosen else 'several'} models "

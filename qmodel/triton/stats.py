@@ -28,6 +28,7 @@ Examples
 from __future__ import annotations
 
 import json
+import numbers
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -127,12 +128,13 @@ def checked_version(version) -> str | None:
     """A model version as Triton's reports spell it (a string of digits), or None."""
     if version is None:
         return None
-    if isinstance(version, bool) or not isinstance(version, (str, int)) or \
-            not str(version).strip().isdigit():
+    text = str(version).strip()
+    if isinstance(version, bool) or not isinstance(version, (str, numbers.Integral)) or \
+            not (text.isascii() and text.isdigit()):
         raise ValueError(f"version={version!r}: give the model version as a whole number, "
                          f"e.g. version=2 (Triton's versions are the model's numbered "
                          f"folders)")
-    return str(int(str(version).strip()))
+    return str(int(text))
 
 
 def _count_ns(entry: dict, key: str, where: str) -> tuple[int, int]:

@@ -99,7 +99,8 @@ def _events(source) -> tuple[list, str]:
                                           "triton,file=..."), str(source)
 
 
-def read_trace(source, model: str | None = None, *, edges: bool = True) -> TritonTrace:
+def read_trace(source, model: str | None = None, *, edges: bool = True,
+               version: str | int | None = None) -> TritonTrace:
     """Batches and per-request times from a Triton trace file (JSON, or gzipped JSON).
 
     Parameters
@@ -112,19 +113,27 @@ def read_trace(source, model: str | None = None, *, edges: bool = True) -> Trito
         Drop the first and the last batch (default): a trace switched on or off, or cut by
         its count, while requests wait may miss some of their requests, so those batches'
         sizes are not known.
+    version : str or int, optional
+        Which version of the model, where the trace holds several (each request names its
+        ``model_version``).
 
     Returns
     -------
     TritonTrace
     """
+    from .stats import checked_version
+
+    version = checked_version(version)
     events, where = _events(source)
     requests: dict = {}
     names: dict = {}
+    versions: dict = {}
     try:
         for event in events:
             stamps = requests.setdefault(event["id"], {})
             if "model_name" in event:
                 names[event["id"]] = event["model_name"]
+                versions[event["id"]] = str(event.get("model_version", ""))
             for stamp in event.get("timestamps", ()):
                 stamps[stamp["name"]] = int(stamp["ns"])
     except (KeyError, TypeError, ValueError):
@@ -137,8 +146,16 @@ def read_trace(source, model: str | None = None, *, edges: bool = True) -> Trito
     if chosen not in models:
         raise ValueError(f"{where}: no requests of model {chosen!r} (the trace holds "
                          f"{', '.join(models) or 'none'})")
+    served = sorted({versions[i] for i in names if names[i] == chosen})
+    if version is None and len(served) > 1:
+        raise ValueError(f"{where}: the trace holds versions {', '.join(served)} of "
+                         f"{chosen!r}: pass version=")
+    if version is not None and version not in served:
+        raise ValueError(f"{where}: no requests of {chosen!r} version {version} (the trace "
+                         f"holds versions {', '.join(served) or 'none'})")
     complete = [s for i, s in requests.items()
-                if names.get(i) == chosen and all(n in s for n in NEEDED)]
+                if names.get(i) == chosen and (version is None or versions[i] == version)
+                and all(n in s for n in NEEDED)]
     if not complete:
         raise ValueError(f"{where}: no request of {chosen!r} has {', '.join(NEEDED)}: trace "
                          f"with level=TIMESTAMPS")
