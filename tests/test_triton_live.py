@@ -257,3 +257,28 @@ def test_second_review_of_versions():
     assert checked_version(np.int64(2)) == "2"
     with pytest.raises(ValueError, match="as a whole number"):
         checked_version("²")
+
+
+def test_a_version_the_server_does_not_serve_names_those_it_does(server):
+    _Triton.two_versions = True
+    with pytest.raises(ValueError, match="serves 'affine' at versions 1, 2"):
+        calibrate(url=server, version=9, window=1.0)
+
+
+def test_versions_without_numbers_are_refused_before_the_window(server, monkeypatch):
+    """Found by review: statistics entries without a "version" key (Triton always sends one,
+    a proxy may not) were refused only after the window, with a fix that could not be
+    followed."""
+    import sys
+
+    module = sys.modules[__name__]
+    plain = module._at_version
+    monkeypatch.setattr(module, "_at_version", lambda entry, version: {
+        k: v for k, v in plain(entry, version).items() if k != "version"})
+    _Triton.two_versions = True
+    waited = []
+    from qmodel.triton import live
+    monkeypatch.setattr(live, "_sleep", waited.append)
+    with pytest.raises(ValueError, match="serves model 'affine' at several versions"):
+        calibrate(url=server, window=1.0)
+    assert waited == []

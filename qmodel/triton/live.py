@@ -133,6 +133,19 @@ def _served_model(url: str) -> str:
                      f"({', '.join(names) or 'none'}): name one with model=")
 
 
+def _versions_note(url: str, model: str) -> str:
+    """Which versions of ``model`` the server reports, in words (for an error message)."""
+    try:
+        entries = _json(f"{url}/v2/models/stats", "the server's statistics")["model_stats"]
+        versions = sorted({str(e.get("version", "")) for e in entries
+                           if e.get("name") == model} - {""}, key=lambda v: (len(v), v))
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return "the server's statistics could not say which versions it serves"
+    if not versions:
+        return f"the server reports no version of {model!r}"
+    return f"the server serves {model!r} at versions {', '.join(versions)}"
+
+
 def sample_server(url: str, model: str | None = None, *, version: str | int | None = None,
                   metrics_url: str | None = None, window: float = 60.0) -> ServerSample:
     """A model's configuration, and its statistics and metrics around ``window`` seconds of
@@ -170,7 +183,12 @@ def sample_server(url: str, model: str | None = None, *, version: str | int | No
     if version is not None:
         path = f"{path}/versions/{version}"
         what = f"model {model!r} version {version}"
-    served = _json(f"{url}/v2/models/{path}/config", f"the configuration of {what}")
+    try:
+        served = _json(f"{url}/v2/models/{path}/config", f"the configuration of {what}")
+    except ValueError as err:
+        if version is None:
+            raise
+        raise ValueError(f"{err} ({_versions_note(url, model)})") from None
     if served.get("platform") == "ensemble" or "ensemble_scheduling" in served:
         raise ValueError(f"model {model!r} is an ensemble: calibrate(url=...) calibrates one "
                          f"model; name a composing model with model=, or read the ensemble's "
@@ -189,14 +207,14 @@ def sample_server(url: str, model: str | None = None, *, version: str | int | No
         return _json(stats_url, f"the statistics of {what}"), scrape
 
     stats_before, metrics_before = snapshot()
-    if version is None:
-        # Triton answers /v2/models/<model>/stats with every version it serves
-        versions = sorted({str(e.get("version", "")) for e in
-                           stats_before.get("model_stats", []) if e.get("name") == model},
+    # Triton answers /v2/models/<model>/stats with every version it serves, one entry each
+    entries = [e for e in stats_before.get("model_stats", []) if e.get("name") == model]
+    if version is None and len(entries) > 1:
+        versions = sorted({str(e.get("version", "")) for e in entries} - {""},
                           key=lambda v: (len(v), v))
-        if len(versions) > 1:
-            raise ValueError(f"the server at {url} serves model {model!r} at versions "
-                             f"{', '.join(versions)}: name one with version=")
+        raise ValueError(f"the server at {url} serves model {model!r} at "
+                         f"{'versions ' + ', '.join(versions) if versions else 'several versions'}"
+                         f": name one with version=")
     start = _clock()
     _sleep(float(window))
     stats_after, metrics_after = snapshot()
