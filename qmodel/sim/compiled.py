@@ -39,8 +39,9 @@ from .replica_rule import (ARRIVAL, LAW, NODE_FLOAT, NODE_INT, OPENED, ROUTER, S
 from .replicas import MAX_REPLICAS, MAX_SECTIONS, arrivals_per_replica_node, plan_replicas
 from .window import ShortRunWarning, batch_places, cool_down_arrivals
 
-__all__ = ["simulate_compiled", "compiled_target", "replay_compiled", "unsupported", "gpu_present", "RESOLUTION",
-           "HIST_LO", "HIST_HI", "GPU_MAX_REPLICAS", "GPU_AUTO_REQUESTS"]
+__all__ = ["simulate_compiled", "compiled_target", "replay_compiled", "unsupported",
+           "gpu_present", "RESOLUTION", "HIST_LO", "HIST_HI", "GPU_MAX_REPLICAS",
+           "GPU_AUTO_REQUESTS", "histogram_result", "launch_on_gpu"]
 
 # Histogram bins: relative width 0.05% from 0.1 us to 1e5 s (about 55,000 bins).
 RESOLUTION = 5e-4
@@ -367,15 +368,23 @@ def _run(target, replicas, sections, nodes, tables, arr_code, arr_f, trace, offs
     if target == "cpu":
         _cpu_runner()(replicas, sections, *args)
         return {**out, **rec}
+    return launch_on_gpu(_gpu_runner(), replicas, sections, args, scratch,
+                         {**out, **rec})
+
+
+def launch_on_gpu(kernel, replicas: int, sections: int, args: list, scratch: list,
+                  wanted: dict) -> dict:
+    """Run ``kernel`` over one thread per replica and bring ``wanted`` back (name -> the
+    host array among ``args``), the histograms (``wanted["hist"]`` and ``["bhist"]``, first
+    axis by section) summed over their HIST_COPIES rows per section. ``scratch`` (among
+    ``args``) is allocated on the device, uninitialised (each replica sets up its own),
+    column-major: a thread's state is column ``slot`` of each array, so the threads of a warp
+    touch neighbouring addresses."""
     cuda = _cuda()
-    rows = {id(out["hist"]): np.zeros((sections * HIST_COPIES, bins), dtype=np.int64),
-            id(out["bhist"]): np.zeros((sections * HIST_COPIES, 2 * (bmax + 1) + CACHE_LINE),
-                                       dtype=np.int64)}
+    rows = {id(wanted[name]): np.zeros((sections * HIST_COPIES, *wanted[name].shape[1:]),
+                                       dtype=wanted[name].dtype) for name in ("hist", "bhist")}
     args = [rows.get(id(a), a) for a in args]
-    # The scratch is allocated on the device, uninitialised (each replica sets up its own),
-    # column-major: a thread's state is column `slot` of each array, so the threads of a warp
-    # touch neighbouring addresses.
-    need = sum(a.nbytes for a in scratch) + out["stats"].nbytes
+    need = sum(a.nbytes for a in scratch) + wanted["stats"].nbytes
     free, _ = cuda.current_context().get_memory_info()
     if need > 0.9 * free:
         raise ValueError(f"the compiled engine needs {need / 2**30:.1f} GiB of GPU memory for "
@@ -385,13 +394,12 @@ def _run(target, replicas, sections, nodes, tables, arr_code, arr_f, trace, offs
     device = [on_device[id(a)] if id(a) in on_device else
               cuda.to_device(a) if isinstance(a, np.ndarray) else a for a in args]
     blocks = (replicas + GPU_BLOCK - 1) // GPU_BLOCK
-    _gpu_runner()[blocks, GPU_BLOCK](replicas, sections, *device)
+    kernel[blocks, GPU_BLOCK](replicas, sections, *device)
     cuda.synchronize()
-    wanted = {**out, **rec}
     got = {name: device[next(i for i, a in enumerate(args) if a is rows.get(id(array), array))]
            .copy_to_host() for name, array in wanted.items()}
     for name in ("hist", "bhist"):
-        got[name] = got[name].reshape(sections, HIST_COPIES, -1).sum(axis=1)
+        got[name] = got[name].reshape(sections, HIST_COPIES, *got[name].shape[1:]).sum(axis=1)
     return got
 
 

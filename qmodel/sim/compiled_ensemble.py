@@ -19,7 +19,7 @@ import numpy as np
 
 from ..system import Trace
 from . import compiled, ensemble_rule
-from .compiled import (CACHE_LINE, FIRST_QUEUE_ROOM, GPU_BLOCK, HIST_COPIES, HIST_HI, HIST_LO,
+from .compiled import (CACHE_LINE, FIRST_QUEUE_ROOM, HIST_COPIES, HIST_HI, HIST_LO,
                        LARGEST_QUEUE_ROOM, RESOLUTION, histogram_result)
 from .ensemble import _longest_need, _pods_of
 from .ensemble_rule import ESTAT, RELEASE_OVERFLOW, STAGE_STAT
@@ -174,31 +174,7 @@ def _run(target, replicas, sections, pods, stages, tables, graph, arr_code, arr_
     if target == "cpu":
         _cpu_runner()(replicas, sections, *args)
         return out
-    cuda = compiled._cuda()
-    rows = {id(out["hist"]): np.zeros((sections * HIST_COPIES, 1 + stages, bins),
-                                      dtype=np.int64),
-            id(out["bhist"]): np.zeros((sections * HIST_COPIES, stages, columns),
-                                       dtype=np.int64)}
-    args = [rows.get(id(a), a) for a in args]
-    need = sum(a.nbytes for a in scratch) + out["stats"].nbytes
-    free, _ = cuda.current_context().get_memory_info()
-    if need > 0.9 * free:
-        raise ValueError(f"the compiled engine needs {need / 2**30:.1f} GiB of GPU memory for "
-                         f"{replicas:,} replicas and has {free / 2**30:.1f} GiB free: ask for "
-                         "fewer replicas (replicas=) or fewer requests")
-    on_device = {id(a): cuda.device_array(a.shape, a.dtype, order="F") for a in scratch}
-    device = [on_device[id(a)] if id(a) in on_device else
-              cuda.to_device(a) if isinstance(a, np.ndarray) else a for a in args]
-    blocks = (replicas + GPU_BLOCK - 1) // GPU_BLOCK
-    _gpu_runner()[blocks, GPU_BLOCK](replicas, sections, *device)
-    cuda.synchronize()
-    got = {}
-    for name, array in out.items():
-        index = next(i for i, a in enumerate(args) if a is rows.get(id(array), array))
-        got[name] = device[index].copy_to_host()
-    for name in ("hist", "bhist"):
-        got[name] = got[name].reshape(sections, HIST_COPIES, *got[name].shape[1:]).sum(axis=1)
-    return got
+    return compiled.launch_on_gpu(_gpu_runner(), replicas, sections, args, scratch, out)
 
 
 def _results(cluster, stage_nodes, out, replicas, target, requests, ask, bmax):

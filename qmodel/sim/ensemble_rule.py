@@ -31,8 +31,9 @@ import types
 
 from . import replica_rule
 # The node rule's functions, by name: compiled, each is rebound to that target's version.
-from .replica_rule import (NODE_FLOAT, NODE_INT, add, bin_of, busy_at, decide, earliest_free,
-                           gap, prange, prefetch_grow, route, service, uniform)
+from .replica_rule import (NODE_FLOAT, NODE_INT, add, arrival, batch_service, bin_of, decide,
+                           earliest_free, first_due, prange, prefetch_grow, route,
+                           running_after, uniform)
 
 __all__ = ["build", "cpu_driver", "ENSEMBLE_RULE", "ESTAT", "STAGE_STAT", "SCRATCH_OVERFLOW",
            "RELEASE_OVERFLOW"]
@@ -201,10 +202,7 @@ def run_ensemble_replica(r, slot, section, pods, stages, node_i, node_f, pref, m
     t_end = math.inf
     rr_start = int(uniform(rs, slot) * pods)
     i = 0
-    if arr_code == 3:
-        t_arr = trace[trace_off[r]]
-    else:
-        t_arr = gap(rs, slot, arr_code, arr_f, True)
+    t_arr = arrival(rs, slot, r, 0, 0.0, arr_code, arr_f, trace, trace_off)
     due = -1
     t_due = math.inf
     rel_n, rel_j, t_rel = -1, 0, math.inf
@@ -243,10 +241,8 @@ def run_ensemble_replica(r, slot, section, pods, stages, node_i, node_f, pref, m
                 t_warm = t_arr
                 stats[r, _E_TWARM] = t_arr
                 for n in range(nodes):      # batches already running count from here
-                    for j in range(node_i[n, _C_I]):
-                        if free[slot, n, j] > t_warm:
-                            stats[r, _NE + (n % stages) * _NS + _S_BUSY] += (
-                                free[slot, n, j] - t_warm)
+                    stats[r, _NE + (n % stages) * _NS + _S_BUSY] += running_after(
+                        slot, n, t_warm, node_i, free)
             if i == i_end:
                 t_end = t_arr
                 stats[r, _E_TEND] = t_arr
@@ -275,16 +271,11 @@ def run_ensemble_replica(r, slot, section, pods, stages, node_i, node_f, pref, m
                         due = m
             if i == i_end:          # batches still running past t_end: their tail is out
                 for n in range(nodes):
-                    for j in range(node_i[n, _C_I]):
-                        if free[slot, n, j] > t_end:
-                            stats[r, _NE + (n % stages) * _NS + _S_BUSY] -= (
-                                free[slot, n, j] - t_end)
+                    stats[r, _NE + (n % stages) * _NS + _S_BUSY] -= running_after(
+                        slot, n, t_end, node_i, free)
             i += 1
             if i < total:
-                if arr_code == 3:
-                    t_arr = trace[trace_off[r] + i]
-                else:
-                    t_arr += gap(rs, slot, arr_code, arr_f, False)
+                t_arr = arrival(rs, slot, r, i, t_arr, arr_code, arr_f, trace, trace_off)
             continue
         if due < 0:
             break
@@ -297,10 +288,8 @@ def run_ensemble_replica(r, slot, section, pods, stages, node_i, node_f, pref, m
         if node_f[n, _PREFETCH_F] >= 0.0:      # (a call not taken: 15% faster nodes)
             k = prefetch_grow(rs, slot, n, k, when, node_i, node_f, pref,
                               qlen, opened)
-        took = service(rs, slot, n, k, node_i, node_f, mean, emp_off,
-                       emp_cnt, emp_scale, pool)
-        if slow[n, 0] > 0.0:
-            took *= slow[n, busy_at(slot, n, when, node_i, free)]
+        took = batch_service(rs, slot, n, k, when, node_i, node_f, mean, emp_off, emp_cnt,
+                             emp_scale, pool, slow, free)
         done = when + took
         free[slot, n, inst] = done
         over = node_f[n, _OVER_F]
@@ -352,9 +341,5 @@ def run_ensemble_replica(r, slot, section, pods, stages, node_i, node_f, pref, m
         qlen[slot, n] -= k
         decide(slot, n, node_i, node_f, pref, qbuf, qhead, qlen, free, nt, nk,
                opened, mask)
-        due = -1
-        t_due = math.inf
-        for m in range(nodes):
-            if nt[slot, m] < t_due:
-                t_due = nt[slot, m]
-                due = m
+        due = first_due(slot, nodes, nt)
+        t_due = nt[slot, due] if due >= 0 else math.inf

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .http import fetch, is_url
-from .stats import checked_version
+from .stats import checked_version, chosen_model
 
 __all__ = ["TritonMetrics", "read_metrics"]
 
@@ -150,21 +150,8 @@ def read_metrics(before, after, model: str | None = None,
     models = sorted({(labels["model"], labels.get("version", "")) for name, labels, _ in last
                      if name == COUNTERS["requests"] and "model" in labels})
     version = checked_version(version)
-    chosen = [m for m in models if (model is None or m[0] == model)
-              and (version is None or m[1] == version)]
-    if len(chosen) != 1:
-        listed = ", ".join(f"{n} (version {v})" for n, v in models) or "none"
-        if len(chosen) > 1 and len({n for n, _ in chosen}) == 1:
-            fix = "pass version="             # one model, several versions
-        elif version is not None:
-            fix = "pass the model= and version= of one listed"
-        else:
-            fix = "pass model="
-        wanted = (f"named {model!r}" if model else "to choose from") + (
-            f" at version {version!r}" if version is not None else "")
-        raise ValueError(f"{last_where}: {'no' if not chosen else 'several'} models "
-                         f"{wanted}; the scrape has {listed}: {fix}")
-    name, version = chosen[0]
+    name, version = models[chosen_model(models, model, version, last_where, "models",
+                                        "named", "the scrape has")]
 
     def total(samples, metric: str, **match) -> float | None:
         values = [v for n, labels, v in samples

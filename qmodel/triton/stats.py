@@ -107,21 +107,31 @@ def _model_entry(snapshot: dict, model: str | None, where: str,
     except (KeyError, TypeError):
         raise ValueError(f"{where}: no 'model_stats' list of models: give the body of "
                          f"GET /v2/models/<model>/stats") from None
-    chosen = [e for e, (name, v) in zip(entries, names)
+    return entries[chosen_model(names, model, version, where, "model statistics", "for",
+                                "the snapshot has")]
+
+
+def chosen_model(pairs: list, model: str | None, version: str | None, where: str,
+                 noun: str, preposition: str, listing: str) -> int:
+    """The index of the one (name, version) of ``pairs`` that ``model`` and ``version``
+    (None: any) name, or ValueError saying which fix to make, e.g. "before: no model
+    statistics for 'm'; the snapshot has m (version 1): pass model=" (``where``, ``noun``,
+    ``preposition`` and ``listing`` are its words)."""
+    chosen = [i for i, (name, v) in enumerate(pairs)
               if (model is None or name == model) and (version is None or v == version)]
-    if len(chosen) != 1:
-        listed = ", ".join(f"{n} (version {v})" for n, v in names) or "none"
-        if len(chosen) > 1 and len({e["name"] for e in chosen}) == 1:
-            fix = "pass version="             # one model, several versions
-        elif version is not None:
-            fix = "pass the model= and version= of one listed"
-        else:
-            fix = "pass model="
-        wanted = (f"for {model!r}" if model else "to choose from") + (
-            f" version {version!r}" if version is not None else "")
-        raise ValueError(f"{where}: {'no' if not chosen else 'several'} model statistics "
-                         f"{wanted}; the snapshot has {listed}: {fix}")
-    return chosen[0]
+    if len(chosen) == 1:
+        return chosen[0]
+    if len(chosen) > 1 and len({pairs[i][0] for i in chosen}) == 1:
+        fix = "pass version="             # one model, several versions
+    elif version is not None:
+        fix = "pass the model= and version= of one listed"
+    else:
+        fix = "pass model="
+    wanted = (f"{preposition} {model!r}" if model else "to choose from") + (
+        f" version {version!r}" if version is not None else "")
+    listed = ", ".join(f"{n} (version {v})" for n, v in pairs) or "none"
+    raise ValueError(f"{where}: {'no' if not chosen else 'several'} {noun} {wanted}; "
+                     f"{listing} {listed}: {fix}")
 
 
 def checked_version(version) -> str | None:
