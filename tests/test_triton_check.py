@@ -3,8 +3,10 @@ harness against a live server (slow)."""
 
 import json
 import shutil
+import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import qmodel as qm
@@ -148,12 +150,61 @@ def test_the_workload_model_computes_a_profiling_workload(tmp_path):
     config = (folder / "config.pbtxt").read_text()
     assert "max_batch_size: 4" in config and "max_queue_delay_microseconds: 500" in config
     model = (folder / "1" / "model.py").read_text()
-    assert "'item-tower'" in model and "WORKLOADS[WORKLOAD](k, rng)" in model
+    assert "'item-tower'" in model and "WORKLOADS[WORKLOAD](k, rng, xp)" in model
     compile(model, "model.py", "exec")          # a valid Python file
     with pytest.raises(ValueError, match="workload 'resnet' is unknown"):
         write_workload_model(tmp_path, "m", node, "resnet")
     with pytest.raises(ValueError, match="blas_threads"):
         write_workload_model(tmp_path, "m", node, "item-tower", blas_threads=0)
+    with pytest.raises(ValueError, match="backend must be 'numpy'.*or 'cupy'"):
+        write_workload_model(tmp_path, "m", node, "item-tower", backend="torch")
+    gpu = write_workload_model(tmp_path, "g", node, "item-tower", backend="cupy")
+    assert "kind: KIND_GPU" in (gpu / "config.pbtxt").read_text()
+    assert "kind: KIND_CPU" in config
+
+
+def test_the_workload_model_answers_each_request_of_a_batch(tmp_path, monkeypatch):
+    """The model.py that the server runs, executed here against a stand-in for the Python
+    backend's pb_utils: it builds a call per batch size and answers every request with the
+    sum of its input, through DLPack or, where DLPack fails, the plain tensor."""
+    import types
+
+    from qmodel.triton.server import write_workload_model
+
+    class Tensor:
+        def __init__(self, name, array):
+            self.name, self.array = name, np.asarray(array)
+
+        @classmethod
+        def from_dlpack(cls, name, array):
+            if dlpack_fails:
+                raise RuntimeError("PyCapsule_GetPointer called with incorrect name")
+            return cls(name, np.from_dlpack(array))
+
+    class Input:
+        def __init__(self, array):
+            self.array = array
+
+        def as_numpy(self):
+            return self.array
+
+    pb = types.ModuleType("triton_python_backend_utils")
+    pb.Tensor = Tensor
+    pb.InferenceResponse = lambda tensors: tensors
+    pb.get_input_tensor_by_name = lambda request, name: Input(request[name])
+    monkeypatch.setitem(sys.modules, "triton_python_backend_utils", pb)
+    node = qm.Node(qm.ServiceTime.affine(1e-3), max_batch_size=3)
+    folder = write_workload_model(tmp_path, "m", node, "scoring")
+    namespace = {"__name__": "model"}
+    exec(compile((folder / "1" / "model.py").read_text(), "model.py", "exec"), namespace)
+    model = namespace["TritonPythonModel"]()
+    model.initialize({})
+    assert len(model.calls) == 4                # a call for each batch size 1..3
+    for dlpack_fails in (False, True):
+        requests = [{"x": np.full((1, 4), i, dtype=np.float32)} for i in range(3)]
+        responses = model.execute(requests)
+        assert [r[0].array.tolist() for r in responses] == [[[0.0]], [[4.0]], [[8.0]]]
+        assert all(r[0].name == "y" for r in responses)
 
 
 def test_triton_check_takes_a_workload_or_a_sleep_not_both(capsys):

@@ -104,14 +104,16 @@ def record_run(repository, model: str, rate: float, folder, *, interval_ms: int 
 def measure(node, rates, out, *, repeats: int = 2, cv: float = 0.0, interval_ms: int = 5000,
             windows: int = 3, traced: int = 1500, seed: int = 0, installation=None,
             server_cpus: str | None = None, client_cpus: str | None = None,
-            workload: str | None = None, blas_threads: int = 1) -> list:
+            workload: str | None = None, blas_threads: int = 1,
+            backend: str = "numpy") -> list:
     """Every rate ``repeats`` times on a real server serving ``node`` as a sleeping model
     (S(k) of ``node.service``, an affine law, times a lognormal factor of cv ``cv``); the runs
     go to ``out/<rate>-<repeat>/``. Returns their folders.
 
     With ``workload`` (a name in :data:`qmodel.profiling.WORKLOADS`) the model computes that
-    NumPy workload per batch instead (``blas_threads`` BLAS threads), so the service law is
-    the server's own, measured, not imposed; ``node`` then gives the batching knobs only.
+    workload per batch instead (NumPy with ``blas_threads`` BLAS threads on CPU instances, or
+    CuPy on GPU instances with ``backend="cupy"``), so the service law is the server's own,
+    measured, not imposed; ``node`` then gives the batching knobs only.
 
     Rates are taken in turn within a repeat (all rates, then all again), so that a slow
     period of the machine touches a rate's repeats apart."""
@@ -132,9 +134,9 @@ def measure(node, rates, out, *, repeats: int = 2, cv: float = 0.0, interval_ms:
             about = {"node": node.describe(), "sleep_cv": cv}
         else:
             write_workload_model(repo, MODEL, node, workload, seed=seed,
-                                 blas_threads=blas_threads)
+                                 blas_threads=blas_threads, backend=backend)
             about = {"node": node.describe(service=False), "workload": workload,
-                     "blas_threads": blas_threads}
+                     "blas_threads": blas_threads, "backend": backend}
         for repeat in range(1, repeats + 1):
             for rate in rates:
                 folder = out / f"{rate:g}-{repeat}"

@@ -271,12 +271,18 @@ RESPOND = """
             y = np.zeros((xs[0].shape[0], 1), dtype=np.float32)
             for x in xs:
                 y += x.sum(axis=1, keepdims=True, dtype=np.float32)
-            # pb_utils.Tensor(name, array) sends an empty tensor under NumPy 2 (the stub is
-            # built against NumPy 1: "output tensor shape does not match size of output");
-            # DLPack hands the buffer over intact
-            out = pb_utils.Tensor.from_dlpack(OUTPUT, y)
-            responses.append(pb_utils.InferenceResponse([out]))
+            responses.append(pb_utils.InferenceResponse([self.tensor(y)]))
         return responses
+
+    def tensor(self, y):
+        # pb_utils.Tensor(name, array) sends an empty tensor under NumPy 2 where the stub is
+        # built against NumPy 1 ("output tensor shape does not match size of output"), and
+        # DLPack hands the buffer over intact; where DLPack fails instead (seen on a GPU
+        # machine: "PyCapsule_GetPointer called with incorrect name"), the plain tensor
+        try:
+            return pb_utils.Tensor.from_dlpack(OUTPUT, y)
+        except Exception:
+            return pb_utils.Tensor(OUTPUT, y)
 """
 
 # The Python-backend model of write_sleeping_model: one execute() call per batch, which sleeps
@@ -308,9 +314,10 @@ class TritonPythonModel:
 
 # A model that computes one of qmodel's profiling workloads per batch. The stub's embedded
 # interpreter ignores PYTHONPATH, so the caller's import path is appended (after the stub's
-# own, whose NumPy the stub was built with) for qmodel and threadpoolctl. Each batch size's
-# call is built once, with the workload's own inputs, so a batch of k costs what
-# ``qmodel profile`` measures for k.
+# own, whose NumPy the stub was built with) for qmodel, threadpoolctl and CuPy. Each batch
+# size's call is built once, with the workload's own inputs, so a batch of k costs what
+# ``qmodel profile`` measures for k. On the "cupy" backend the instance is a KIND_GPU one,
+# its arrays live on the GPU and an execution ends when the GPU has finished the batch.
 WORKLOAD_MODEL = """\
 import sys
 
@@ -318,22 +325,34 @@ sys.path += [p for p in {paths!r} if p not in sys.path]
 
 import numpy as np  # noqa: E402
 import triton_python_backend_utils as pb_utils  # noqa: E402
-from threadpoolctl import threadpool_limits  # noqa: E402
 
 from qmodel.profiling import WORKLOADS  # noqa: E402
 
 WORKLOAD, LARGEST, SEED, BLAS_THREADS = {workload!r}, {largest!r}, {seed!r}, {blas_threads!r}
+BACKEND = {backend!r}
 INPUTS, OUTPUT = {inputs!r}, {output!r}
 
 
 class TritonPythonModel:
     def initialize(self, args):
-        self.limit = threadpool_limits(limits=BLAS_THREADS, user_api="blas")
         rng = np.random.default_rng(SEED)
-        self.calls = [None] + [WORKLOADS[WORKLOAD](k, rng) for k in range(1, LARGEST + 1)]
+        if BACKEND == "cupy":
+            import cupy
+            cupy.cuda.Device(int(args.get("model_instance_device_id", 0) or 0)).use()
+            self.finish = cupy.cuda.get_current_stream().synchronize
+            xp = cupy
+        else:
+            from threadpoolctl import threadpool_limits
+            self.limit = threadpool_limits(limits=BLAS_THREADS, user_api="blas")
+            self.finish, xp = (lambda: None), np
+        self.calls = [None] + [WORKLOADS[WORKLOAD](k, rng, xp) for k in range(1, LARGEST + 1)]
+        for call in self.calls[1:]:         # first calls load kernels and allocate
+            call()
+        self.finish()
 
     def execute(self, requests):
         self.calls[len(requests)]()
+        self.finish()
         return self.respond(requests)
 """ + RESPOND
 
@@ -358,12 +377,13 @@ def write_sleeping_model(repository, name: str, node, *, cv: float = 0.0, seed: 
 
 
 def write_workload_model(repository, name: str, node, workload: str, *, seed: int = 0,
-                         blas_threads: int = 1):
-    """A Python-backend model in ``repository/name`` with ``node``'s batching knobs (CPU
-    instances) that computes qmodel's profiling workload ``workload`` (a name in
-    :data:`qmodel.profiling.WORKLOADS`) per batch, with ``blas_threads`` BLAS threads;
-    ``node.service`` is not used: the server's executions are the service law. Input "x" (4
-    floats), output "y"."""
+                         blas_threads: int = 1, backend: str = "numpy"):
+    """A Python-backend model in ``repository/name`` with ``node``'s batching knobs that
+    computes qmodel's profiling workload ``workload`` (a name in
+    :data:`qmodel.profiling.WORKLOADS`) per batch: on the "numpy" backend in CPU instances
+    with ``blas_threads`` BLAS threads, on "cupy" in GPU instances (an execution ends when
+    the GPU has finished). ``node.service`` is not used: the server's executions are the
+    service law. Input "x" (4 floats), output "y"."""
     from ..profiling import WORKLOADS
     from .config import write_config
 
@@ -371,14 +391,17 @@ def write_workload_model(repository, name: str, node, workload: str, *, seed: in
         raise ValueError(f"workload {workload!r} is unknown; use one of {sorted(WORKLOADS)}")
     if isinstance(blas_threads, bool) or not isinstance(blas_threads, int) or blas_threads < 1:
         raise ValueError(f"blas_threads must be a whole number >= 1, got {blas_threads!r}")
+    if backend not in ("numpy", "cupy"):
+        raise ValueError(f"backend must be 'numpy' (CPU instances) or 'cupy' (GPU "
+                         f"instances), got {backend!r}")
     folder = Path(repository) / name
     (folder / "1").mkdir(parents=True, exist_ok=True)
     (folder / "config.pbtxt").write_text(write_config(
-        node, name, kind="KIND_CPU", inputs=[("x", "TYPE_FP32", [4])],
-        outputs=[("y", "TYPE_FP32", [1])]))
+        node, name, kind="KIND_GPU" if backend == "cupy" else "KIND_CPU",
+        inputs=[("x", "TYPE_FP32", [4])], outputs=[("y", "TYPE_FP32", [1])]))
     (folder / "1" / "model.py").write_text(WORKLOAD_MODEL.format(
         workload=workload, largest=int(node.max_batch_size), seed=int(seed),
-        blas_threads=int(blas_threads), inputs=["x"], output="y",
+        blas_threads=int(blas_threads), backend=backend, inputs=["x"], output="y",
         paths=[str(Path(p).resolve()) for p in sys.path if p]))
     return folder
 
