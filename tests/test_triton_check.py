@@ -158,9 +158,20 @@ def test_the_workload_model_computes_a_profiling_workload(tmp_path):
         write_workload_model(tmp_path, "m", node, "item-tower", blas_threads=0)
     with pytest.raises(ValueError, match="backend must be 'numpy'.*or 'cupy'"):
         write_workload_model(tmp_path, "m", node, "item-tower", backend="torch")
-    gpu = write_workload_model(tmp_path, "g", node, "item-tower", backend="cupy")
-    assert "kind: KIND_GPU" in (gpu / "config.pbtxt").read_text()
+    gpu = (write_workload_model(tmp_path, "g", node, "item-tower", backend="cupy")
+           / "config.pbtxt").read_text()
+    assert "kind: KIND_GPU" in gpu and "gpus: 0" in gpu and "count: 1" in gpu
     assert "kind: KIND_CPU" in config
+
+
+def test_measure_checks_its_backend_before_any_server_starts(tmp_path):
+    from qmodel.triton.check import measure
+
+    node = qm.Node(qm.ServiceTime.affine(1e-3), max_batch_size=4)
+    with pytest.raises(ValueError, match="backend must be 'numpy'"):
+        measure(node, [100], tmp_path, workload="item-tower", backend="torch")
+    with pytest.raises(ValueError, match="needs a workload"):
+        measure(node, [100], tmp_path, backend="cupy")
 
 
 def test_the_workload_model_answers_each_request_of_a_batch(tmp_path, monkeypatch):

@@ -124,6 +124,12 @@ def measure(node, rates, out, *, repeats: int = 2, cv: float = 0.0, interval_ms:
         raise ValueError(f"rates must be positive requests per second, got {rates!r}")
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
         raise ValueError(f"repeats must be a whole number >= 1, got {repeats!r}")
+    if backend not in ("numpy", "cupy"):
+        raise ValueError(f"backend must be 'numpy' (CPU instances) or 'cupy' (GPU "
+                         f"instances), got {backend!r}")
+    if backend != "numpy" and workload is None:
+        raise ValueError(f"backend={backend!r} needs a workload: the sleeping model runs on "
+                         f"CPU instances")
     if not 0 <= cv <= 2:
         raise ValueError(f"cv={cv!r}: the sleep's lognormal jitter cv must lie in [0, 2]")
     out = Path(out)

@@ -381,8 +381,8 @@ def write_workload_model(repository, name: str, node, workload: str, *, seed: in
     """A Python-backend model in ``repository/name`` with ``node``'s batching knobs that
     computes qmodel's profiling workload ``workload`` (a name in
     :data:`qmodel.profiling.WORKLOADS`) per batch: on the "numpy" backend in CPU instances
-    with ``blas_threads`` BLAS threads, on "cupy" in GPU instances (an execution ends when
-    the GPU has finished). ``node.service`` is not used: the server's executions are the
+    with ``blas_threads`` BLAS threads, on "cupy" in GPU instances on GPU 0 (an execution
+    ends when the GPU has finished; ``blas_threads`` does not apply). ``node.service`` is not used: the server's executions are the
     service law. Input "x" (4 floats), output "y"."""
     from ..profiling import WORKLOADS
     from .config import write_config
@@ -396,9 +396,12 @@ def write_workload_model(repository, name: str, node, workload: str, *, seed: in
                          f"instances), got {backend!r}")
     folder = Path(repository) / name
     (folder / "1").mkdir(parents=True, exist_ok=True)
+    # on the GPU: every instance on GPU 0, as the node's count says (without a list Triton
+    # would place that count on every GPU it sees)
+    gpu = dict(kind="KIND_GPU", gpus=[0]) if backend == "cupy" else dict(kind="KIND_CPU")
     (folder / "config.pbtxt").write_text(write_config(
-        node, name, kind="KIND_GPU" if backend == "cupy" else "KIND_CPU",
-        inputs=[("x", "TYPE_FP32", [4])], outputs=[("y", "TYPE_FP32", [1])]))
+        node, name, inputs=[("x", "TYPE_FP32", [4])], outputs=[("y", "TYPE_FP32", [1])],
+        **gpu))
     (folder / "1" / "model.py").write_text(WORKLOAD_MODEL.format(
         workload=workload, largest=int(node.max_batch_size), seed=int(seed),
         blas_threads=int(blas_threads), backend=backend, inputs=["x"], output="y",
