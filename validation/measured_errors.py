@@ -205,12 +205,17 @@ def _fast_server_rows():
 
 # ---- random configurations ------------------------------------------------------------------
 def _wide_rows():
-    """(family, Row) of the random configurations of validation/wide_domain.py and the grid
-    of validation/preferred_grid.py (rows of the same fields) that a model answered: a
+    """(family, Row) of the random configurations of validation/wide_domain.py and
+    validation/several_instance_jitter.py and the grid of validation/preferred_grid.py (rows
+    of the same fields) that a model answered: a
     cluster's family where the answer quotes one (it covers the nodes' models), else the
     node's."""
     rows = [(r, WIDE) for r in stored_results("wide_domain.json")]
     rows += [(r, "validation/preferred_grid.py") for r in stored_results("preferred_grid.json")]
+    rows += [(r, "validation/several_instance_jitter.py")
+             for name in ("several_instance_jitter.json", "several_instance_jitter_spread.json",
+                          "several_instance_jitter_edge.json")
+             for r in stored_results(name)]
     for r, source in rows:
         if "p99" not in r or not r["families"]:
             continue
