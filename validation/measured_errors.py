@@ -205,9 +205,9 @@ def _fast_server_rows():
 
 # ---- random configurations ------------------------------------------------------------------
 def _wide_rows():
-    """(family, Row) of the random configurations of validation/wide_domain.py,
-    validation/several_instance_jitter.py and validation/router_draws.py and the grid of
-    validation/preferred_grid.py (rows of the same fields) that a model answered: a
+    """(family, Row) of the random configurations of validation/wide_domain.py and
+    validation/several_instance_jitter.py and the grid of validation/preferred_grid.py (rows
+    of the same fields) that a model answered: a
     cluster's family where the answer quotes one (it covers the nodes' models), else the
     node's."""
     rows = [(r, WIDE) for r in stored_results("wide_domain.json")]
@@ -216,7 +216,6 @@ def _wide_rows():
              for name in ("several_instance_jitter.json", "several_instance_jitter_spread.json",
                           "several_instance_jitter_edge.json")
              for r in stored_results(name)]
-    rows += [(r, "validation/router_draws.py") for r in stored_results("router_draws.json")]
     for r, source in rows:
         if "p99" not in r or not r["families"]:
             continue

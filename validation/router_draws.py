@@ -7,9 +7,9 @@ clusters lie outside their domains: validation/model_coverage.py answered 2 of 1
 clusters. This campaign draws clusters from model_coverage.py's distribution, restricted to a
 router (round robin, least outstanding or power of two, equally likely) over N = 2-16 nodes of
 2-8 instances and max_batch_size >= 2, with its own seed (so the coverage script's draws stay
-held out), and measures the models there: its rows (validation/wide_domain.py's fields) feed
-the families' measured errors and domains (validation/measured_errors.py), which grow where
-the errors hold and are cut where they do not.
+held out), and measures the models there; its rows have validation/wide_domain.py's fields.
+They are stored but not fed to the families' domains: fed, they widened the domains to edges
+where a review found answers 19-85% outside their stated error (docs/notes/domains.md).
 
 Run: ``python validation/router_draws.py --configs 400 --workers 2`` (about 30 minutes on 2
 cores). Results: validation/results/router_draws.json and .txt.

@@ -103,7 +103,11 @@ def run_one(job) -> dict:
     system, node = system_of(spec)
     rate = spec["load"] * system.capacity
     N = spec.get("N", 1)
-    row["features"] = configuration_features(node, spec["load"], 1.0, nodes=N)
+    # a power-of-two cluster's d is a feature its family's domain bounds (as predict computes
+    # it): without it no measured point of such a row could ever be a neighbour
+    choices = 2 if spec.get("router") == "power_of_two" else None
+    row["features"] = configuration_features(node, spec["load"], 1.0, nodes=N,
+                                             choices=choices)
     started = time.perf_counter()
     signal.alarm(timeout)
     try:
