@@ -88,7 +88,7 @@ from .theory.classical import mdc, mg1, mmc
 from .theory.pipeline import ensemble_family, ensemble_features, pipeline_latency
 from .theory.lindley import gig1, gigc
 from .theory.measured import (CLUSTER_FAMILIES, configuration_features, measured,
-                               several_instance_family)
+                               router_choices, several_instance_family)
 from .theory.jsq import balanced_least_outstanding
 from .theory.routing import dynamic_router
 
@@ -229,8 +229,7 @@ def _outside_measured_domain(system, process, result: Latency) -> str | None:
             if node not in distinct:
                 distinct.append(node)
         # the d of a power-of-d router: its family was measured at d = 2 only
-        choices = (cluster.router.choices if cluster.router.kind.name == "power_of_d"
-                   else None)
+        choices = router_choices(cluster)
         # a mix of round-robin families (one node of one instance, another of several):
         # each node against its own
         checks = [(m, configuration_features(node, rate / cluster.capacity, scv,

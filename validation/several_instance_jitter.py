@@ -42,15 +42,18 @@ JITTERS = (("deterministic", 0.0), ("lognormal", 0.3), ("lognormal", 0.5),
            ("exponential", 1.0))
 
 
+def _affine(rng) -> dict:
+    """S(k) = a + b k: a 0.5 or 2 ms, b / a 0.05, 0.28 or 0.6."""
+    base = float(rng.choice([0.5e-3, 2e-3]))
+    return {"base": base, "per_item": base * float(rng.choice([0.05, 0.28, 0.6]))}
+
+
 def edge_draws(count: int = 200) -> list[dict]:
     """The third draw: the corner where a review found misses at the first two's edge."""
     rng = np.random.default_rng(SEED + 2)
     specs = []
     for i in range(count):
-        base = float(rng.choice([0.5e-3, 2e-3]))
-        specs.append({"index": i, "base": base,
-                      "per_item": base * float(rng.choice([0.05, 0.28, 0.6])),
-                      "jitter": "lognormal", "cv": float(rng.uniform(0.45, 0.7)),
+        specs.append({"index": i, **_affine(rng), "jitter": "lognormal", "cv": float(rng.uniform(0.45, 0.7)),
                       "B": int(rng.integers(2, 7)), "c": int(rng.integers(5, 9)),
                       "d": float(rng.choice([0.0, 0.0, 0.5])), "preferred": [],
                       "load": float(rng.uniform(0.85, 0.97))})
@@ -66,10 +69,7 @@ def draws(count: int = 600, spread: bool = False) -> list[dict]:
         jitter, cv = JITTERS[rng.integers(len(JITTERS))]
         if spread and jitter in ("lognormal", "gamma"):
             cv = float(rng.uniform(0.3, 0.8))
-        base = float(rng.choice([0.5e-3, 2e-3]))
-        specs.append({"index": i, "base": base,
-                      "per_item": base * float(rng.choice([0.05, 0.28, 0.6])),
-                      "jitter": jitter, "cv": cv,
+        specs.append({"index": i, **_affine(rng), "jitter": jitter, "cv": cv,
                       "B": int(rng.choice([2, 3, 4, 6, 8, 16, 32])),
                       "c": int(rng.choice([2, 3, 4, 5, 6, 8])),
                       "d": float(rng.choice([0.0, 0.0, 0.5])), "preferred": [],

@@ -74,15 +74,14 @@ def system_of(spec):
 def run_one(spec) -> dict:
     import qmodel as qm
     from qmodel.stationary import as_round_robin_over
-    from qmodel.theory.measured import configuration_features
+    from qmodel.theory.measured import configuration_features, router_choices
     warnings.simplefilter("ignore")
     cluster, node = system_of(spec)
     rate = spec["load"] * cluster.capacity
     over = 2 if spec["router"] == "power_of_two" else spec["N"]
     row = dict(spec, requests=REQUESTS, seed=SEED, s1=S1)
     row["features"] = configuration_features(
-        node, spec["load"], 1.0, nodes=spec["N"],
-        choices=2 if spec["router"] == "power_of_two" else None)
+        node, spec["load"], 1.0, nodes=spec["N"], choices=router_choices(cluster))
     started = time.perf_counter()
     try:
         with np.errstate(all="ignore"):

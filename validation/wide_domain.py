@@ -43,7 +43,7 @@ import numpy as np
 
 import qmodel as qm
 from qmodel.campaign.budget import cluster_requests, requests_for
-from qmodel.theory.measured import configuration_features
+from qmodel.theory.measured import configuration_features, router_choices
 
 ROUTERS = ("round_robin", "least_outstanding", "power_of_two")
 JITTERS = ("deterministic", "exponential", "gamma", "lognormal")
@@ -103,11 +103,10 @@ def run_one(job) -> dict:
     system, node = system_of(spec)
     rate = spec["load"] * system.capacity
     N = spec.get("N", 1)
-    # a power-of-two cluster's d is a feature its family's domain bounds (as predict computes
-    # it): without it no measured point of such a row could ever be a neighbour
-    choices = 2 if spec.get("router") == "power_of_two" else None
+    # a power-of-two cluster's d is a feature its family's domain bounds: without it no
+    # measured point of such a row could ever be a neighbour
     row["features"] = configuration_features(node, spec["load"], 1.0, nodes=N,
-                                             choices=choices)
+                                             choices=router_choices(system))
     started = time.perf_counter()
     signal.alarm(timeout)
     try:

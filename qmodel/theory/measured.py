@@ -29,7 +29,7 @@ from ..latency import ErrorRange, MeasuredError
 
 __all__ = ["DESCRIPTIONS", "TABLE_FILE", "CLUSTER_FAMILIES", "FEATURES", "family_of",
            "several_instance_family",
-           "configuration_features", "measured", "measured_table", "write_table"]
+           "configuration_features", "router_choices", "measured", "measured_table", "write_table"]
 
 TABLE_FILE = Path(__file__).with_name("measured_errors.json")
 
@@ -151,6 +151,23 @@ def configuration_features(node, load: float, arrival_scv: float = 1.0,
             "preferred_below_max": sum(1 for p in node.preferred_batch_sizes if p < B),
             "smallest_preferred_over_max": min((*node.preferred_batch_sizes, B)) / B,
             "queue_limit": 1 if node.max_queue_size else 0, "choices": choices}
+
+
+def router_choices(system) -> int | None:
+    """The ``choices`` feature of ``system``: the d of a power-of-d router, None for a node
+    or any other router (whose domains do not bound it).
+
+    Examples
+    --------
+    >>> import qmodel as qm
+    >>> node = qm.Node(qm.ServiceTime.affine(1e-3), max_batch_size=4)
+    >>> router_choices(qm.Cluster(node, count=8, router="power_of_two"))
+    2
+    >>> router_choices(qm.Cluster(node, count=8, router="round_robin")) is None
+    True
+    """
+    router = getattr(system, "router", None)
+    return router.choices if router is not None and router.kind.name == "power_of_d" else None
 
 
 def several_instance_family(router: str, delay: bool) -> str:

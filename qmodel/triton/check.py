@@ -117,16 +117,14 @@ def measure(node, rates, out, *, repeats: int = 2, cv: float = 0.0, interval_ms:
 
     Rates are taken in turn within a repeat (all rates, then all again), so that a slow
     period of the machine touches a rate's repeats apart."""
-    from .server import write_sleeping_model, write_workload_model
+    from .server import check_backend, write_sleeping_model, write_workload_model
 
     rates = [float(r) for r in rates]
     if not rates or min(rates) <= 0:
         raise ValueError(f"rates must be positive requests per second, got {rates!r}")
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
         raise ValueError(f"repeats must be a whole number >= 1, got {repeats!r}")
-    if backend not in ("numpy", "cupy"):
-        raise ValueError(f"backend must be 'numpy' (CPU instances) or 'cupy' (GPU "
-                         f"instances), got {backend!r}")
+    check_backend(backend)
     if backend != "numpy" and workload is None:
         raise ValueError(f"backend={backend!r} needs a workload: the sleeping model runs on "
                          f"CPU instances")

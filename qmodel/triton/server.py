@@ -28,7 +28,8 @@ from .http import fetch
 
 __all__ = ["Installation", "find_installation", "TritonServer", "run_perf_analyzer",
            "write_sleeping_ensemble",
-           "free_port", "write_sleeping_model", "write_workload_model"]
+           "free_port", "write_sleeping_model", "write_workload_model", "BACKENDS",
+           "check_backend"]
 
 # Where the unpacked wheels lie: nvidia-pytriton's pytriton/tritonserver and
 # nvidia_pytriton.libs, and bin/perf_analyzer with lib/ (libb64.so.0d, libcudart.so.12)
@@ -357,6 +358,17 @@ class TritonPythonModel:
 """ + RESPOND
 
 
+# where a workload model computes: "numpy" on CPU instances, "cupy" on GPU instances
+BACKENDS = ("numpy", "cupy")
+
+
+def check_backend(backend: str) -> None:
+    """A ValueError naming the backends unless ``backend`` is one of BACKENDS."""
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be 'numpy' (CPU instances) or 'cupy' (GPU "
+                         f"instances), got {backend!r}")
+
+
 def write_sleeping_model(repository, name: str, node, *, cv: float = 0.0, seed: int = 0):
     """A Python-backend model in ``repository/name`` with ``node``'s batching knobs (CPU
     instances) that sleeps S(k) = base + per_item k per batch of k requests, taken from
@@ -382,8 +394,9 @@ def write_workload_model(repository, name: str, node, workload: str, *, seed: in
     computes qmodel's profiling workload ``workload`` (a name in
     :data:`qmodel.profiling.WORKLOADS`) per batch: on the "numpy" backend in CPU instances
     with ``blas_threads`` BLAS threads, on "cupy" in GPU instances on GPU 0 (an execution
-    ends when the GPU has finished; ``blas_threads`` does not apply). ``node.service`` is not used: the server's executions are the
-    service law. Input "x" (4 floats), output "y"."""
+    ends when the GPU has finished; ``blas_threads`` does not apply). ``node.service`` is
+    not used: the server's executions are the service law. Input "x" (4 floats), output
+    "y"."""
     from ..profiling import WORKLOADS
     from .config import write_config
 
@@ -391,9 +404,7 @@ def write_workload_model(repository, name: str, node, workload: str, *, seed: in
         raise ValueError(f"workload {workload!r} is unknown; use one of {sorted(WORKLOADS)}")
     if isinstance(blas_threads, bool) or not isinstance(blas_threads, int) or blas_threads < 1:
         raise ValueError(f"blas_threads must be a whole number >= 1, got {blas_threads!r}")
-    if backend not in ("numpy", "cupy"):
-        raise ValueError(f"backend must be 'numpy' (CPU instances) or 'cupy' (GPU "
-                         f"instances), got {backend!r}")
+    check_backend(backend)
     folder = Path(repository) / name
     (folder / "1").mkdir(parents=True, exist_ok=True)
     # on the GPU: every instance on GPU 0, as the node's count says (without a list Triton
