@@ -11,6 +11,7 @@ True
 from .autoscaler import Autoscaler, PodSchedule
 from .bottleneck import Bottleneck, bottleneck
 from .compare import compare_routers, router_table
+from .drift import Drift
 from .ensemble import Ensemble
 from .latency import Accuracy, Latency, SampledLatency
 from .predict import predict
@@ -30,5 +31,5 @@ __all__ = [
     "Latency", "SampledLatency", "Accuracy",
     "simulate", "replay", "Replay", "ShortRunWarning", "predict", "compare_routers",
     "router_table", "Budget", "profile", "Profile", "Ensemble", "bottleneck", "Bottleneck",
-    "size", "Plan", "Traffic", "Autoscaler", "PodSchedule",
+    "size", "Plan", "Traffic", "Autoscaler", "PodSchedule", "Drift",
 ]

@@ -281,6 +281,9 @@ def _model(system, process, resolution: int) -> Latency:
     if any(n.slowdown is not None for n in nodes):
         raise NotImplementedError("no model covers instances that slow each other "
                                   "(Node.slowdown)")
+    if any(n.drift is not None for n in nodes):
+        raise NotImplementedError("no model covers executions whose speed drifts "
+                                  "(Node.drift)")
     trace_note = None
     if isinstance(process, Trace):
         # the models take a renewal stream: keep the trace's rate and gap variability, drop

@@ -20,6 +20,7 @@ from .checks import (MOST_INSTANCES, MOST_NODES, MOST_QUEUED, MOST_RENEWAL_SCV,
                      MOST_REQUESTS_PER_BATCH, UnstableError, check_below_capacity,
                      parse_duration, positive_duration, positive_int, positive_rate, real_array,
                      shown)
+from .drift import Drift
 from .routers import ROUTER_NAMES, router_policy
 from .service_time import (AffineService, EmpiricalService, MeasuredService,  # noqa: F401
                            ServiceTime, TableService)
@@ -77,6 +78,12 @@ class Node:
         validation/triton_contention.py found none in the committed runs).
         No model covers it: ``predict`` simulates. The factor is drawn at the batch's start
         (an approximation of instances that share a device for part of a batch).
+    drift : Drift, optional
+        Executions whose speed wanders over time (:class:`qmodel.Drift`): every S(k) times a
+        stationary factor of mean 1 that holds over steps of ``drift.period`` and is
+        correlated from step to step. None (default), or a cv of 0: no drift.
+        :func:`qmodel.triton.calibrate` measures it from a trace that covers enough periods.
+        No model covers it: ``predict`` simulates, on the compiled engine.
     calibration : qmodel.triton.Calibration, optional
         Where a calibrated node's numbers come from (set by :func:`qmodel.triton.calibrate`;
         not part of the node's identity).
@@ -97,6 +104,7 @@ class Node:
     overhead: float = 0.0
     prefetch: float | None = None
     slowdown: tuple | None = None
+    drift: Drift | None = None
     calibration: object = field(default=None, compare=False, repr=False)
 
     def __post_init__(self):
@@ -132,6 +140,12 @@ class Node:
         if self.slowdown is not None:
             object.__setattr__(self, "slowdown", _checked_slowdown(self.slowdown,
                                                                    self.instances))
+        if self.drift is not None:
+            if not isinstance(self.drift, Drift):
+                raise ValueError(f"Node.drift={shown(self.drift)}: give a qmodel.Drift, e.g. "
+                                 f"Drift(cv=0.03, period=0.1, correlation=0.6), or None")
+            if self.drift.cv == 0.0:
+                object.__setattr__(self, "drift", None)
         prefs = self.preferred_batch_sizes
         if isinstance(prefs, numbers.Integral):
             prefs = (prefs,)
@@ -240,6 +254,8 @@ class Node:
             parts.append(f"prefetch={self.prefetch:.2f}")
         if self.slowdown is not None:
             parts.append("slowdown=(" + ", ".join(f"{f:.3g}" for f in self.slowdown) + ")")
+        if self.drift is not None:
+            parts.append(self.drift.describe())
         return "Node(" + ", ".join(parts) + ")"
 
 

@@ -438,7 +438,8 @@ CUDA_SCRIPT = textwrap.dedent("""
                    max_queue_size=20)
     cluster = qm.Cluster(node, count=3, router="least_outstanding")
     ahead = qm.Node(node.service, max_batch_size=8, max_queue_delay=1e-3,
-                    preferred_batch_sizes=(4, 8), instances=2, prefetch=0.5)
+                    preferred_batch_sizes=(4, 8), instances=2, prefetch=0.5,
+                    drift=qm.Drift(0.05, 0.01, 0.5))     # drift's steps on both targets too
     prefetch = qm.Cluster(ahead, count=2, router="least_outstanding")
     plain = qm.Node(node.service, max_batch_size=4, overhead=0.2e-3)
     ensemble = qm.Cluster(qm.Ensemble({"pre": plain, "model": ahead, "post": plain},

@@ -174,6 +174,10 @@ def _tables(cluster):
             node_f[n, NODE_FLOAT["delay"]] = node.max_queue_delay
             node_f[n, NODE_FLOAT["overhead"]] = node.overhead
             node_f[n, NODE_FLOAT["prefetch"]] = node.prefetch if node.prefetches else -1.0
+            if node.drift is not None:
+                node_f[n, NODE_FLOAT["drift_sigma"]] = node.drift.sigma
+                node_f[n, NODE_FLOAT["drift_period"]] = node.drift.period
+                node_f[n, NODE_FLOAT["drift_rho"]] = node.drift.correlation
             pref[n, :B + 1] = preferred_table(node.effective_preferred, B)
             mean[n, 1:B + 1] = service.mean(np.arange(1, B + 1))
             law = service.jitter_law

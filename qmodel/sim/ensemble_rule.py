@@ -32,7 +32,7 @@ import types
 from . import replica_rule
 # The node rule's functions, by name: compiled, each is rebound to that target's version.
 from .replica_rule import (NODE_FLOAT, NODE_INT, add, arrival, batch_service, bin_of, decide,
-                           earliest_free, first_due, prange, prefetch_grow, route,
+                           drift_start, earliest_free, first_due, prange, prefetch_grow, route,
                            running_after, uniform)
 
 __all__ = ["build", "cpu_driver", "ENSEMBLE_RULE", "ESTAT", "STAGE_STAT", "SCRATCH_OVERFLOW",
@@ -184,6 +184,7 @@ def run_ensemble_replica(r, slot, section, pods, stages, node_i, node_f, pref, m
         nk[slot, n] = 0
         opened[slot, n, 0] = 0.0
         opened[slot, n, 1] = 0.0
+        drift_start(rs, slot, n, node_f, opened)
         for j in range(pending.shape[2]):
             free[slot, n, j] = 0.0
             pending[slot, n, j, 0] = 0
@@ -289,7 +290,7 @@ def run_ensemble_replica(r, slot, section, pods, stages, node_i, node_f, pref, m
             k = prefetch_grow(rs, slot, n, k, when, node_i, node_f, pref,
                               qlen, opened)
         took = batch_service(rs, slot, n, k, when, node_i, node_f, mean, emp_off, emp_cnt,
-                             emp_scale, pool, slow, free)
+                             emp_scale, pool, slow, free, opened)
         done = when + took
         free[slot, n, inst] = done
         over = node_f[n, _OVER_F]

@@ -52,10 +52,14 @@ ROUTER = {"one": 0, "random": 1, "round_robin": 2, "least_outstanding": 3, "powe
 NODE_INT = {"batch": 0, "pmin": 1, "instances": 2, "max_queue": 3, "law": 4}
 # "prefetch": the probability that a batch formed ahead takes in later requests, -1 where the
 # node forms its batches when an instance frees
-NODE_FLOAT = {"delay": 0, "overhead": 1, "law_param": 2, "prefetch": 3}
-# Per-node batcher state of a prefetching node: when it may open its next batch, and when the
-# batch it holds was formed.
-OPENED = {"open": 0, "formed": 1}
+# "drift_sigma", "drift_period", "drift_rho": Node.drift's log-factor deviation (0: none), step
+# and step-to-step correlation
+NODE_FLOAT = {"delay": 0, "overhead": 1, "law_param": 2, "prefetch": 3, "drift_sigma": 4,
+              "drift_period": 5, "drift_rho": 6}
+# Per-node state: a prefetching node's batcher (when it may open its next batch, and when the
+# batch it holds was formed) and a drifting node's speed (its log factor, and when its step
+# ends).
+OPENED = {"open": 0, "formed": 1, "drift_log": 2, "drift_next": 3}
 # Columns of the per-replica results.
 STAT = {"busy": 0, "sojourn_sum": 1, "served": 2, "rejected": 3, "t_warm": 4, "t_end": 5,
         "overflow": 6, "batches": 7}
@@ -67,7 +71,10 @@ _B_I, _PMIN_I, _C_I, _MAXQ_I, _LAW_I = (NODE_INT[k] for k in
                                         ("batch", "pmin", "instances", "max_queue", "law"))
 _D_F, _OVER_F, _PAR_F, _PREFETCH_F = (NODE_FLOAT[k] for k in
                                       ("delay", "overhead", "law_param", "prefetch"))
-_OPEN, _FORMED = OPENED["open"], OPENED["formed"]
+_DSIG_F, _DPER_F, _DRHO_F = (NODE_FLOAT[k] for k in ("drift_sigma", "drift_period",
+                                                      "drift_rho"))
+_OPEN, _FORMED, _DLOG, _DNEXT = (OPENED[k] for k in ("open", "formed", "drift_log",
+                                                     "drift_next"))
 _BUSY, _SUM, _SERVED, _REJ, _TWARM, _TEND, _OVERFLOW, _BATCHES = (STAT[k] for k in (
     "busy", "sojourn_sum", "served", "rejected", "t_warm", "t_end", "overflow", "batches"))
 
@@ -89,7 +96,7 @@ prange = range                           # numba.prange in the CPU driver
 
 
 RULE = ("next_bits", "uniform", "exponential", "normal", "standard_gamma", "service", "gap",
-        "arrival", "running_after", "first_due", "batch_service",
+        "arrival", "running_after", "first_due", "drift_start", "drift_factor", "batch_service",
         "decide", "settle", "route", "earliest_free", "busy_at", "prefetch_grow", "bin_of",
         "run_replica")
 
@@ -273,14 +280,41 @@ def first_due(slot, nodes, nt):
     return due
 
 
+def drift_start(rs, slot, n, node_f, opened):
+    """Node n's speed at a replica's start (``Node.drift``): its log factor drawn from its
+    stationary law, its first step ending at a random phase. No draw without drift."""
+    sigma = node_f[n, _DSIG_F]
+    if sigma > 0.0:
+        opened[slot, n, _DLOG] = sigma * normal(rs, slot)
+        opened[slot, n, _DNEXT] = node_f[n, _DPER_F] * uniform(rs, slot)
+
+
+def drift_factor(rs, slot, n, when, node_f, opened):
+    """Node n's speed factor at ``when`` (no earlier than any time asked before): the AR(1)
+    log factor stepped over the periods that ended since, m at once (X' = ρ^m X +
+    sqrt(1 - ρ^2m) σ ε: the m-step law exactly)."""
+    sigma = node_f[n, _DSIG_F]
+    nxt = opened[slot, n, _DNEXT]
+    if when >= nxt:
+        period = node_f[n, _DPER_F]
+        m = math.floor((when - nxt) / period) + 1.0
+        rho_m = math.pow(node_f[n, _DRHO_F], m)
+        opened[slot, n, _DLOG] = (rho_m * opened[slot, n, _DLOG]
+                                  + math.sqrt(1.0 - rho_m * rho_m) * sigma * normal(rs, slot))
+        opened[slot, n, _DNEXT] = nxt + m * period
+    return math.exp(opened[slot, n, _DLOG] - 0.5 * sigma * sigma)
+
+
 def batch_service(rs, slot, n, k, when, node_i, node_f, mean, emp_off, emp_cnt, emp_scale,
-                  pool, slow, free):
+                  pool, slow, free, opened):
     """S(k) of node n's batch starting at ``when`` (:func:`service`), times the node's
-    slowdown at the instances then busy (``Node.slowdown``); before the batch's instance is
-    marked busy."""
+    slowdown at the instances then busy (``Node.slowdown``) and its speed factor then
+    (``Node.drift``); before the batch's instance is marked busy."""
     s = service(rs, slot, n, k, node_i, node_f, mean, emp_off, emp_cnt, emp_scale, pool)
     if slow[n, 0] > 0.0:
         s *= slow[n, busy_at(slot, n, when, node_i, free)]
+    if node_f[n, _DSIG_F] > 0.0:
+        s *= drift_factor(rs, slot, n, when, node_f, opened)
     return s
 
 
@@ -506,6 +540,7 @@ def run_replica(r, slot, section, nodes, node_i, node_f, pref, mean, emp_off, em
         held[slot, n] = 0
         opened[slot, n, _OPEN] = 0.0
         opened[slot, n, _FORMED] = 0.0
+        drift_start(rs, slot, n, node_f, opened)
         for j in range(free.shape[2]):
             free[slot, n, j] = 0.0
             busy_k[slot, n, j] = 0
@@ -590,6 +625,8 @@ def run_replica(r, slot, section, nodes, node_i, node_f, pref, mean, emp_off, em
                     pool)
         if slow[n, 0] > 0.0:
             s *= slow[n, busy_at(slot, n, when, node_i, free)]
+        if node_f[n, _DSIG_F] > 0.0:
+            s *= drift_factor(rs, slot, n, when, node_f, opened)
         done = when + s
         free[slot, n, inst] = done
         if dynamic:

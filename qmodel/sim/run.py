@@ -138,6 +138,11 @@ def simulate(system, rate=None, *, arrivals=None, requests: int | None = None, s
         if backend in ("cpu", "gpu"):
             raise ValueError(f"backend={backend!r} runs the compiled engine, which does not "
                              "simulate a Traffic yet; use backend='auto' or 'numpy'")
+        if _drifts(as_cluster(system)):
+            raise ValueError("a Traffic of drifting nodes (Node.drift) cannot be simulated: "
+                             "the time-varying simulator does not run drift yet; set "
+                             "drift=None, or simulate each rate of the traffic as a steady "
+                             "one")
         if _only_compiled(as_cluster(system)):
             raise ValueError("a Traffic of prefetching nodes (Node.prefetch) behind a dynamic "
                              "router cannot be simulated: the time-varying simulator runs the "
@@ -179,6 +184,11 @@ def simulate(system, rate=None, *, arrivals=None, requests: int | None = None, s
     if backend in ("cpu", "gpu"):
         raise ValueError(f"backend={backend!r} runs the compiled engine, which cannot run this "
                          f"system: {unsupported(cluster, source)}; use backend='numpy'")
+    if _drifts(cluster):
+        raise ValueError(f"drifting nodes (Node.drift) run on the compiled engine only; with "
+                         f"engine={engine!r} and backend={backend!r} the vectorised engines "
+                         f"were asked for: use engine='auto' (or 'compiled') with "
+                         f"backend='auto', 'cpu' or 'gpu'")
     check_memory(run_cost(system, source, requests, warmup).nbytes, requests)
     if cluster.pods:
         if engine == "events":
@@ -245,9 +255,18 @@ def _runs_compiled(engine, backend, cluster, source, requests) -> bool:
 
 
 def _only_compiled(cluster) -> bool:
-    """Prefetching nodes behind a dynamic router: the event engine does not prefetch."""
-    return (not cluster.pods and auto_engine(cluster) == "events"
-            and any(node.prefetches for node in cluster.nodes))
+    """Prefetching nodes behind a dynamic router (the event engine does not prefetch), and
+    drifting nodes (``Node.drift``: only the compiled engine runs it)."""
+    return _drifts(cluster) or (not cluster.pods and auto_engine(cluster) == "events"
+                                and any(node.prefetches for node in cluster.nodes))
+
+
+def _drifts(cluster) -> bool:
+    """Whether any node of ``cluster`` (an ensemble pod's stages included) drifts."""
+    nodes = cluster.nodes
+    if cluster.pods:
+        nodes = [stage for pod in nodes for stage in pod.stages.values()]
+    return any(node.drift is not None for node in nodes)
 
 
 def _run_static(bk, types, cluster, times, totals, replicas, nodes, report):
@@ -354,12 +373,15 @@ def replay(system, times, *, seed=None, engine: str = "auto") -> Replay:
     # a prefetching cluster replays on the compiled engine: the event engine does not
     # prefetch, and the look-ahead engine replays one node only
     prefetching = any(n.prefetches for n in cluster.nodes) and not decoupled
-    if engine == "compiled" or (engine == "auto" and prefetching):
+    if engine == "compiled" or (engine == "auto" and (prefetching or _drifts(cluster))):
         rec = replay_compiled(cluster, source.times, seed)
         return Replay(source.times, rec["sojourn"], rec["node"], rec["start"], rec["service"],
                       rec["size"], rec["batch_node"])
     if engine == "lookahead" and not decoupled:
         raise ValueError("replay with engine='lookahead' needs one node with an unlimited queue")
+    if _drifts(cluster):
+        raise ValueError(f"drifting nodes (Node.drift) replay on the compiled engine only: use "
+                         f"engine='auto' or 'compiled', not {engine!r}")
     bk = get_backend("numpy", seed)
     types = NodeTypes(bk, cluster.nodes)
     n = source.times.size

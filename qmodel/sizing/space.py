@@ -117,6 +117,12 @@ def services_for(service, per_gpu, sharing, stage: str | None = None):
             notes.append(f"{where}the given Node's slowdown is not searched: how instances "
                          f"sharing a GPU run comes from a Profile measured at that "
                          f"concurrency or from sharing=")
+        if service.drift is not None:
+            notes.append(f"{where}the given Node's drift ({service.drift.describe()}) is not "
+                         f"carried into the plans: their predictions assume a steady speed "
+                         f"(no model covers drift, and simulating every candidate would "
+                         f"take minutes); check the chosen plan with qmodel.simulate and "
+                         f"the Node's drift")
         service = service.service
     if not isinstance(service, (ServiceTime, Profile)):
         raise ValueError(f"size(service, ...): {where}service must be a qmodel.ServiceTime, "

@@ -19,6 +19,7 @@ import numpy as np
 from scipy import optimize, stats as sps
 
 from ..checks import parse_duration
+from ..drift import MIN_DRIFT_WINDOWS, fit_drift
 from ..profiling import fit_line
 from ..system import Node, ServiceTime
 from .config import TritonConfig, read_config
@@ -29,7 +30,7 @@ from .stats import read_stats
 from .trace import TritonTrace, read_trace
 
 __all__ = ["Calibration", "calibrate", "MIN_EXECUTIONS", "MODELLED_PREFETCH",
-           "MODELLED_GAP_BASE", "MODELLED_GAP_PER_REQUEST"]
+           "MODELLED_GAP_BASE", "MODELLED_GAP_PER_REQUEST", "DRIFT_PERIOD"]
 
 # batch sizes executed fewer times than this are left to the service law's extrapolation
 MIN_EXECUTIONS = 5
@@ -48,6 +49,11 @@ COLD_FACTOR = 3.0
 # campaign's 32 runs below 0.95 utilization came within a median 2.0% on p50 and 4.4% on
 # p99 (leaving out each batching configuration's runs), against 7.7% and 11.5% without them.
 MODELLED_PREFETCH = 0.405
+# The step at which a trace's drift (Node.drift) is fitted: a tenth of a second holds 10-60
+# executions at the campaign's loads, and the committed full-run trace's executions were
+# still correlated 5-50 executions (15-150 ms) apart. A trace must cover MIN_DRIFT_WINDOWS
+# steps (5 s); the campaign's 1,000-request traces cover 0.7-2 s and get none.
+DRIFT_PERIOD = 0.1
 MODELLED_GAP_BASE = 0.0488e-3
 MODELLED_GAP_PER_REQUEST = 0.0405e-3
 
@@ -62,14 +68,15 @@ class Calibration:
     overhead: str
     batcher: str = "batches formed when an instance frees (no trace to say otherwise)"
     origins: tuple = ()
+    drift: str = "none (no trace to measure it)"
 
     def lines(self) -> list[str]:
         return [f"{name}: {getattr(self, name)}" for name in ("knobs", "service", "jitter",
-                                                              "overhead", "batcher")]
+                                                              "drift", "overhead", "batcher")]
 
     def origin(self, quantity: str) -> tuple:
         """(how, source) of one quantity: how is "measured", "modelled", "given" or
-        "assumed"; the quantities are "execution means", "jitter", "pickup gap",
+        "assumed"; the quantities are "execution means", "jitter", "drift", "pickup gap",
         "prefetch" and "overhead".
 
         Examples
@@ -306,8 +313,8 @@ def _traced_service(t: TritonTrace, s, cfg: TritonConfig, gap: float,
                f"API's mean with the spread of the nearest traced size" if borrowed else "")
             + f"{filled_note}, each plus the mean pickup gap {gap * 1e3:.3f} ms (an "
             f"instance's next batch waiting, from its freeing to that batch's start)")
-    jitter = ("the traced executions, drawn independently (their correlation in time is not "
-              "modelled)")
+    jitter = ("the traced executions, drawn independently (their correlation over windows of "
+              f"{DRIFT_PERIOD:g} s or more is the drift, where the trace measures it)")
     return ServiceTime.empirical(table), note, jitter
 
 
@@ -432,8 +439,13 @@ def calibrate(config=None, stats=None, metrics=None, trace=None, perf_analyzer=N
         gap_origin = ("modelled", f"a line in the statistics API's mean batch size "
                                   f"{s.mean_batch_size:.2f}, fitted to the committed "
                                   f"campaign's traced runs")
+    drift, drift_note, drift_origin = None, "none (no trace to measure it)", \
+        ("assumed", "none: no trace")
     if t is not None:
-        service, service_note, jitter_note = _traced_service(t, s, cfg, gap, shape)
+        # the steady executions make the service law only: the batcher's measures need
+        # the batches' real end times
+        drift, steady, drift_note, drift_origin = _drift(t)
+        service, service_note, jitter_note = _traced_service(steady, s, cfg, gap, shape)
         jitter_origin = ("measured", "the trace")
     else:
         service, service_note, jitter_note, jitter_origin = _summary_service(
@@ -443,14 +455,45 @@ def calibrate(config=None, stats=None, metrics=None, trace=None, perf_analyzer=N
     node = cfg.node(service)
     chance, batcher_note, prefetch_origin = _prefetch(cfg, node, t, gap, prefetch)
     origins = (("execution means", "measured", "the statistics API"),
-               ("jitter", *jitter_origin), ("pickup gap", *gap_origin),
+               ("jitter", *jitter_origin), ("drift", *drift_origin),
+               ("pickup gap", *gap_origin),
                ("prefetch", *prefetch_origin), ("overhead", *overhead_origin))
     calibration = Calibration(
         knobs=f"{cfg.source} ({cfg.name or 'unnamed'}): max_batch_size {cfg.max_batch_size}, "
               f"delay {cfg.max_queue_delay * 1e3:g} ms, {cfg.instances} instance(s)",
         service=service_note, jitter=jitter_note, overhead=overhead_note,
-        batcher=batcher_note, origins=origins)
-    return replace(node, overhead=overhead, prefetch=chance, calibration=calibration)
+        batcher=batcher_note, origins=origins, drift=drift_note)
+    return replace(node, overhead=overhead, prefetch=chance, drift=drift,
+                   calibration=calibration)
+
+
+def _drift(t: TritonTrace):
+    """(Node.drift or None, the trace with the drift taken out of its executions, the
+    sentence, (how, source)): fitted where the trace covers MIN_DRIFT_WINDOWS steps of
+    DRIFT_PERIOD, from its executions less cold starts and stalls (longer than COLD_FACTOR
+    times their size's median)."""
+    span = float(t.starts[-1] - t.starts[0]) if t.starts.size else 0.0
+    need = MIN_DRIFT_WINDOWS * DRIFT_PERIOD
+    if span < need:
+        why = (f"none: the trace covers {span:.2f} s, and drift is measured over {need:g} s "
+               f"or more (trace more requests)")
+        return None, t, why, ("assumed", why)
+    median = {k: float(np.median(t.executions[t.sizes == k])) for k in np.unique(t.sizes)}
+    keep = t.executions <= COLD_FACTOR * np.array([median[k] for k in t.sizes])
+    try:
+        drift, steady = fit_drift(t.starts, t.sizes, t.executions, DRIFT_PERIOD, keep=keep)
+    except ValueError as err:
+        why = f"none: {err}"
+        return None, t, why, ("assumed", why)
+    if drift.cv == 0.0:
+        why = (f"none: the {span:.1f} s trace's windows of {DRIFT_PERIOD:g} s vary no more "
+               f"than their sampling noise")
+        return None, t, why, ("measured", "the trace")
+    note = (f"{drift.describe()} (correlation time {drift.correlation_time * 1e3:.0f} ms), "
+            f"from the trace's {span:.1f} s of executions in windows of {DRIFT_PERIOD:g} s; "
+            f"the traced executions are divided by their window's factor before they become "
+            f"the service law")
+    return drift, replace(t, executions=steady), note, ("measured", "the trace")
 
 
 def _prefetch(cfg: TritonConfig, node: Node, t: TritonTrace | None, gap: float,

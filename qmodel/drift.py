@@ -1,0 +1,252 @@
+"""Drift: executions whose speed changes over time (``Node.drift``).
+
+A real server's executions do not only jitter batch by batch: their speed wanders over tenths
+of a second to seconds (other processes, clock and cache states, a GPU's power management).
+On the committed full-run Triton trace (docs/triton-server.md) the mean execution moved by
+-4% to +7% from one second to the next, and batches 5-50 executions apart were still
+correlated (0.10-0.16), which independent draws of S(k) do not reproduce.
+
+:class:`Drift` is that speed as a stationary factor F(t) on every S(k): constant over steps of
+``period`` seconds, its logarithm a Gaussian AR(1) process from step to step,
+
+    F = exp(X - σ²/2),   X_(j+1) = ρ X_j + sqrt(1 - ρ²) σ ε_j,   σ² = ln(1 + cv²),
+
+so F is lognormal with mean 1 and coefficient of variation ``cv`` at every step, and the
+correlation of X between steps j apart is ρ^j (``correlation`` = ρ, a correlation time of
+-period / ln ρ). A batch takes the factor of the step it starts in. The simulator's compiled
+engine runs it (``qmodel.simulate``; each replica starts with X drawn from its stationary law
+and the steps at a random phase); no analytic model carries it, so ``predict`` simulates.
+
+:meth:`Drift.fit` measures it from a long trace of executions (their start times, sizes and
+times): each execution's log time less its size's level, averaged over windows of one
+period (sizes' levels and windows' means fitted together by least squares); the window means' variance, less their sampling noise, is σ², and their lag-1
+covariance over σ² is ρ (a moment estimator: the AR(1) model's two lowest moments matched).
+
+Examples
+--------
+>>> import qmodel as qm
+>>> d = qm.Drift(cv=0.03, period=0.1, correlation=0.6)
+>>> round(d.correlation_time, 3)                 # seconds: -period / ln(correlation)
+0.196
+>>> round(d.window_cv(1.0), 4)                   # the factor's cv averaged over a second
+0.0171
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass
+
+import numpy as np
+
+from .checks import parse_duration, shown
+
+__all__ = ["Drift", "fit_drift", "MIN_DRIFT_WINDOWS"]
+
+# the fewest windows (periods) a trace must cover before its drift is measured: fewer give a
+# variance whose own spread is as large as the effect (50 windows: a standard error of about a
+# fifth on σ² where the windows are independent, more where they are correlated)
+MIN_DRIFT_WINDOWS = 50
+# alternations of the two-way fit of sizes' and windows' mean logs (each halves what is left
+# of the confounding at least)
+ITERATIONS = 30
+# placements of the fit's windows, each shifted by a fraction of a period, whose moments are
+# averaged
+PHASES = 8
+
+
+@dataclass(frozen=True)
+class Drift:
+    """A stationary speed factor on every execution, constant over steps of ``period``.
+
+    Parameters
+    ----------
+    cv : float
+        Coefficient of variation of the factor F (lognormal, mean 1), in [0, 1]; 0 is no
+        drift.
+    period : float or str
+        Seconds (or a string with a unit, "100ms") over which F holds one value.
+    correlation : float
+        Correlation ρ in [0, 1) between successive steps' log factors.
+
+    Examples
+    --------
+    >>> Drift(cv=0.05, period="250ms", correlation=0.5).period
+    0.25
+    >>> Drift(cv=-0.1, period=1.0)
+    Traceback (most recent call last):
+    ...
+    ValueError: Drift.cv=-0.1: give the coefficient of variation of the speed factor, a number in [0, 1] (0.03 is a 3% wander)
+    """
+
+    cv: float
+    period: float
+    correlation: float = 0.0
+
+    def __post_init__(self):
+        cv = self.cv
+        if isinstance(cv, bool) or not isinstance(cv, numbers.Real) or not 0 <= cv <= 1:
+            raise ValueError(f"Drift.cv={shown(cv)}: give the coefficient of variation of the "
+                             f"speed factor, a number in [0, 1] (0.03 is a 3% wander)")
+        period = parse_duration(self.period, "Drift.period")
+        if not period > 0:
+            raise ValueError(f"Drift.period={shown(self.period)}: give the seconds over which "
+                             f"the speed holds, > 0 (e.g. 0.1 or '100ms')")
+        rho = self.correlation
+        if isinstance(rho, bool) or not isinstance(rho, numbers.Real) or not 0 <= rho < 1:
+            raise ValueError(f"Drift.correlation={shown(rho)}: give the correlation between "
+                             f"successive periods' speeds, in [0, 1) (1 would never change)")
+        object.__setattr__(self, "cv", float(cv))
+        object.__setattr__(self, "period", float(period))
+        object.__setattr__(self, "correlation", float(rho))
+
+    @property
+    def sigma(self) -> float:
+        """Standard deviation of the log factor X: sqrt(ln(1 + cv²))."""
+        return math.sqrt(math.log1p(self.cv ** 2))
+
+    @property
+    def correlation_time(self) -> float:
+        """Seconds over which the log factor's correlation falls by e: -period / ln ρ (the
+        period itself where ρ is 0)."""
+        if self.correlation == 0.0:
+            return self.period
+        return -self.period / math.log(self.correlation)
+
+    def window_cv(self, seconds: float) -> float:
+        """The standard deviation of the log factor averaged over ``seconds`` (a whole
+        number of periods, at least one), as a window mean of a trace estimates it:
+        σ² (m + 2 Σ_(k<m) (m - k) ρ^k) / m² for m periods."""
+        m = max(1, int(round(seconds / self.period)))
+        k = np.arange(1, m)
+        total = m + 2.0 * float(np.sum((m - k) * self.correlation ** k))
+        return self.sigma * math.sqrt(total) / m
+
+    @classmethod
+    def fit(cls, starts, sizes, executions, period: float = 0.1) -> "Drift":
+        """The drift of a trace of executions, or ValueError where it is too short
+        (:func:`fit_drift`, which also gives the executions with the drift taken out).
+
+        Parameters
+        ----------
+        starts : array
+            Each execution's start, seconds.
+        sizes : array of int
+            Each execution's batch size.
+        executions : array
+            Each execution's time, seconds.
+        period : float or str
+            The window (default 0.1 s); the trace must cover at least
+            :data:`MIN_DRIFT_WINDOWS` windows holding two executions or more.
+
+        Examples
+        --------
+        A minute of executions of one size, 200 a second, each with its own 5% jitter and a
+        speed that follows the model (cv 0.04, steps of 0.1 s, correlation 0.6):
+
+        >>> rng = np.random.default_rng(1)
+        >>> x = np.zeros(600)
+        >>> for j in range(1, 600):
+        ...     x[j] = 0.6 * x[j - 1] + 0.8 * 0.04 * rng.standard_normal()
+        >>> starts = np.sort(rng.uniform(0, 60, 12_000))
+        >>> executions = 2e-3 * np.exp(x[(starts // 0.1).astype(int)]
+        ...                            + 0.05 * rng.standard_normal(12_000))
+        >>> d = Drift.fit(starts, np.ones(12_000, int), executions, period=0.1)
+        >>> round(d.cv, 3), round(d.correlation, 2)
+        (0.037, 0.52)
+
+        (600 steps: the fit's own sampling error is of that order.)
+        """
+        return fit_drift(starts, sizes, executions, period)[0]
+
+    def describe(self) -> str:
+        return (f"drift cv {self.cv:.3g} per {self.period * 1e3:g} ms, correlation "
+                f"{self.correlation:.2f}")
+
+
+def fit_drift(starts, sizes, executions, period: float = 0.1, keep=None) -> tuple:
+    """(the trace's :class:`Drift`, its executions with the drift taken out), or ValueError
+    where the trace covers fewer than :data:`MIN_DRIFT_WINDOWS` windows of ``period`` with
+    two executions or more.
+
+    The moments are averaged over :data:`PHASES` placements of the windows (shifted by a
+    fraction of a period: on the committed 18 s trace one placement against another moved
+    the lag-1 correlation from 0.58 to 0.73) and matched to those of the model's steps seen
+    through windows at a random phase. The steady executions are each divided by its
+    window's estimated factor (the window's mean log, shrunk towards 0 by its reliability):
+    a service law drawn from them and then multiplied by the drift does not count the drift
+    twice. ``keep`` (a boolean array) names the executions the fit uses (default all: leave
+    out cold starts and stalls, whose one value would move a window's mean); the others are
+    divided by their window's factor too, where it was fitted.
+    """
+    period = Drift(0.0, period).period
+    all_starts = np.asarray(starts, dtype=float)
+    all_executions = np.asarray(executions, dtype=float)
+    keep = np.ones(all_starts.shape, bool) if keep is None else np.asarray(keep, bool)
+    sizes = np.asarray(sizes)
+    if not (all_starts.shape == sizes.shape == all_executions.shape == keep.shape) \
+            or not np.all(all_executions > 0) or not np.all(np.isfinite(all_starts)):
+        raise ValueError("Drift.fit takes three arrays of one length: starts, sizes and "
+                         "positive execution times")
+    origin = all_starts.min()
+    starts, sizes = all_starts[keep], sizes[keep]
+    logs = np.log(all_executions[keep])
+    fits = [_windows(starts - origin + shift * period / PHASES, sizes, logs, period)
+            for shift in range(PHASES)]
+    used = min(f["used"] for f in fits)
+    if used < MIN_DRIFT_WINDOWS:
+        raise ValueError(f"Drift.fit needs {MIN_DRIFT_WINDOWS} windows of {period:g} s "
+                         f"with two executions or more; the trace has {used}: trace a "
+                         f"longer stretch, or give a shorter period")
+    # Windows placed at a phase u to the steps (u uniform: the steps' phase is unknown) see
+    # V = σ² (2 + ρ) / 3 and C = σ² (1 + 4ρ + ρ²) / 6 (each window is (1 - u) of one step
+    # and u of the next); solved for ρ from C / V, then σ²
+    v = float(np.mean([f["sigma2"] for f in fits]))
+    c = float(np.mean([f["lag1"] for f in fits]))
+    rho, sigma2 = 0.0, 0.0
+    if v > 0:
+        r = c / v
+        b = 4.0 - 2.0 * r
+        rho = min(max((-b + math.sqrt(max(b * b - 4.0 * (1.0 - 4.0 * r), 0.0))) / 2.0, 0.0),
+                  0.99)
+        sigma2 = 3.0 * v / (2.0 + rho)
+    drift = Drift(math.sqrt(math.expm1(sigma2)) if sigma2 > 0 else 0.0, period, rho)
+    # each window's mean (the first placement) shrunk by its reliability (σ² against its
+    # sampling noise, from the pooled spread within windows): the best linear predictor of
+    # its log factor
+    ids, counts, means, spread = (fits[0][k] for k in ("ids", "counts", "means", "spread"))
+    pooled = float(spread.sum() / max(int((counts - 1).sum()), 1))
+    weight = sigma2 / (sigma2 + pooled / counts) if sigma2 > 0 else np.zeros(counts.size)
+    factor = np.exp(weight * (means - np.sum(counts * means) / counts.sum()))  # mean kept
+    every = np.floor((all_starts - origin) / period).astype(np.int64)
+    at = np.clip(np.searchsorted(ids, every), 0, ids.size - 1)
+    steady = all_executions / np.where(ids[at] == every, factor[at], 1.0)
+    return drift, steady
+
+
+def _windows(starts, sizes, logs, period) -> dict:
+    """One placement of the windows: each window's mean log time (sizes' levels and windows'
+    means fitted together), the window means' variance less their sampling noise
+    (``sigma2``), their lag-1 covariance over neighbouring windows (``lag1``) and how many
+    windows held two executions or more (``used``)."""
+    window = np.floor(starts / period).astype(np.int64)
+    ids, inverse, counts = np.unique(window, return_inverse=True, return_counts=True)
+    # each size's mean log and each window's, fitted together (two-way least squares by
+    # alternation): batches grow while executions are slow, so a size's own mean alone
+    # would take part of the drift into the size
+    _, size_of, per_size = np.unique(sizes, return_inverse=True, return_counts=True)
+    means = np.zeros(ids.size)
+    for _ in range(ITERATIONS):
+        level = np.bincount(size_of, weights=logs - means[inverse]) / per_size
+        x = logs - level[size_of]
+        means = np.bincount(inverse, weights=x) / counts
+    spread = np.bincount(inverse, weights=(x - means[inverse]) ** 2)
+    use = counts >= 2
+    noise = spread[use] / (counts[use] - 1) / counts[use]   # each window mean's variance
+    centred = means[use] - means[use].mean()
+    nxt = np.flatnonzero(np.diff(ids[use]) == 1)
+    return {"ids": ids, "counts": counts, "means": means, "spread": spread,
+            "used": int(use.sum()),
+            "sigma2": float(np.mean(centred ** 2) - np.mean(noise)) if use.any() else 0.0,
+            "lag1": float(np.mean(centred[nxt] * centred[nxt + 1])) if nxt.size else 0.0}

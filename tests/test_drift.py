@@ -1,0 +1,191 @@
+"""Node.drift: the description, the compiled engine's speed factor, the fit, calibration."""
+
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import qmodel as qm
+from qmodel.drift import MIN_DRIFT_WINDOWS, fit_drift
+
+ms = 1e-3
+FULLTRACE = (Path(__file__).resolve().parent.parent
+             / "validation/reports/triton/runs-fulltrace/b8-d0.5-i2/1370-1")
+
+
+# ---------------------------------------------------------------- the description
+@pytest.mark.parametrize("kwargs, field", [
+    ({"cv": -0.1, "period": 1.0}, "Drift.cv"),
+    ({"cv": 1.5, "period": 1.0}, "Drift.cv"),
+    ({"cv": True, "period": 1.0}, "Drift.cv"),
+    ({"cv": 0.1, "period": 0}, "Drift.period"),
+    ({"cv": 0.1, "period": -1.0}, "Drift.period"),
+    ({"cv": 0.1, "period": "fast"}, "Drift.period"),
+    ({"cv": 0.1, "period": 1.0, "correlation": 1.0}, "Drift.correlation"),
+    ({"cv": 0.1, "period": 1.0, "correlation": -0.2}, "Drift.correlation"),
+])
+def test_bad_drift_names_the_field(kwargs, field):
+    with pytest.raises(ValueError, match=field):
+        qm.Drift(**kwargs)
+
+
+def test_drift_takes_a_unit_and_a_node_checks_its_type():
+    assert qm.Drift(0.05, "250ms").period == 0.25
+    service = qm.ServiceTime.affine(1 * ms)
+    with pytest.raises(ValueError, match="Node.drift"):
+        qm.Node(service, drift=0.05)
+    assert qm.Node(service, drift=qm.Drift(0.0, 1.0)).drift is None      # cv 0: none
+    assert "drift cv 0.05" in qm.Node(service, drift=qm.Drift(0.05, 1.0)).describe()
+
+
+# ---------------------------------------------------------------- the simulator
+def test_the_factor_holds_over_a_step_and_is_correlated_between_steps():
+    """Deterministic S(1) = 0.5 ms, one request a millisecond (never queued: factors stay
+    far below 2): each batch's service over 0.5 ms is the factor itself. Batches starting in one step share it; the steps' log factors have
+    the stated deviation and lag-1 correlation (tolerances: 4 standard errors of 2,000
+    steps of an AR(1) process)."""
+    d = qm.Drift(cv=0.1, period=0.05, correlation=0.6)
+    node = qm.Node(qm.ServiceTime.affine(0.5 * ms), drift=d)
+    times = np.arange(100_000) * 1e-3 + 1e-4             # one batch a millisecond, 100 s
+    r = qm.replay(node, times, seed=3)
+    assert np.array_equal(r.batch_start, times)
+    factor = r.batch_service / 0.5e-3
+    # steps start at a random phase: label them by the factor's changes
+    change = np.flatnonzero(np.abs(np.diff(factor)) > 1e-12) + 1
+    runs = np.diff(np.concatenate([[0], change, [factor.size]]))
+    assert np.all(runs[1:-1] == 50)                      # 0.05 s of 1 ms batches per step
+    steps = np.log(factor[np.concatenate([[0], change])])
+    n = steps.size
+    assert abs(steps.mean() + d.sigma ** 2 / 2) < 4 * d.sigma * np.sqrt((1 + 0.6) / (1 - 0.6) / n)
+    assert abs(steps.std() / d.sigma - 1) < 4 * np.sqrt((1 + 0.36) / (1 - 0.36) / (2 * n))
+    x = steps - steps.mean()
+    lag1 = np.mean(x[:-1] * x[1:]) / x.var()
+    assert abs(lag1 - 0.6) < 4 * np.sqrt((1 - 0.36) / n)
+
+
+def test_drift_much_faster_than_the_batches_is_lognormal_jitter():
+    """Exact equivalence: with steps far shorter than a batch and no correlation, every
+    batch draws an independent lognormal factor of mean 1, which is the lognormal jitter
+    law of the same cv."""
+    drift = qm.Node(qm.ServiceTime.affine(2 * ms, 0.5 * ms), max_batch_size=8,
+                    max_queue_delay=1 * ms, instances=2,
+                    drift=qm.Drift(cv=0.4, period=1e-9))
+    jitter = qm.Node(qm.ServiceTime.affine(2 * ms, 0.5 * ms, jitter=("lognormal", 0.4)),
+                     max_batch_size=8, max_queue_delay=1 * ms, instances=2)
+    a = qm.simulate(drift, rate=1500, requests=600_000, seed=4)
+    b = qm.simulate(jitter, rate=1500, requests=600_000, seed=5)
+    for q in (0.5, 0.99):
+        lo_a, hi_a = a.ci(q)
+        lo_b, hi_b = b.ci(q)
+        assert lo_a <= hi_b and lo_b <= hi_a, (q, a.ci(q), b.ci(q))
+
+
+def test_slow_drift_lengthens_the_tail_near_capacity():
+    """A 5% wander over half-second steps at 90% load: the mean is kept (p50 moves little)
+    and p99 grows beyond both runs' confidence intervals."""
+    base = qm.Node(qm.ServiceTime.affine(2 * ms, 0.5 * ms, jitter=("lognormal", 0.1)),
+                   max_batch_size=8, max_queue_delay=0.5 * ms, instances=2)
+    rate = 0.9 * base.capacity
+    steady = qm.simulate(base, rate=rate, requests=600_000, seed=6)
+    drifting = qm.simulate(replace(base, drift=qm.Drift(0.05, 0.5, 0.8)), rate=rate,
+                           requests=600_000, seed=6)
+    assert drifting.ci(0.99)[0] > steady.ci(0.99)[1]
+    assert abs(drifting.p50 / steady.p50 - 1) < 0.1
+
+
+def test_drift_runs_in_an_ensemble_on_the_compiled_engine():
+    stage = qm.Node(qm.ServiceTime.affine(1 * ms, 0.2 * ms), max_batch_size=4,
+                    max_queue_delay=0.2 * ms)
+    plain = qm.Ensemble({"a": stage, "b": stage}, [("a", "b")])
+    drifting = qm.Ensemble({"a": stage, "b": replace(stage, drift=qm.Drift(0.3, 0.2, 0.9))},
+                           [("a", "b")])
+    rate = 0.8 * stage.capacity
+    lo = qm.simulate(plain, rate=rate, requests=200_000, seed=7)
+    hi = qm.simulate(drifting, rate=rate, requests=200_000, seed=7)
+    assert hi.ci(0.99)[0] > lo.ci(0.99)[1]
+
+
+def test_engines_without_drift_refuse_it_with_the_fix():
+    node = qm.Node(qm.ServiceTime.affine(1 * ms), max_batch_size=4,
+                   drift=qm.Drift(0.05, 0.1))
+    for kwargs in ({"backend": "numpy"}, {"engine": "lookahead"}, {"engine": "events"}):
+        with pytest.raises(ValueError, match="compiled engine only"):
+            qm.simulate(node, rate=500, requests=10_000, **kwargs)
+    with pytest.raises(ValueError, match="compiled engine only"):
+        qm.replay(node, [0.0, 0.1], engine="lookahead")
+    with pytest.raises(ValueError, match="Node.drift"):
+        qm.simulate(node, arrivals=qm.Traffic.constant(500.0, 60.0))
+
+
+def test_predict_simulates_a_drifting_node_and_says_so():
+    node = qm.Node(qm.ServiceTime.affine(1 * ms, 0.2 * ms), max_batch_size=4,
+                   drift=qm.Drift(0.05, 0.1, 0.5))
+    r = qm.predict(node, rate=1000)
+    assert r.accuracy.exactness == "simulation"
+    assert r.accuracy.simulation.engine == "compiled"
+
+
+# ---------------------------------------------------------------- the fit
+def test_fit_recovers_the_drift_over_twelve_seeds():
+    """Replays of a drifting node (cv 0.05, 0.1 s steps, correlation 0.6; a minute each):
+    the fit's mean over 12 seeds lies within 4 standard errors of the truth (the spread
+    between seeds measured 0.0022 on cv and 0.034 on the correlation)."""
+    d = qm.Drift(0.05, 0.1, 0.6)
+    node = qm.Node(qm.ServiceTime.affine(1 * ms, 0.3 * ms, jitter=("gamma", 0.1)),
+                   max_batch_size=4, max_queue_delay=0.2 * ms, drift=d)
+    cvs, rhos = [], []
+    for seed in range(12):
+        times = np.cumsum(np.random.default_rng(100 + seed).exponential(1 / 900, 54_000))
+        r = qm.replay(node, times, seed=seed)
+        fit = qm.Drift.fit(r.batch_start, r.batch_size, r.batch_service, period=0.1)
+        cvs.append(fit.cv)
+        rhos.append(fit.correlation)
+    se_cv = np.std(cvs, ddof=1) / np.sqrt(12)
+    se_rho = np.std(rhos, ddof=1) / np.sqrt(12)
+    assert abs(np.mean(cvs) - 0.05) < 4 * se_cv + 1e-3, (np.mean(cvs), se_cv)
+    assert abs(np.mean(rhos) - 0.6) < 4 * se_rho + 0.01, (np.mean(rhos), se_rho)
+
+
+def test_fit_finds_no_drift_in_independent_executions_and_refuses_short_traces():
+    rng = np.random.default_rng(2)
+    starts = np.sort(rng.uniform(0, 30, 9_000))
+    sizes = rng.integers(1, 5, starts.size)
+    executions = 1e-3 * sizes * np.exp(0.05 * rng.standard_normal(starts.size))
+    fit = qm.Drift.fit(starts, sizes, executions, period=0.1)
+    assert fit.cv < 0.01               # sampling noise only: 300 windows of 30 executions
+    with pytest.raises(ValueError, match=f"needs {MIN_DRIFT_WINDOWS} windows"):
+        qm.Drift.fit(starts[starts < 2], sizes[starts < 2], executions[starts < 2])
+    with pytest.raises(ValueError, match="positive execution times"):
+        qm.Drift.fit(starts, sizes, -executions)
+
+
+def test_steady_executions_take_the_drift_out_and_keep_the_mean():
+    """Dividing by each window's estimated factor leaves less correlation between windows
+    and the same overall mean."""
+    d = qm.Drift(0.08, 0.1, 0.7)
+    node = qm.Node(qm.ServiceTime.affine(1 * ms, jitter=("gamma", 0.05)), drift=d)
+    times = np.cumsum(np.random.default_rng(9).exponential(1 / 500, 30_000))
+    r = qm.replay(node, times, seed=9)
+    fit, steady = fit_drift(r.batch_start, r.batch_size, r.batch_service, 0.1)
+    again = qm.Drift.fit(r.batch_start, r.batch_size, steady, 0.1)
+    assert again.cv < 0.3 * fit.cv
+    assert abs(steady.mean() / r.batch_service.mean() - 1) < 0.01
+
+
+# ---------------------------------------------------------------- calibration
+def test_calibrate_measures_drift_from_a_long_trace_only():
+    run = FULLTRACE
+    node = qm.triton.calibrate(run / "config.pbtxt",
+                               (run / "stats_before.json", run / "stats_after.json"),
+                               trace=run / "trace.json.gz")
+    assert node.calibration.origin("drift") == ("measured", "the trace")
+    assert 0.02 < node.drift.cv < 0.06 and node.drift.period == 0.1
+    assert "drift cv" in node.calibration.drift
+    short = Path(__file__).resolve().parent / "data" / "triton"
+    plain = qm.triton.calibrate(short / "config.pbtxt",
+                                (short / "stats_before.json", short / "stats_after.json"),
+                                trace=short / "trace.json.gz")
+    assert plain.drift is None
+    assert plain.calibration.origin("drift")[0] == "assumed"
+    assert "covers" in plain.calibration.drift
