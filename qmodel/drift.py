@@ -19,8 +19,9 @@ and the steps at a random phase); no analytic model carries it, so ``predict`` s
 
 :meth:`Drift.fit` measures it from a long trace of executions (their start times, sizes and
 times): each execution's log time less its size's level, averaged over windows of one
-period (sizes' levels and windows' means fitted together by least squares); the window means' variance, less their sampling noise, is σ², and their lag-1
-covariance over σ² is ρ (a moment estimator: the AR(1) model's two lowest moments matched).
+period (sizes' levels and windows' means fitted together by least squares); the window
+means' variance, less their sampling noise, and their lag-1 covariance are matched to the
+model's (a moment estimator: the AR(1) model's two lowest moments).
 
 Examples
 --------
@@ -63,7 +64,7 @@ class Drift:
     Parameters
     ----------
     cv : float
-        Coefficient of variation of the factor F (lognormal, mean 1), in [0, 1]; 0 is no
+        Coefficient of variation of the factor F (lognormal, mean 1), in [0, 10]; 0 is no
         drift.
     period : float or str
         Seconds (or a string with a unit, "100ms") over which F holds one value.
@@ -77,7 +78,7 @@ class Drift:
     >>> Drift(cv=-0.1, period=1.0)
     Traceback (most recent call last):
     ...
-    ValueError: Drift.cv=-0.1: give the coefficient of variation of the speed factor, a number in [0, 1] (0.03 is a 3% wander)
+    ValueError: Drift.cv=-0.1: give the speed factor's coefficient of variation, in [0, 10]
     """
 
     cv: float
@@ -86,9 +87,9 @@ class Drift:
 
     def __post_init__(self):
         cv = self.cv
-        if isinstance(cv, bool) or not isinstance(cv, numbers.Real) or not 0 <= cv <= 1:
-            raise ValueError(f"Drift.cv={shown(cv)}: give the coefficient of variation of the "
-                             f"speed factor, a number in [0, 1] (0.03 is a 3% wander)")
+        if isinstance(cv, bool) or not isinstance(cv, numbers.Real) or not 0 <= cv <= 10:
+            raise ValueError(f"Drift.cv={shown(cv)}: give the speed factor's coefficient of "
+                             f"variation, in [0, 10]")
         period = parse_duration(self.period, "Drift.period")
         if not period > 0:
             raise ValueError(f"Drift.period={shown(self.period)}: give the seconds over which "
@@ -118,6 +119,10 @@ class Drift:
         """The standard deviation of the log factor averaged over ``seconds`` (a whole
         number of periods, at least one), as a window mean of a trace estimates it:
         σ² (m + 2 Σ_(k<m) (m - k) ρ^k) / m² for m periods."""
+        if isinstance(seconds, bool) or not isinstance(seconds, numbers.Real) \
+                or not seconds > 0:
+            raise ValueError(f"Drift.window_cv(seconds={shown(seconds)}): give a window > 0 "
+                             f"seconds long")
         m = max(1, int(round(seconds / self.period)))
         k = np.arange(1, m)
         total = m + 2.0 * float(np.sum((m - k) * self.correlation ** k))
@@ -173,22 +178,30 @@ def fit_drift(starts, sizes, executions, period: float = 0.1, keep=None) -> tupl
     The moments are averaged over :data:`PHASES` placements of the windows (shifted by a
     fraction of a period: on the committed 18 s trace one placement against another moved
     the lag-1 correlation from 0.58 to 0.73) and matched to those of the model's steps seen
-    through windows at a random phase. The steady executions are each divided by its
-    window's estimated factor (the window's mean log, shrunk towards 0 by its reliability):
-    a service law drawn from them and then multiplied by the drift does not count the drift
-    twice. ``keep`` (a boolean array) names the executions the fit uses (default all: leave
-    out cold starts and stalls, whose one value would move a window's mean); the others are
+    through windows at a random phase. Measured on replays of drifting nodes: unbiased within
+    two standard errors for cv up to 0.05 at loads 0.5-0.95 and, without batching, up to 0.9;
+    a large drift under batching reads low (cv 0.3 at load 0.9: 0.27), since slow steps run
+    fewer, larger batches. A correlation of 0 reads about +0.015 (the fit clips at 0). The
+    steady executions are each divided by its window's estimated factor (the window's mean
+    log, shrunk towards 0 by its reliability): a service law drawn from them and then
+    multiplied by the drift does not count the drift twice; each size keeps its mean.
+    ``keep`` (a boolean array) names the executions the fit uses (default all: leave out
+    cold starts and stalls, whose one value would move a window's mean); the others are
     divided by their window's factor too, where it was fitted.
     """
     period = Drift(0.0, period).period
     all_starts = np.asarray(starts, dtype=float)
     all_executions = np.asarray(executions, dtype=float)
     keep = np.ones(all_starts.shape, bool) if keep is None else np.asarray(keep, bool)
-    sizes = np.asarray(sizes)
+    sizes_in = sizes = np.asarray(sizes)
     if not (all_starts.shape == sizes.shape == all_executions.shape == keep.shape) \
-            or not np.all(all_executions > 0) or not np.all(np.isfinite(all_starts)):
+            or all_starts.ndim != 1 or not np.all(all_executions > 0) \
+            or not np.all(np.isfinite(all_executions)) or not np.all(np.isfinite(all_starts)):
         raise ValueError("Drift.fit takes three arrays of one length: starts, sizes and "
-                         "positive execution times")
+                         "positive, finite execution times (seconds)")
+    if not keep.any():
+        raise ValueError(f"Drift.fit needs {MIN_DRIFT_WINDOWS} windows of executions; it was "
+                         f"given none")
     origin = all_starts.min()
     starts, sizes = all_starts[keep], sizes[keep]
     logs = np.log(all_executions[keep])
@@ -222,6 +235,12 @@ def fit_drift(starts, sizes, executions, period: float = 0.1, keep=None) -> tupl
     every = np.floor((all_starts - origin) / period).astype(np.int64)
     at = np.clip(np.searchsorted(ids, every), 0, ids.size - 1)
     steady = all_executions / np.where(ids[at] == every, factor[at], 1.0)
+    # the factors are centred in logs, which moves the mean by about exp(-σ²/2): each size
+    # keeps its own mean
+    all_sizes = np.asarray(sizes_in)
+    for k in np.unique(all_sizes):
+        mine = all_sizes == k
+        steady[mine] *= all_executions[mine].mean() / steady[mine].mean()
     return drift, steady
 
 

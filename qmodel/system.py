@@ -196,16 +196,14 @@ class Node:
 
         With max_queue_delay > 0 an overloaded queue always holds a request older than the delay,
         so batches of max_batch_size go; with no delay the batcher never waits and dispatches the
-        largest preferred size that fits (see docs/triton-semantics.md). A node that prefetches
-        with ``prefetch = 1`` saturates at its largest preferred size: each batch formed ahead
-        takes in every late request up to that size and no more. With ``prefetch`` below 1
-        the batches an overloaded node forms mostly take max_batch_size (their oldest request
-        is past its delay when the batcher opens them): replays of 40,000 requests at twice
-        the capacity drained at B's rate within 0.2% for one instance; with three instances
-        and preferred size 4 of 8 they drained 14-31% slower than B's rate (mean batches
-        5.9, 5.1 and 4.0 at p = 0, 0.5, 0.9), which this rule overstates.
+        largest preferred size that fits (see docs/triton-semantics.md). A prefetching node
+        (``prefetch``) too: once 2c formed batches wait for its c instances the batcher forms
+        no more until one is picked up, and then forms it from requests past their delay, up
+        to B. Replays at twice the capacity drained at this rate within 1% for B 8-16, one or
+        several preferred sizes, prefetch 0 to 1 and 1, 2 or 4 instances
+        (tests/test_sim_prefetch.py).
         """
-        if self.max_queue_delay > 0 and not (self.prefetches and self.prefetch >= 1.0):
+        if self.max_queue_delay > 0:
             return self.max_batch_size
         return max(self.effective_preferred)
 

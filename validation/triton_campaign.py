@@ -36,6 +36,8 @@ share): ``QMODEL_TRITON_DIST=/path/to/dist .venv/bin/python validation/triton_ca
 about 8 minutes, into runs-heldout/; ``--untraced --configs ...``: the server untraced, as in
 production, into runs-untraced/)
 (``--configs b8-d0 --rates-only top`` re-measures one configuration's third rate;
+``--fulltrace --configs b8-d0.5-i2,b16-d0.5-i2-cv0.3,b8-d0,b8-d2 --rates-only top`` traced
+every request of the top rates, into runs-fulltrace/, for drift;
 ``--configs b8-d2,b8-d0.5,b8-d0 --pinned`` made the runs with the server on CPU 0 and
 perf_analyzer on CPU 1).
 """
@@ -122,8 +124,13 @@ def main(argv=None):
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--interval-ms", type=int, default=5000)
     parser.add_argument("--out", default=str(HERE / "runs"))
+    parser.add_argument("--rates", default=None,
+                        help="comma-separated rates (req/s) instead of each configuration's")
     parser.add_argument("--rates-only", choices=["all", "top"], default="all",
                         help="top: only the third rate")
+    parser.add_argument("--fulltrace", action="store_true",
+                        help="trace every request of the run (traced=40000) into "
+                             "runs-fulltrace/: drift needs 5 s of executions or more")
     parser.add_argument("--pinned", action="store_true",
                         help="server on CPU 0, perf_analyzer on CPU 1 (taskset); runs go to "
                              "<config>-pinned")
@@ -132,6 +139,8 @@ def main(argv=None):
         args.configs, args.out = ",".join(HELDOUT), str(HERE / "runs-heldout")
     if args.untraced and args.out == str(HERE / "runs"):
         args.out = str(HERE / "runs-untraced")
+    if args.fulltrace and args.out == str(HERE / "runs"):
+        args.out = str(HERE / "runs-fulltrace")
     start = time.monotonic()
     for name in args.configs.split(","):
         if name in WORKLOADS:
@@ -141,11 +150,14 @@ def main(argv=None):
             (n, cv), workload, todo = (CONFIGS.get(name) or HELDOUT[name]), None, rates(name)
             what = f"{n.describe()}, sleep cv {cv}"
         todo = todo[2:] if args.rates_only == "top" else todo
+        if args.rates:
+            todo = [float(r) for r in args.rates.split(",")]
         folder = Path(args.out) / (name + ("-pinned" if args.pinned else ""))
         print(f"{name}: {what}, rates {todo}", flush=True)
         pins = dict(server_cpus="0", client_cpus="1") if args.pinned else {}
         measure(n, todo, folder, repeats=args.repeats, cv=cv, interval_ms=args.interval_ms,
-                traced=0 if args.untraced else 1000, seed=1, workload=workload, **pins)
+                traced=0 if args.untraced else 40000 if args.fulltrace else 1000, seed=1,
+                workload=workload, **pins)
         print(f"  done at {time.monotonic() - start:.0f} s", flush=True)
 
 

@@ -361,7 +361,7 @@ def _run(target, replicas, sections, nodes, tables, arr_code, arr_f, trace, offs
                np.zeros((slots, nodes, cmax + pad)),
                np.zeros((slots, nodes, cmax + pad), dtype=np.int64),
                np.zeros((slots, nodes + pad)), np.zeros((slots, nodes + pad), dtype=np.int64),
-               np.zeros((slots, nodes + pad, len(OPENED))),
+               np.zeros((slots, nodes + pad, len(OPENED) - 1 + 2 * cmax)),
                np.zeros((slots, nodes + pad), dtype=np.int64),
                np.zeros((slots, nodes + pad), dtype=np.int64),
                np.zeros((slots, 2 + pad), dtype=np.uint64)]

@@ -159,7 +159,7 @@ def _run(target, replicas, sections, pods, stages, tables, graph, arr_code, arr_
                np.zeros((slots, nodes + pad), dtype=np.int64),
                np.zeros((slots, nodes, cmax + pad)),
                np.zeros((slots, nodes + pad)), np.zeros((slots, nodes + pad), dtype=np.int64),
-               np.zeros((slots, nodes + pad, len(OPENED))),
+               np.zeros((slots, nodes + pad, len(OPENED) - 1 + 2 * cmax)),
                np.zeros((slots, nodes, cmax, 2), dtype=np.int64),
                np.zeros((slots, nodes, cmax, depth)),
                np.zeros((slots, nodes, cmax, depth), dtype=np.int64),

@@ -9,9 +9,14 @@ batch holds, which is what makes this engine fast.
 
 Triton's prefetching batcher (``Node.prefetch``, lanes with a delay) keeps one more time per
 lane, when the batcher may open its next batch: the previous batch's pickup, or its forming
-where it left full. A batch is formed at the batching rule's time counted from then instead of
-from a free instance, and starts when an instance frees; with probability ``prefetch`` it then
-takes in the requests queued by its start, up to the largest preferred size.
+where it was formed full, and no earlier than the pickup of the batch 2c before it (Triton
+keeps at most 2c formed batches waiting for c instances). A batch is formed at the batching
+rule's time counted from then instead of from a free instance, and starts when an instance
+frees; with probability ``prefetch`` it then takes in the requests queued by its start, up to
+the largest preferred size. Where it is full at a largest preferred size below B, the batches
+formed behind it whose oldest request has waited longer than the delay are merged into it at
+its start, while the sum fits in B (Triton's instance queue at dequeue;
+docs/triton-semantics.md, "Prefetch").
 """
 
 from __future__ import annotations
@@ -82,6 +87,22 @@ def run_lookahead(bk, types, times, counts, lane_type, progress=None):
     prefetch = types.prefetch[lane_type] if types.any_prefetch else None
     largest = types.largest_preferred[lane_type]
     t_open = xp.zeros(lanes)
+    # Triton keeps at most 2c formed batches waiting for c instances: each lane's batch
+    # number j forms no earlier than the pickup of its batch j - 2c (the last 2c pickups, a
+    # ring indexed by the batch's number mod 2c)
+    slots = 2 * instances
+    ring = xp.zeros((lanes, 2 * types.cmax))
+    picked = xp.zeros(lanes, dtype=np.int64)
+
+    def slot_free(index, when):
+        """When each lane's batch number ``index`` may form: the pickup of its batch
+        index - 2c (0 for the first 2c; ``when`` where that one is being picked up now)."""
+        back = index - slots
+        recorded = ring[lane_ids, xp.maximum(back, 0) % slots]
+        return xp.where(back < 0, 0.0, xp.where(back >= picked, when, recorded))
+    # merging at dequeue needs a largest preferred size below B on a prefetching lane
+    merging = prefetch is not None and bool(
+        ((types.prefetch >= 0) & (types.largest_preferred < types.batch)).any())
 
     def pending(seen, base, a0, when):
         """q = #{j < B : arrival[head + j] <= when}: arrivals are sorted, so a binary search
@@ -97,6 +118,42 @@ def run_lookahead(bk, types, times, counts, lane_type, progress=None):
             last = xp.where(ok, cand, last)
         # A finished lane sees only +inf padding, which "arrives" at when = +inf: count none.
         return xp.where(a0 < xp.inf, last - before, 0)
+
+    def merge(base, formed_k, k, formed, when, t_open):
+        """(k, t_open, batches taken) with the batches formed behind a full one merged in at
+        ``when``: each is formed by the rule from the forming of the one before (the batcher
+        opened it at once; at ``when`` where the batch filled only as it started) once a
+        slot is free, and joins where its oldest request has waited longer than the delay by
+        ``when``, it was formed by then and the sum fits in B."""
+        start = xp.where(formed_k >= largest, formed, when)
+        taken = xp.ones(lanes, dtype=np.int64)
+        chained = (k >= largest) & (largest < limit) & (prefetch >= 0)
+        merged = xp.zeros(lanes, dtype=bool)
+        full = chained
+        for _ in range(int(types.bmax)):
+            if not bool(chained.any()):
+                break
+            nxt = base + k
+            seen = {0: flat[nxt]}
+            a0 = seen[0]
+            a_pmin = _at(seen, flat, nxt, pmin - 1) if scalar_pmin else flat[nxt + pmin - 1]
+            behind = dispatch_time(xp, xp.maximum(start, slot_free(picked + taken, when)), a0,
+                                   a_pmin, delay)
+            # formed as the rule forms any batch (up to B), then merged if it fits
+            k2 = batch_size(xp, behind, pending(seen, nxt, a0, behind), a0, delay, pmin,
+                            pref_le)
+            # a batch whose slot frees only with this pickup is formed after it: not merged
+            ok = chained & (a0 + delay < when) & (behind <= when) & (k2 > 0) \
+                & (k + k2 <= limit) & (taken < slots)
+            k = xp.where(ok, k + k2, k)
+            taken += ok
+            start = xp.where(ok, behind, start)
+            merged |= ok
+            full = xp.where(ok, k2 >= largest, full)
+            chained = ok & full
+        # the batcher opens its next batch at the last merged one's forming where it left
+        # full, else once this one is picked up
+        return k, xp.where(merged, xp.where(full, start, when), t_open), taken
 
     while True:
         for _ in range(CHECK_EVERY):
@@ -116,10 +173,12 @@ def run_lookahead(bk, types, times, counts, lane_type, progress=None):
                 q = pending(seen, base, a0, when)
                 k = batch_size(xp, when, q, a0, delay, pmin, pref_le)
             else:
-                formed = dispatch_time(xp, xp.where(prefetch < 0, t_free, t_open), a0, a_pmin,
-                                       delay)
+                formed = dispatch_time(xp, xp.where(prefetch < 0, t_free,
+                                                    xp.maximum(t_open, slot_free(picked, 0.0))),
+                                       a0, a_pmin, delay)
                 k = batch_size(xp, formed, pending(seen, base, a0, formed), a0, delay, pmin,
                                pref_le)
+                formed_k = k
                 when = xp.maximum(formed, t_free)
                 late = (when > formed) & (k < largest) & (bk.rng.random(lanes) < prefetch)
                 grown = xp.minimum(pending(seen, base, a0, when), largest)
@@ -127,8 +186,18 @@ def run_lookahead(bk, types, times, counts, lane_type, progress=None):
                     grown = xp.where(pref_le(k) == k, pref_le(grown), grown)
                 k = xp.where(late, xp.maximum(k, grown), k)
                 # the batcher opens its next batch once this one is picked up, or at once
-                # where this one left full
-                t_open = xp.where(k >= largest, formed, when)
+                # where this one was formed full
+                t_open = xp.where(formed_k >= largest, formed, when)
+                taken = 1
+                if merging:
+                    k, t_open, taken = merge(base, formed_k, k, formed, when, t_open)
+                    for i in range(int(taken.max())):
+                        mine = (taken > i) & (prefetch >= 0)
+                        at = (picked + i) % slots
+                        ring[lane_ids, at] = xp.where(mine, when, ring[lane_ids, at])
+                else:
+                    ring[lane_ids, picked % slots] = when
+                picked += taken
             s = types.slowed(xp, sampler.sample(kind, k), kind, free, when)
             if single:
                 free[:, 0] = when + s

@@ -16,10 +16,12 @@ reference engines apply:
 - a request finding max_queue_size requests queued is rejected;
 - a prefetching node (``Node.prefetch``, docs/triton-semantics.md "Prefetch") forms its batch
   at the rule's time counted from when its batcher may open one (the previous batch's
-  pickup, or its forming where it left full) instead of from a free instance, from the
-  requests queued by then; the batch starts when an instance frees and, with probability
-  ``prefetch``, takes in the requests queued by then, up to the largest preferred size. This
-  is the look-ahead engine's rule, and here it runs behind every router.
+  pickup, or its forming where it was formed full, and no earlier than the pickup of the
+  batch 2c before it) instead of from a free instance, from the requests queued by then; the
+  batch starts when an instance frees and, with probability ``prefetch``, takes in the
+  requests queued by then, up to the largest preferred size, and where it is full the
+  batches formed behind it that waited past the delay merge into it while they fit in B.
+  This is the look-ahead engine's rule, and here it runs behind every router.
 
 The functions are plain Python over scalars and arrays, in the subset Numba compiles both for
 the CPU (``numba.njit``) and for the GPU (``numba.cuda.jit(device=True)``): :func:`build`
@@ -56,10 +58,13 @@ NODE_INT = {"batch": 0, "pmin": 1, "instances": 2, "max_queue": 3, "law": 4}
 # and step-to-step correlation
 NODE_FLOAT = {"delay": 0, "overhead": 1, "law_param": 2, "prefetch": 3, "drift_sigma": 4,
               "drift_period": 5, "drift_rho": 6}
-# Per-node state: a prefetching node's batcher (when it may open its next batch, and when the
-# batch it holds was formed) and a drifting node's speed (its log factor, and when its step
-# ends).
-OPENED = {"open": 0, "formed": 1, "drift_log": 2, "drift_next": 3}
+# Per-node state: a prefetching node's batcher (when it may open its next batch, when the
+# batch it holds was formed, how many batches it has formed that instances picked up, and
+# from column "ring" on, 2 x instances of them, the pickup times of its last 2c batches:
+# Triton keeps at most 2c formed batches waiting for c instances) and a drifting node's
+# speed (its log factor, and when its step ends). The drivers allocate
+# len(OPENED) - 1 + 2 x the most instances columns.
+OPENED = {"open": 0, "formed": 1, "drift_log": 2, "drift_next": 3, "picked": 4, "ring": 5}
 # Columns of the per-replica results.
 STAT = {"busy": 0, "sojourn_sum": 1, "served": 2, "rejected": 3, "t_warm": 4, "t_end": 5,
         "overflow": 6, "batches": 7}
@@ -73,8 +78,8 @@ _D_F, _OVER_F, _PAR_F, _PREFETCH_F = (NODE_FLOAT[k] for k in
                                       ("delay", "overhead", "law_param", "prefetch"))
 _DSIG_F, _DPER_F, _DRHO_F = (NODE_FLOAT[k] for k in ("drift_sigma", "drift_period",
                                                       "drift_rho"))
-_OPEN, _FORMED, _DLOG, _DNEXT = (OPENED[k] for k in ("open", "formed", "drift_log",
-                                                     "drift_next"))
+_OPEN, _FORMED, _DLOG, _DNEXT, _PICKED, _RING = (OPENED[k] for k in (
+    "open", "formed", "drift_log", "drift_next", "picked", "ring"))
 _BUSY, _SUM, _SERVED, _REJ, _TWARM, _TEND, _OVERFLOW, _BATCHES = (STAT[k] for k in (
     "busy", "sojourn_sum", "served", "rejected", "t_warm", "t_end", "overflow", "batches"))
 
@@ -97,7 +102,8 @@ prange = range                           # numba.prange in the CPU driver
 
 RULE = ("next_bits", "uniform", "exponential", "normal", "standard_gamma", "service", "gap",
         "arrival", "running_after", "first_due", "drift_start", "drift_factor", "batch_service",
-        "decide", "settle", "route", "earliest_free", "busy_at", "prefetch_grow", "bin_of",
+        "decide", "settle", "route", "earliest_free", "busy_at", "slot_free", "prefetch_grow",
+        "prefetch_merge", "bin_of",
         "run_replica")
 
 
@@ -345,7 +351,8 @@ def decide(slot, n, node_i, node_f, pref, qbuf, qhead, qlen, free, nt, nk, opene
     prefetching = node_f[n, _PREFETCH_F] >= 0.0
     start = t_free
     if prefetching:
-        start = opened[slot, n, _OPEN]
+        start = max(opened[slot, n, _OPEN],
+                    slot_free(slot, n, int(opened[slot, n, _PICKED]), 0.0, node_i, opened))
     t0 = max(start, a0)
     formed = min(max(t0, a_pmin), max(t0, a0 + delay))
     when = max(formed, t_free)
@@ -474,17 +481,35 @@ def busy_at(slot, n, t, node_i, free):
     return busy
 
 
+def slot_free(slot, n, index, when, node_i, opened):
+    """The earliest time node n's prefetching batcher may form its batch number ``index``
+    (counted from the replica's start): when the batch 2c before it was picked up, as
+    Triton keeps at most 2c formed batches waiting for c instances; 0 for the first 2c, and
+    ``when`` where that batch is among those being picked up now (not yet recorded)."""
+    ring = 2 * node_i[n, _C_I]
+    back = index - ring
+    if back < 0:
+        return 0.0
+    if back >= int(opened[slot, n, _PICKED]):
+        return when
+    return opened[slot, n, _RING + back % ring]
+
+
 def prefetch_grow(rs, slot, n, k, when, node_i, node_f, pref, qlen, opened):
     """The size of node n's batch of size k as it starts at ``when``: a prefetching node's
     batch formed ahead takes in the requests queued by its start with probability p, up to
     the largest preferred size (a preferred size grows only to a larger preferred size); and
     the node's batcher opens its next batch once this one is picked up, or at once where this
-    one left full. Other nodes' batches keep their size."""
+    one was formed full. Other nodes' batches keep their size."""
     p = node_f[n, _PREFETCH_F]
     if p < 0.0:
         return k
     formed = opened[slot, n, _FORMED]
     largest = pref[n, node_i[n, _B_I]]      # the largest preferred size
+    if k >= largest:
+        opened[slot, n, _OPEN] = formed
+    else:
+        opened[slot, n, _OPEN] = when
     # (no draw where p is 0 or 1: with p = 1, one instance and preferred size B alone a
     # replica is then the rule at the instance's freeing, draw for draw)
     if (when > formed and k < largest and p > 0.0
@@ -494,10 +519,70 @@ def prefetch_grow(rs, slot, n, k, when, node_i, node_f, pref, qlen, opened):
             grown = pref[n, grown]
         if grown > k:
             k = grown
-    if k >= largest:
-        opened[slot, n, _OPEN] = formed
-    else:
-        opened[slot, n, _OPEN] = when
+    return k
+
+
+def prefetch_merge(slot, n, formed_k, k, when, node_i, node_f, pref, qbuf, qhead, qlen, opened,
+                   mask):
+    """The size of node n's batch (formed with ``formed_k`` requests, ``k`` as it starts at
+    ``when``) with the batches formed behind it merged in (Triton's instance queue, at
+    dequeue): each whose oldest request has waited longer than the delay, while the sum fits
+    in B; and the pickup of every batch taken, for the 2c formed batches Triton keeps
+    (:func:`slot_free`). A batch stands behind this one only where this one is full (at the
+    largest preferred size), the batcher then opening the next at once: at this one's
+    forming, or at ``when`` where it filled only as it started. Each is formed by the rule
+    from then, once a slot is free."""
+    B = node_i[n, _B_I]
+    largest = pref[n, B]
+    taken = 1
+    picked = int(opened[slot, n, _PICKED])
+    if largest < B:
+        delay = node_f[n, _D_F]
+        pmin = node_i[n, _PMIN_I]
+        head = qhead[slot, n]
+        length = qlen[slot, n]
+        start = opened[slot, n, _FORMED] if formed_k >= largest else when
+        last_full = k >= largest
+        while last_full and k < length:
+            a0 = qbuf[slot, n, (head + k) & mask]
+            if a0 + delay >= when:
+                break
+            # the batch behind is formed as the rule forms any (up to B), then merged if it
+            # fits
+            rest = min(length - k, B)
+            a_pmin = math.inf
+            if rest >= pmin:
+                a_pmin = qbuf[slot, n, (head + k + pmin - 1) & mask]
+            # a batch whose slot frees only with this pickup is formed after it: not merged
+            if picked + taken - 2 * node_i[n, _C_I] >= picked:
+                break
+            t0 = max(max(start, slot_free(slot, n, picked + taken, when, node_i, opened)),
+                     a0)
+            formed = min(max(t0, a_pmin), max(t0, a0 + delay))
+            if formed > when:
+                break
+            # the requests queued by its forming
+            q = 0
+            while q < rest and qbuf[slot, n, (head + k + q) & mask] <= formed:
+                q += 1
+            k2 = pref[n, q]
+            if q < pmin or formed >= a0 + delay:
+                k2 = q
+            if k + k2 > B:
+                break
+            k += k2
+            taken += 1
+            start = formed
+            last_full = k2 >= largest
+        if taken > 1:
+            if last_full:
+                opened[slot, n, _OPEN] = start
+            else:
+                opened[slot, n, _OPEN] = when
+    ring = 2 * node_i[n, _C_I]
+    for i in range(taken):
+        opened[slot, n, _RING + (picked + i) % ring] = when
+    opened[slot, n, _PICKED] = picked + taken
     return k
 
 
@@ -540,6 +625,7 @@ def run_replica(r, slot, section, nodes, node_i, node_f, pref, mean, emp_off, em
         held[slot, n] = 0
         opened[slot, n, _OPEN] = 0.0
         opened[slot, n, _FORMED] = 0.0
+        opened[slot, n, _PICKED] = 0.0
         drift_start(rs, slot, n, node_f, opened)
         for j in range(free.shape[2]):
             free[slot, n, j] = 0.0
@@ -619,7 +705,10 @@ def run_replica(r, slot, section, nodes, node_i, node_f, pref, mean, emp_off, em
         k = nk[slot, n]
         inst = earliest_free(slot, n, node_i, free)
         if node_f[n, _PREFETCH_F] >= 0.0:      # (a call not taken: 15% faster nodes)
+            formed_k = k
             k = prefetch_grow(rs, slot, n, k, when, node_i, node_f, pref, qlen, opened)
+            k = prefetch_merge(slot, n, formed_k, k, when, node_i, node_f, pref, qbuf, qhead,
+                               qlen, opened, mask)
         # batch_service() inlined: the call cost single nodes 5% (same process, A/B)
         s = service(rs, slot, n, k, node_i, node_f, mean, emp_off, emp_cnt, emp_scale,
                     pool)
