@@ -1,17 +1,20 @@
-"""Drift on the real server: what the committed full-run trace measures, and what it does.
+"""Drift on the real server: what the committed full-run traces measure, and what it does.
 
-The one run traced from start to end (validation/reports/triton/runs-fulltrace: B 8, 0.5 ms
-delay, two instances, 1,370 req/s, 6,353 batches over 18 s) is calibrated with and without
-its drift (``Node.drift``, fitted by ``qmodel.triton.calibrate`` from the trace), and both are
-simulated at the measured throughput against perf_analyzer's percentiles. Then
+The runs traced from start to end (validation/reports/triton/runs-fulltrace: B 8 with a
+0.5 ms delay on two instances at 1,370 req/s, three times; B 16 with a 0.5 ms delay on two
+instances at 1,690 req/s and B 8 without a delay pinned at 880 req/s, twice each) are each
+calibrated with and without their drift (``Node.drift``, fitted by
+``qmodel.triton.calibrate`` from the trace), and both are simulated at the measured
+throughput against perf_analyzer's percentiles. Then, for each,
 
 - the fit at other periods, and the wander it implies over one second against the one
   measured (the per-second means' spread less their sampling noise): does one AR(1) step
   process describe the trace at both scales?
-- the calibrated node with and without the drift at 50-97% of its capacity: how the
-  drift's effect on p99 grows near capacity.
 
-Run (no server; about 2 minutes on 2 cores):
+and for the first run the calibrated node with and without the drift at 50-97% of its
+capacity: how the drift's effect on p99 grows near capacity.
+
+Run (no server; about 5 minutes on 2 cores):
 
     python validation/triton_drift.py            # prints the tables, writes the JSON
 """
@@ -34,7 +37,8 @@ from qmodel.triton.calibrate import COLD_FACTOR, calibrate  # noqa: E402
 from qmodel.triton.perf_analyzer import read_perf_analyzer  # noqa: E402
 from qmodel.triton.trace import read_trace  # noqa: E402
 
-RUN = ROOT / "validation/reports/triton/runs-fulltrace/b8-d0.5-i2/1370-1"
+FULLTRACE = ROOT / "validation/reports/triton/runs-fulltrace"
+RUN = FULLTRACE / "b8-d0.5-i2/1370-1"
 OUT = ROOT / "validation/results/triton_drift.json"
 REQUESTS = 1_000_000
 SEEDS = (1, 2)
@@ -56,49 +60,67 @@ def measured_window_sd(t, seconds: float) -> float:
     return float(np.sqrt(max(means[use].var() - np.mean(within[use] / n[use]), 0.0)))
 
 
-def main() -> None:
-    stats = (RUN / "stats_before.json", RUN / "stats_after.json")
-    metrics = (RUN / "metrics_before.txt", RUN / "metrics_after.txt")
-    node = calibrate(RUN / "config.pbtxt", stats, metrics, RUN / "trace.json.gz",
-                     perf_analyzer=RUN / "perf_analyzer.csv")
-    row, = read_perf_analyzer(RUN / "perf_analyzer.csv")
+def one_run(run: Path) -> dict:
+    """The run calibrated with and without its drift against perf_analyzer, and its fits."""
+    stats = (run / "stats_before.json", run / "stats_after.json")
+    metrics = (run / "metrics_before.txt", run / "metrics_after.txt")
+    node = calibrate(run / "config.pbtxt", stats, metrics, run / "trace.json.gz",
+                     perf_analyzer=run / "perf_analyzer.csv")
+    row, = read_perf_analyzer(run / "perf_analyzer.csv")
     measured = {"p50": row.p50, "p95": row.p95, "p99": row.p99}
-    print(f"run: {RUN.relative_to(ROOT)}, {row.throughput:.0f} req/s; "
-          f"calibrated {node.drift.describe()}")
-    out = {"run": str(RUN.relative_to(ROOT)), "throughput": row.throughput,
-           "measured": measured, "drift": {"cv": node.drift.cv, "period": node.drift.period,
-                                          "correlation": node.drift.correlation}}
-
-    print("\nagainst perf_analyzer (error %, two seeds)")
-    print("node                 p50           p95           p99")
+    name = str(run.relative_to(FULLTRACE))
+    out = {"run": name, "throughput": row.throughput, "measured": measured,
+           "drift": None if node.drift is None else {
+               "cv": node.drift.cv, "period": node.drift.period,
+               "correlation": node.drift.correlation}}
+    print(f"\n{name}: {row.throughput:.0f} req/s; "
+          f"{node.drift.describe() if node.drift else 'no drift'}")
+    print("  node                 p50             p95             p99   (error %, two seeds)")
     rows = {}
-    for name, n in (("with drift", node), ("without drift", replace(node, drift=None))):
+    for label, n in (("with drift", node), ("without drift", replace(node, drift=None))):
         errs = {q: [] for q in measured}
-        for seed in SEEDS:
-            r = qm.simulate(n, rate=row.throughput, requests=REQUESTS, seed=seed)
-            for q in measured:
-                errs[q].append(100 * (getattr(r, q) / measured[q] - 1))
-        rows[name] = errs
-        print(f"{name:15s}" + "".join(f"  {min(v):+6.1f}..{max(v):+5.1f}" for v in errs.values()))
+        try:
+            for seed in SEEDS:
+                r = qm.simulate(n, rate=row.throughput, requests=REQUESTS, seed=seed)
+                for q in measured:
+                    errs[q].append(100 * (getattr(r, q) / measured[q] - 1))
+        except (ValueError, qm.UnstableError) as err:
+            print(f"  {label}: not simulated ({err})")
+            continue
+        rows[label] = errs
+        print(f"  {label:15s}" + "".join(f"  {min(v):+6.1f}..{max(v):+6.1f}"
+                                         for v in errs.values()))
     out["against_measured"] = rows
-
-    t = read_trace(RUN / "trace.json.gz")
+    t = read_trace(run / "trace.json.gz")
     median = {k: float(np.median(t.executions[t.sizes == k])) for k in np.unique(t.sizes)}
     keep = t.executions <= COLD_FACTOR * np.array([median[k] for k in t.sizes])
-    print("\nthe fit at other periods: the wander over 1 s it implies, against the measured")
-    one_second = measured_window_sd(t, 1.0)
     fits = []
     for period in (0.05, 0.1, 0.2):
         d, _ = fit_drift(t.starts, t.sizes, t.executions, period, keep=keep)
         fits.append({"period": period, "cv": d.cv, "correlation": d.correlation,
                      "one_second_sd": d.window_cv(1.0)})
-        print(f"  period {period:4.2f} s: cv {d.cv:.4f}, correlation {d.correlation:.2f}, "
-              f"1 s sd {d.window_cv(1.0):.4f}")
-    print(f"  measured 1 s sd (less sampling noise): {one_second:.4f}")
     out["fits"] = fits
-    out["measured_one_second_sd"] = one_second
+    out["measured_one_second_sd"] = measured_window_sd(t, 1.0)
+    print("  fits (period: cv, correlation, implied 1 s sd): "
+          + "; ".join(f"{f['period']:g} s: {f['cv']:.4f}, {f['correlation']:.2f}, "
+                      f"{f['one_second_sd']:.4f}" for f in fits)
+          + f"; measured 1 s sd {out['measured_one_second_sd']:.4f}")
+    return out, node
 
-    print("\nthe drift's effect by load (p99 with / without, seed 1)")
+
+def main() -> None:
+    runs = sorted({p.parent for p in FULLTRACE.rglob("trace.json.gz")})
+    results = []
+    node = None
+    for run in runs:
+        got, calibrated = one_run(run)
+        results.append(got)
+        if run == RUN:
+            node = calibrated
+    out = {"runs": results}
+
+    print(f"\nthe drift's effect by load on {RUN.relative_to(FULLTRACE)} (p99 with / without, "
+          "seed 1)")
     effect = []
     for load in LOADS:
         rate = load * node.capacity
