@@ -12,7 +12,8 @@ per family what the README states:
   qmodel/theory/measured_errors.json, measured over the full grid and a holdout) widened by the
   half-width (the issue's 8% is not met there yet).
 
-Run with ``make test-slow``.
+Configurations outside every family's measured domain are declined (``predict`` simulates
+them) and counted, not judged. Run with ``make test-slow``.
 """
 
 import sys
@@ -28,10 +29,23 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "validation"))
 import predict_accuracy  # noqa: E402
 
 
+# Configurations of the quick grid outside every family's measured domain since the domains
+# were cut by measurement (issue 35; docs/notes/domains.md): B 32 on several instances without
+# a delay, and several jittery instances with a delay at load 0.9. No model answers them
+# (predict simulates); more would mean a domain shrank unnoticed.
+MOST_DECLINED = 24
+
+
 @pytest.mark.slow
 def test_every_solver_over_the_quick_grid():
-    rows = [predict_accuracy.run_case(case, 1_000_000, seed=17, most=8_000_000)
-            for case in issue3_grid(quick=True)]
+    rows, declined = [], []
+    for case in issue3_grid(quick=True):
+        try:
+            rows.append(predict_accuracy.run_case(case, 1_000_000, seed=17, most=8_000_000))
+        except NotImplementedError:          # predict(fallback="raise"): no model here
+            declined.append(case)
+    assert len(declined) <= MOST_DECLINED, declined
+    assert len(rows) + len(declined) == len(issue3_grid(quick=True))
     single, several = [], []
     for row in rows:
         for name in ("p95", "p99"):
