@@ -119,7 +119,9 @@ def default_replicas(cluster, source, requests: int, warmup: float = DEFAULT_WAR
         # A window of a few batch cycles measures the first batches of fresh replicas and
         # may see requests arrive and no batch leave: fewer, longer replicas instead, two
         # at least for a confidence interval.
-        replicas = max(2, min(replicas, int(requests // window)))
+        # (a whole window each: requests // replicas must not fall a fraction short of it,
+        # which warned that 1,000,000 requests were too short and asked for 21,624)
+        replicas = max(2, min(replicas, int(requests // math.ceil(window))))
     return replicas
 
 
