@@ -31,11 +31,9 @@ import types
 
 from . import replica_rule
 # The node rule's functions, by name: compiled, each is rebound to that target's version.
-from .replica_rule import (NODE_FLOAT, NODE_INT, OPENED, add, arrival, batch_service, bin_of,
-                           decide,
-                           drift_start, earliest_free, first_due, prange, prefetch_grow,
-                           prefetch_merge, route,
-                           running_after, uniform)
+from .replica_rule import (NODE_FLOAT, NODE_INT, add, arrival, batch_service, bin_of, decide,
+                           earliest_free, first_due, node_start, prange, prefetch_grow,
+                           prefetch_merge, route, running_after, uniform)
 
 __all__ = ["build", "cpu_driver", "ENSEMBLE_RULE", "ESTAT", "STAGE_STAT", "SCRATCH_OVERFLOW",
            "RELEASE_OVERFLOW"]
@@ -54,7 +52,6 @@ ENSEMBLE_RULE = ("join", "next_release", "run_ensemble_replica")
 _C_I = NODE_INT["instances"]
 _OVER_F = NODE_FLOAT["overhead"]
 _PREFETCH_F = NODE_FLOAT["prefetch"]
-_PICKED = OPENED["picked"]
 _E_SUM, _E_SERVED, _E_TWARM, _E_TEND, _E_OVERFLOW = (ESTAT[k] for k in (
     "sojourn_sum", "served", "t_warm", "t_end", "overflow"))
 _S_BUSY, _S_SUM, _S_SERVED = (STAGE_STAT[k] for k in ("busy", "sojourn_sum", "served"))
@@ -185,10 +182,7 @@ def run_ensemble_replica(r, slot, section, pods, stages, node_i, node_f, pref, m
         qlen[slot, n] = 0
         nt[slot, n] = math.inf
         nk[slot, n] = 0
-        opened[slot, n, 0] = 0.0
-        opened[slot, n, 1] = 0.0
-        opened[slot, n, _PICKED] = 0.0
-        drift_start(rs, slot, n, node_f, opened)
+        node_start(rs, slot, n, node_f, opened)
         for j in range(pending.shape[2]):
             free[slot, n, j] = 0.0
             pending[slot, n, j, 0] = 0

@@ -94,12 +94,11 @@ def run_lookahead(bk, types, times, counts, lane_type, progress=None):
     ring = xp.zeros((lanes, 2 * types.cmax))
     picked = xp.zeros(lanes, dtype=np.int64)
 
-    def slot_free(index, when):
-        """When each lane's batch number ``index`` may form: the pickup of its batch
-        index - 2c (0 for the first 2c; ``when`` where that one is being picked up now)."""
+    def slot_free(index):
+        """When each lane's batch number ``index`` may form (the batch 2c before it already
+        picked up): that batch's pickup, 0 for the first 2c."""
         back = index - slots
-        recorded = ring[lane_ids, xp.maximum(back, 0) % slots]
-        return xp.where(back < 0, 0.0, xp.where(back >= picked, when, recorded))
+        return xp.where(back < 0, 0.0, ring[lane_ids, xp.maximum(back, 0) % slots])
     # merging at dequeue needs a largest preferred size below B on a prefetching lane
     merging = prefetch is not None and bool(
         ((types.prefetch >= 0) & (types.largest_preferred < types.batch)).any())
@@ -137,7 +136,7 @@ def run_lookahead(bk, types, times, counts, lane_type, progress=None):
             seen = {0: flat[nxt]}
             a0 = seen[0]
             a_pmin = _at(seen, flat, nxt, pmin - 1) if scalar_pmin else flat[nxt + pmin - 1]
-            behind = dispatch_time(xp, xp.maximum(start, slot_free(picked + taken, when)), a0,
+            behind = dispatch_time(xp, xp.maximum(start, slot_free(picked + taken)), a0,
                                    a_pmin, delay)
             # formed as the rule forms any batch (up to B), then merged if it fits
             k2 = batch_size(xp, behind, pending(seen, nxt, a0, behind), a0, delay, pmin,
@@ -174,7 +173,7 @@ def run_lookahead(bk, types, times, counts, lane_type, progress=None):
                 k = batch_size(xp, when, q, a0, delay, pmin, pref_le)
             else:
                 formed = dispatch_time(xp, xp.where(prefetch < 0, t_free,
-                                                    xp.maximum(t_open, slot_free(picked, 0.0))),
+                                                    xp.maximum(t_open, slot_free(picked))),
                                        a0, a_pmin, delay)
                 k = batch_size(xp, formed, pending(seen, base, a0, formed), a0, delay, pmin,
                                pref_le)

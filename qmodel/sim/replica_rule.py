@@ -101,8 +101,8 @@ prange = range                           # numba.prange in the CPU driver
 
 
 RULE = ("next_bits", "uniform", "exponential", "normal", "standard_gamma", "service", "gap",
-        "arrival", "running_after", "first_due", "drift_start", "drift_factor", "batch_service",
-        "decide", "settle", "route", "earliest_free", "busy_at", "slot_free", "prefetch_grow",
+        "arrival", "running_after", "first_due", "node_start", "drift_factor", "batch_service",
+        "decide", "form", "settle", "route", "earliest_free", "busy_at", "slot_free", "prefetch_grow",
         "prefetch_merge", "bin_of",
         "run_replica")
 
@@ -286,9 +286,13 @@ def first_due(slot, nodes, nt):
     return due
 
 
-def drift_start(rs, slot, n, node_f, opened):
-    """Node n's speed at a replica's start (``Node.drift``): its log factor drawn from its
-    stationary law, its first step ending at a random phase. No draw without drift."""
+def node_start(rs, slot, n, node_f, opened):
+    """Node n's state at a replica's start: its batcher with no batch formed or picked up,
+    and its speed (``Node.drift``) with its log factor drawn from its stationary law, its
+    first step ending at a random phase (no draw without drift)."""
+    opened[slot, n, _OPEN] = 0.0
+    opened[slot, n, _FORMED] = 0.0
+    opened[slot, n, _PICKED] = 0.0
     sigma = node_f[n, _DSIG_F]
     if sigma > 0.0:
         opened[slot, n, _DLOG] = sigma * normal(rs, slot)
@@ -332,18 +336,10 @@ def decide(slot, n, node_i, node_f, pref, qbuf, qhead, qlen, free, nt, nk, opene
         nt[slot, n] = math.inf
         nk[slot, n] = 0
         return
-    head = qhead[slot, n]
-    pmin = node_i[n, _PMIN_I]
-    delay = node_f[n, _D_F]
-    a0 = qbuf[slot, n, head]
-    a_pmin = math.inf
-    if length >= pmin:
-        a_pmin = qbuf[slot, n, (head + pmin - 1) & mask]
     t_free = math.inf
     for j in range(node_i[n, _C_I]):
         if free[slot, n, j] < t_free:
             t_free = free[slot, n, j]
-    q = min(length, node_i[n, _B_I])
     # One rule for both batchers: the batch is formed at the rule's time counted from a free
     # instance or, for a prefetching node, from when its batcher may open a batch, out of
     # the requests queued by then; it starts when an instance frees (at once, without
@@ -352,12 +348,33 @@ def decide(slot, n, node_i, node_f, pref, qbuf, qhead, qlen, free, nt, nk, opene
     start = t_free
     if prefetching:
         start = max(opened[slot, n, _OPEN],
-                    slot_free(slot, n, int(opened[slot, n, _PICKED]), 0.0, node_i, opened))
+                    slot_free(slot, n, int(opened[slot, n, _PICKED]), node_i, opened))
+    formed, k = form(slot, n, 0, start, prefetching, node_i, node_f, pref, qbuf, qhead, qlen,
+                     mask)
+    if prefetching:
+        opened[slot, n, _FORMED] = formed
+    nt[slot, n] = max(formed, t_free)
+    nk[slot, n] = k
+
+
+def form(slot, n, offset, start, search, node_i, node_f, pref, qbuf, qhead, qlen, mask):
+    """(when, size) of the batch node n's rule forms from its queue ``offset`` places behind
+    the head, counted from ``start``: at the pmin-th request or the oldest one's delay,
+    whichever is first (never before ``start``), of the largest preferred size that fits, or
+    of all that wait once the delay has run out (up to B). With ``search``, of the requests
+    queued by then (a binary search: the queue is in arrival order); else of all queued (the
+    event loop queues no arrival past the batch's time)."""
+    head = qhead[slot, n] + offset
+    q = min(qlen[slot, n] - offset, node_i[n, _B_I])
+    pmin = node_i[n, _PMIN_I]
+    delay = node_f[n, _D_F]
+    a0 = qbuf[slot, n, head & mask]
+    a_pmin = math.inf
+    if q >= pmin:
+        a_pmin = qbuf[slot, n, (head + pmin - 1) & mask]
     t0 = max(start, a0)
     formed = min(max(t0, a_pmin), max(t0, a0 + delay))
-    when = max(formed, t_free)
-    if prefetching:
-        # the requests queued by the forming (the queue is in arrival order: a binary search)
+    if search:
         lo = 1
         hi = q
         while lo < hi:
@@ -367,12 +384,10 @@ def decide(slot, n, node_i, node_f, pref, qbuf, qhead, qlen, free, nt, nk, opene
             else:
                 hi = mid - 1
         q = lo
-        opened[slot, n, _FORMED] = formed
     k = pref[n, q]
     if q < pmin or (delay > 0.0 and formed >= a0 + delay):
         k = q
-    nt[slot, n] = when
-    nk[slot, n] = k
+    return formed, k
 
 
 def settle(slot, nodes, t, node_i, free, busy_k, held):
@@ -481,17 +496,15 @@ def busy_at(slot, n, t, node_i, free):
     return busy
 
 
-def slot_free(slot, n, index, when, node_i, opened):
+def slot_free(slot, n, index, node_i, opened):
     """The earliest time node n's prefetching batcher may form its batch number ``index``
-    (counted from the replica's start): when the batch 2c before it was picked up, as
-    Triton keeps at most 2c formed batches waiting for c instances; 0 for the first 2c, and
-    ``when`` where that batch is among those being picked up now (not yet recorded)."""
+    (counted from the replica's start; the batch 2c before it already picked up): when that
+    batch was picked up, as Triton keeps at most 2c formed batches waiting for c instances;
+    0 for the first 2c."""
     ring = 2 * node_i[n, _C_I]
     back = index - ring
     if back < 0:
         return 0.0
-    if back >= int(opened[slot, n, _PICKED]):
-        return when
     return opened[slot, n, _RING + back % ring]
 
 
@@ -534,41 +547,23 @@ def prefetch_merge(slot, n, formed_k, k, when, node_i, node_f, pref, qbuf, qhead
     from then, once a slot is free."""
     B = node_i[n, _B_I]
     largest = pref[n, B]
+    ring = 2 * node_i[n, _C_I]
     taken = 1
     picked = int(opened[slot, n, _PICKED])
     if largest < B:
         delay = node_f[n, _D_F]
-        pmin = node_i[n, _PMIN_I]
-        head = qhead[slot, n]
-        length = qlen[slot, n]
         start = opened[slot, n, _FORMED] if formed_k >= largest else when
         last_full = k >= largest
-        while last_full and k < length:
-            a0 = qbuf[slot, n, (head + k) & mask]
-            if a0 + delay >= when:
+        # a batch whose slot frees only with this pickup (2c after one taken now) is formed
+        # after it: not merged
+        while last_full and k < qlen[slot, n] and taken < ring:
+            if qbuf[slot, n, (qhead[slot, n] + k) & mask] + delay >= when:
                 break
-            # the batch behind is formed as the rule forms any (up to B), then merged if it
-            # fits
-            rest = min(length - k, B)
-            a_pmin = math.inf
-            if rest >= pmin:
-                a_pmin = qbuf[slot, n, (head + k + pmin - 1) & mask]
-            # a batch whose slot frees only with this pickup is formed after it: not merged
-            if picked + taken - 2 * node_i[n, _C_I] >= picked:
-                break
-            t0 = max(max(start, slot_free(slot, n, picked + taken, when, node_i, opened)),
-                     a0)
-            formed = min(max(t0, a_pmin), max(t0, a0 + delay))
-            if formed > when:
-                break
-            # the requests queued by its forming
-            q = 0
-            while q < rest and qbuf[slot, n, (head + k + q) & mask] <= formed:
-                q += 1
-            k2 = pref[n, q]
-            if q < pmin or formed >= a0 + delay:
-                k2 = q
-            if k + k2 > B:
+            # the batch behind, formed as the rule forms any (up to B), merged if it fits
+            formed, k2 = form(slot, n, k,
+                              max(start, slot_free(slot, n, picked + taken, node_i, opened)),
+                              True, node_i, node_f, pref, qbuf, qhead, qlen, mask)
+            if formed > when or k + k2 > B:
                 break
             k += k2
             taken += 1
@@ -579,7 +574,6 @@ def prefetch_merge(slot, n, formed_k, k, when, node_i, node_f, pref, qbuf, qhead
                 opened[slot, n, _OPEN] = start
             else:
                 opened[slot, n, _OPEN] = when
-    ring = 2 * node_i[n, _C_I]
     for i in range(taken):
         opened[slot, n, _RING + (picked + i) % ring] = when
     opened[slot, n, _PICKED] = picked + taken
@@ -623,10 +617,7 @@ def run_replica(r, slot, section, nodes, node_i, node_f, pref, mean, emp_off, em
         nk[slot, n] = 0
         perm[slot, n] = n
         held[slot, n] = 0
-        opened[slot, n, _OPEN] = 0.0
-        opened[slot, n, _FORMED] = 0.0
-        opened[slot, n, _PICKED] = 0.0
-        drift_start(rs, slot, n, node_f, opened)
+        node_start(rs, slot, n, node_f, opened)
         for j in range(free.shape[2]):
             free[slot, n, j] = 0.0
             busy_k[slot, n, j] = 0
