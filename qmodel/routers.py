@@ -147,20 +147,16 @@ def several_instance_gap(name: str, node, arrival_scv: float) -> str | None:
     'arrivals of interarrival scv 0.5, not Poisson. Use qmodel.simulate for it'
     """
     what = []
-    if node.max_batch_size == 1:
-        what.append("max_batch_size 1")
-    if node.preferred_batch_sizes:
-        what.append(f"preferred sizes {list(node.preferred_batch_sizes)}")
     if node.max_queue_size:
         what.append(f"a finite queue (max_queue_size {node.max_queue_size})")
     if arrival_scv != 1.0:
         what.append(f"arrivals of interarrival scv {arrival_scv:.3g}, not Poisson")
     if not what:
         return None
-    return (f"predict() models router {name!r} over nodes of several instances for batching "
-            f"nodes (max_batch_size >= 2) without preferred sizes or a finite queue, under "
-            f"Poisson arrivals (as round robin, measured in "
-            f"validation/several_instance_routers.py); this cluster has "
+    return (f"predict() models router {name!r} over nodes of several instances without a "
+            f"finite queue, under Poisson arrivals (as round robin, measured in "
+            f"validation/several_instance_routers.py and validation/wide_domain.py); this "
+            f"cluster has "
             f"{', '.join(what)}. Use qmodel.simulate for it")
 
 
@@ -253,7 +249,7 @@ class LeastOutstanding(RouterPolicy):
     def node_gap(self, node, arrival_scv: float) -> str | None:
         """Why predict has no least-outstanding model over copies of ``node`` (None: it has)."""
         B = node.max_batch_size
-        if node.instances > 1 and B > 1:
+        if node.instances > 1:
             return several_instance_gap(self.name, node, arrival_scv)
         if arrival_scv != 1.0 and B < self.RENEWAL_MIN_BATCH:
             return (f"predict() models router 'least_outstanding' under renewal arrivals only "

@@ -37,11 +37,15 @@ N (1 - load) >= 2.4; for max_batch_size >= 8, N >= 4 and N (1 - load) >= 0.8); p
 node sampled) is least outstanding. Least outstanding over identical one-request nodes
 (max_batch_size 1): the balanced-queue model of :mod:`qmodel.theory.jsq`; over identical
 single-instance batching nodes (max_batch_size >= 4, steady service): the round-robin model, a
-measured surrogate (also under renewal arrivals from max_batch_size 8).
+measured surrogate (also under renewal arrivals from max_batch_size 8). Least outstanding and
+power of d over identical nodes of several instances (any max_batch_size, preferred sizes
+included): each node under the stream round robin over the nodes looked at would give it, a
+measured surrogate.
 
-Where no model covers the system (dynamic routers over nodes with several instances, preferred
-sizes, a finite queue or a mix of nodes; power of d, or least outstanding without batching,
-under renewal arrivals; power of d outside its measured domain; a few node shapes), predict
+Where no model covers the system (dynamic routers over single-instance nodes with preferred
+sizes, over a finite queue or a mix of nodes; power of d, or least outstanding without
+batching, under renewal arrivals; power of d outside its measured domain; a few node
+shapes), or the system lies outside its family's measured domain, predict
 falls back to qmodel's simulator and says so: ``accuracy.is_fallback`` is True,
 ``accuracy.exactness`` is "simulation" with the p99's confidence interval in
 ``accuracy.simulation``, and the reason no model answers is ``accuracy.fallback_reason``. That
@@ -580,11 +584,13 @@ def _least_outstanding(cluster: Cluster, rate: float, resolution: int,
     """Least outstanding: the balanced-queue model for one-request nodes, round robin for
     batching nodes (each a measured approximation).
 
-    One request per batch: :func:`~qmodel.theory.jsq.balanced_least_outstanding` (central-queue
+    Several instances (any max_batch_size): :func:`_levelled`, round robin over the N nodes.
+
+    One request per batch, one instance: :func:`~qmodel.theory.jsq.balanced_least_outstanding` (central-queue
     count, the shortest node holds floor(n / N), equilibrium residual); measured family
     "least_outstanding_balanced".
 
-    max_batch_size >= 4: joining the node with the fewest outstanding requests keeps the
+    One instance, max_batch_size >= 4: joining the node with the fewest outstanding requests keeps the
     nodes' counts level, so successive requests go to different nodes in turn, much as round
     robin sends them, and the node sees close to round robin's Erlang-N stream. The round-robin
     model's errors against the simulated least-outstanding cluster are the measured families
@@ -595,11 +601,12 @@ def _least_outstanding(cluster: Cluster, rate: float, resolution: int,
     """
     node = cluster.nodes[0]
     N = len(cluster.nodes)
-    if node.max_batch_size == 1:
-        return with_overhead(balanced_least_outstanding(node, rate, N), node.overhead)
+    # several instances first: the balanced-queue model counts one server per node
     if node.instances > 1:
         return _levelled(cluster, rate, resolution, scv, N, "least outstanding",
                          "least_outstanding")
+    if node.max_batch_size == 1:
+        return with_overhead(balanced_least_outstanding(node, rate, N), node.overhead)
     twin = Cluster(list(cluster.nodes), router="round_robin")
     result = _split(twin, rate, resolution, scv)
     result.method = f"least outstanding over {N} nodes as round robin: {result.method}"
@@ -655,7 +662,7 @@ def _levelled(cluster: Cluster, rate: float, resolution: int, scv: float, over: 
     1 / over (Erlang gaps for Poisson input). A measured surrogate, families
     ``{router}_several_delay`` and ``{router}_several_no_delay``
     (validation/several_instance_routers.py): it misses where the router reacts to the
-    nodes' state, which the grid's peeled domains leave out (with a delay and service that
+    nodes' state, which the families' measured misses keep out (with a delay and service that
     grows fast with the batch, least outstanding herds requests into batches a third larger
     than round robin's, and the model's p99 ran up to 70% below the simulated one), and where
     the several-instance batch model misses under a smooth stream (light loads without a

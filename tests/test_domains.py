@@ -56,7 +56,8 @@ def test_defect2_a_small_preferred_size_is_outside_the_measured_domain(preferred
     service = AFF(2e-3, 0.2e-3)
     node = qm.Node(service, max_batch_size=32, preferred_batch_sizes=preferred,
                    max_queue_delay=delay * float(service.mean(1)))
-    _declined(node, load, "smallest_preferred_over_max .* is outside")
+    _declined(node, load, "smallest_preferred_over_max .* is outside|missed by more than its "
+                          "tolerance on a configuration measured near this one")
 
 
 def test_every_feature_a_domain_bounds_has_a_neighbourhood():
@@ -81,6 +82,34 @@ def test_a_domain_admits_only_points_near_measured_ones():
     with pytest.raises(ValueError, match="one value per domain feature"):
         MeasuredError("demo", "", 1, ErrorRange(0, 0, 0), ErrorRange(0, 0, 0), (),
                       domain=(("load", 0.1, 0.9),), points=((0.5, 1.0),))
+
+
+def test_a_configuration_next_to_a_measured_miss_is_outside():
+    """A family keeps the configurations where it missed: near one of them a configuration is
+    outside, however near a good one (the peeled boxes gave up whole regions to keep a few
+    misses out, and still let in points between the rows)."""
+    m = MeasuredError("demo", "demo nodes", 2, ErrorRange(0, 0, 0), ErrorRange(0, 0, 0), (),
+                      domain=(("max_batch_size", 2, 64), ("load", 0.1, 0.9)),
+                      points=((8, 0.5), (8, 0.7)), misses=((8, 0.9),))
+    assert m.outside({"max_batch_size": 8, "load": 0.6}) is None
+    assert "missed by more than its tolerance" in m.outside({"max_batch_size": 8,
+                                                             "load": 0.8})
+    with pytest.raises(ValueError, match="misses must have one value per domain feature"):
+        MeasuredError("demo", "", 1, ErrorRange(0, 0, 0), ErrorRange(0, 0, 0), (),
+                      domain=(("load", 0.1, 0.9),), misses=((0.5, 1.0),))
+
+
+def test_no_stored_miss_lies_inside_its_familys_domain():
+    """Every configuration a family missed by more than 20% on, in any campaign, is outside
+    its domain, and every one it states the errors of is inside (all of them, not a
+    sample)."""
+    for family in measured_table().values():
+        names = [f for f, _, _ in family.domain]
+        for point in family.misses:
+            assert family.outside(dict(zip(names, point))) is not None, (family.family, point)
+        for point in family.points:
+            assert family.outside(dict(zip(names, point))) is None, (family.family, point)
+        assert family.family == "extrapolated" or family.points
 
 
 def test_defect5_an_extrapolated_answer_carries_the_error_of_extrapolation():
@@ -177,15 +206,20 @@ def test_a_weighted_split_is_checked_at_its_busiest_node():
 
 
 def test_a_feature_known_on_one_side_only_is_no_neighbour():
-    # B = 1 points have no service growth; a B = 2 node with growth 0.45 was "near" them
+    # B = 1 points have no service growth; a B = 2 node with growth 0.47 was "near" them
     node = qm.Node(AFF(1e-3, 0.9e-3), max_batch_size=2)
-    cluster = qm.Cluster(node, count=4, router="round_robin")
     features = configuration_features(node, 0.6, 1.0, nodes=4)
     assert features["service_growth"] == pytest.approx(0.4737, abs=1e-4)
-    reason = measured("round_robin").outside(features)
-    assert reason is not None
-    with pytest.raises(NotImplementedError):
-        qm.predict(cluster, rate=0.6 * cluster.capacity, fallback="raise")
+    names = ("max_batch_size", "load", "service_growth", "nodes")
+    m = MeasuredError("demo", "demo nodes", 1, ErrorRange(0, 0, 0), ErrorRange(0, 0, 0), (),
+                      domain=tuple((f, 0.0, 100.0) for f in names),
+                      points=((1, 0.6, None, 4),))
+    assert "differs in service_growth: 0.4737 against none" in m.outside(features)
+    # and a miss known on one side only is no neighbour either
+    m = MeasuredError("demo", "demo nodes", 1, ErrorRange(0, 0, 0), ErrorRange(0, 0, 0), (),
+                      domain=tuple((f, 0.0, 100.0) for f in names),
+                      points=((2, 0.6, 0.45, 4),), misses=((1, 0.6, None, 4),))
+    assert m.outside(features) is None
 
 
 @pytest.mark.parametrize("law", ["lognormal", "pareto"])

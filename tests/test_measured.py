@@ -1,6 +1,7 @@
 """Approximate results state their family's measured error, from one table that matches the
 campaigns' stored results."""
 
+import re
 import sys
 from pathlib import Path
 
@@ -137,7 +138,7 @@ def test_a_several_instance_answer_holds_or_is_declined(B, c, cv, load):
     try:
         answer = qm.predict(node, rate=rate, fallback="raise")
     except NotImplementedError as declined:
-        assert "was measured" in str(declined)
+        assert re.search("was measured|missed by more than its tolerance", str(declined))
         return
     sim = qm.simulate(node, rate=rate, requests=600_000, seed=5)
     lo, hi = sim.ci(0.99)

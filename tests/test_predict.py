@@ -343,10 +343,9 @@ def test_dynamic_routers_outside_the_model_say_why():
     with pytest.raises(NotImplementedError, match="family 'power_of_two_several_delay'"):
         qm.predict(qm.Cluster(_node(8, 1, 2), count=32, router="power_of_two"), rate=1000.0,
                    fallback="raise")
-    preferred = qm.Node(node.service, max_batch_size=8, preferred_batch_sizes=(4, 8),
-                        instances=2)
-    with pytest.raises(NotImplementedError, match=r"preferred sizes \[4, 8\]"):
-        qm.predict(qm.Cluster(preferred, count=8, router="power_of_two"), rate=1000.0,
+    finite = qm.Node(node.service, max_batch_size=8, max_queue_size=16, instances=2)
+    with pytest.raises(NotImplementedError, match=r"a finite queue \(max_queue_size 16\)"):
+        qm.predict(qm.Cluster(finite, count=8, router="power_of_two"), rate=1000.0,
                    fallback="raise")
     with pytest.raises(NotImplementedError, match="identical nodes"):
         qm.predict(qm.Cluster([node] * 15 + [_node(4, 0, 1)], router="power_of_two"),
@@ -356,9 +355,10 @@ def test_dynamic_routers_outside_the_model_say_why():
 
 
 def test_no_model_falls_back_to_the_simulator_and_says_so():
-    """Least outstanding over two-instance nodes has no model: predict answers by simulation,
-    labelled as such, reproducibly (fixed seed), and matches a simulation of its own."""
-    cluster = qm.Cluster(_node(8, 0, 2), count=4, router="least_outstanding")
+    """Least outstanding over single-instance nodes of max_batch_size 2 has no model: predict
+    answers by simulation, labelled as such, reproducibly (fixed seed), and matches a
+    simulation of its own."""
+    cluster = qm.Cluster(_node(2, 0, 1), count=4, router="least_outstanding")
     rate = 0.7 * cluster.capacity
     with pytest.raises(NotImplementedError, match="least_outstanding"):
         qm.predict(cluster, rate=rate, fallback="raise")

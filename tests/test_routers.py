@@ -38,10 +38,10 @@ def test_every_policy_dispatches_in_the_simulator(policy):
 
 
 def test_the_domain_says_why_predict_declines():
-    two = qm.Node(NODE.service, max_batch_size=8, instances=2, preferred_batch_sizes=(4, 8))
+    two = qm.Node(NODE.service, max_batch_size=8, instances=2, max_queue_size=16)
     cluster = qm.Cluster(two, count=4, router="least_outstanding")
     why = cluster.router.kind.unmodelled(cluster, 0.5, 1.0)
-    assert "over nodes of several instances" in why and "preferred sizes [4, 8]" in why
+    assert "over nodes of several instances" in why and "max_queue_size 16" in why
     with pytest.raises(NotImplementedError) as err:
         qm.predict(cluster, rate=0.5 * cluster.capacity, fallback="raise")
     assert str(err.value) == why

@@ -50,16 +50,24 @@ def test_case3_a_mass_above_one_is_refused():
 def test_case4_round_robin_at_light_load_lies_outside_its_domain():
     cluster = qm.Cluster(qm.Node(AFF(1e-3, 1e-4), max_batch_size=4), count=9,
                          router="round_robin")
-    _refused(cluster, 0.1, "load 0.1 is outside .* family 'round_robin'")
+    _refused(cluster, 0.1, "family 'round_robin'")
     # the model's answer, where asked for, says it is extrapolated
     r = qm.predict(cluster, rate=0.1 * cluster.capacity, extrapolate=True)
     assert "outside_measured_domain" in r.accuracy.approximation_keys
 
 
 def test_case5_flat_service_over_several_instances_lies_outside_its_domain():
+    # the wide draws found the model up to 37% low near here; the ordinary draws (2,400) then
+    # measured this corner: at load 0.3 the answer holds its stated range (-17% against
+    # 2 M simulated requests), at 0.6 and 0.9 a measured miss lies near and it is refused
     node = qm.Node(AFF(2.64e-4, 2.9e-6), max_batch_size=8, instances=7)
-    for load in (0.3, 0.6, 0.9):
-        _refused(node, load, "service_growth .* is outside")
+    for load in (0.6, 0.9):
+        _refused(node, load, "family 'batch_several_deterministic_no_delay' missed by more")
+    rate = 0.3 * node.capacity
+    r = qm.predict(node, rate=rate, fallback="raise")
+    low, high = r.accuracy.p99_bounds(r.p99)
+    s_low, s_high = qm.simulate(node, rate=rate, requests=400_000, seed=7).ci(0.99, level=0.99)
+    assert low <= s_high and high >= s_low
 
 
 def test_defects_names_the_figure_that_fails():

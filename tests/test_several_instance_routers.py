@@ -41,6 +41,35 @@ def test_routers_over_several_instances_are_predicted_within_stated_error(
     assert s_low <= high and s_high >= low, (r.p99, (low, high), sim.p99, (s_low, s_high))
 
 
+@pytest.mark.parametrize("router", ["least_outstanding", "power_of_two"])
+def test_one_request_nodes_of_several_instances_behind_a_dynamic_router(router):
+    """One-request nodes of several instances had no model behind least outstanding or power
+    of two (predict declined). Both are now the GI/G/c node under round robin's stream (not
+    the balanced-queue model, which counts one server per node: 2.8 times the capacity of an
+    M/D/5 queue here), and meet the simulated p99's 95% CI within their stated error."""
+    node = qm.Node(qm.ServiceTime.affine(2e-3), max_batch_size=1, instances=4)
+    cluster = qm.Cluster(node, count=5, router=router)
+    rate = 0.7 * cluster.capacity
+    r = qm.predict(cluster, rate=rate, fallback="raise", extrapolate=True)
+    assert "fast-server" in r.method and r.throughput == pytest.approx(rate)
+    low, high = r.accuracy.p99_bounds(r.p99)
+    sim = qm.simulate(cluster, rate=rate, requests=1_000_000, seed=3, backend="cpu")
+    s_low, s_high = sim.ci(0.99)
+    assert s_low <= high and s_high >= low, (r.p99, (low, high), sim.p99, (s_low, s_high))
+
+
+def test_preferred_sizes_behind_a_dynamic_router_are_modelled():
+    """Nodes of several instances with preferred sizes had no model behind least outstanding
+    or power of two; they are the batch node under round robin's stream, like any other."""
+    node = qm.Node(SVC, max_batch_size=16, max_queue_delay=2e-3, instances=4,
+                   preferred_batch_sizes=(8, 16))
+    for router in ("least_outstanding", "power_of_two"):
+        cluster = qm.Cluster(node, count=8, router=router)
+        r = qm.predict(cluster, rate=0.6 * cluster.capacity, fallback="raise",
+                       extrapolate=True)
+        assert r.model == "levelled_as_round_robin"
+
+
 def test_the_surrogate_is_the_node_under_round_robin_over_the_nodes_looked_at():
     for router, over in (("least_outstanding", 6), ("power_of_two", 2)):
         cluster = _cluster(router, 6, 4, 16, 2e-3)

@@ -338,13 +338,14 @@ def test_verify_all_simulates_the_cheaper_shortlist_and_never_costs_more():
 
 
 def test_configurations_no_model_answers_are_named_not_blamed_on_capacity():
-    """Second review: least outstanding over one-request nodes of two instances has no
-    model; the plan said 'needs more than 1.1 nodes ...; allow more nodes' and its notes
-    were silent, and beside round robin it was dropped without a word."""
-    kw = dict(rate=2000, slo={"p99": 0.05}, nodes=range(1, 17), instances_per_gpu=(2,),
-              max_batch_size=(1,), max_queue_delay=(0.0,), verify=False,
+    """Second review: least outstanding over nodes it has no model for (then one-request
+    nodes of two instances; now single-instance nodes of max_batch_size 2); the plan said
+    'needs more than 1.1 nodes ...; allow more nodes' and its notes were silent, and beside
+    round robin it was dropped without a word."""
+    kw = dict(rate=2000, slo={"p99": 0.05}, nodes=range(1, 17), instances_per_gpu=(1,),
+              max_batch_size=(2,), max_queue_delay=(0.0,), verify=False,
               sharing="time-sliced")
-    svc = qm.ServiceTime.affine(2e-3, 0.3e-3)          # one node carries 435 req/s
+    svc = qm.ServiceTime.affine(2e-3, 0.3e-3)          # one node carries 769 req/s
     alone = qm.size(svc, routers=("least_outstanding",), **kw)
     assert not alone.feasible
     assert alone.reason.startswith("no model answers any configuration")

@@ -1,14 +1,14 @@
 """Do the measured domains keep their promise on configurations they never saw?
 
 A family's measured error (qmodel/theory/measured_errors.json) is quoted for a configuration
-only inside its measured domain: every feature within the peeled box of its campaigns' rows and,
-since the points are stored, within :data:`qmodel.accuracy.NEIGHBOURHOOD` of one of them. This
+only inside its measured domain: every feature within the range of its campaigns' good rows,
+within :data:`qmodel.accuracy.NEIGHBOURHOOD` of one of them and of none of its misses. This
 campaign draws fresh configurations from validation/wide_domain.py's distribution with another
 seed, predicts each with ``extrapolate=True`` (so every model answer is kept, with why it lies
 outside where it does), simulates the ones a model answered and asks, per answer:
 
-- where is it: inside (box and a measured neighbour), inside the box only (no measured
-  configuration near), or outside the box;
+- where is it: inside (box and a measured neighbour, no miss near), inside the box only (no
+  good configuration near, or a miss near), or outside the box;
 - does the simulated p99 lie where the answer's families say (the interval of
   :meth:`qmodel.accuracy.Accuracy.p99_bounds` without the extrapolation), with the
   simulation's 99% confidence interval: a miss is an answer whose stated error range and the
@@ -103,6 +103,7 @@ def sweep(rows, factors) -> None:
         for factor in factors:
             accuracy.NEIGHBOURHOOD.update(
                 {k: (scale, radius * factor) for k, (scale, radius) in shipped.items()})
+            measured_table.cache_clear()     # fresh families: each caches its scaled radii
             judged_rows = [judged(dict(r)) for r in rows]
             for place in ("inside", "box_only"):
                 group = [r for r in judged_rows if r["where"] == place]
@@ -111,6 +112,7 @@ def sweep(rows, factors) -> None:
                       f"misses ({misses / max(len(group), 1):.1%})", flush=True)
     finally:
         accuracy.NEIGHBOURHOOD.update(shipped)
+        measured_table.cache_clear()
 
 
 def main(argv=None) -> int:

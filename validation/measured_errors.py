@@ -45,14 +45,9 @@ from qmodel.theory import measured as table
 GRID = "validation/predict_accuracy.py"
 
 
-# A family's domain is peeled until every configuration inside it has p95 and p99 errors
-# within this (the grids' largest is 19.7%): what lies beyond is outside the domain, where
-# predict answers by simulation.
+# A configuration whose p95 or p99 error lies beyond this (the grids' largest is 19.7%) is a
+# miss: its family's domain keeps it out, with every configuration within NEIGHBOURHOOD of it.
 TOLERANCE = 0.2
-# the shares of a domain's configurations one peeling step may remove, and how many good
-# configurations a step may give up to lose one beyond the tolerance (each pair one run)
-PEELS = (0.02, 0.05, 0.1)
-BAD_WEIGHTS = (3, 10, 30)
 WIDE = "validation/wide_domain.py"
 
 
@@ -205,12 +200,14 @@ def _fast_server_rows():
 
 # ---- random configurations ------------------------------------------------------------------
 def _wide_rows():
-    """(family, Row) of the random configurations of validation/wide_domain.py and
+    """(family, Row) of the random configurations of validation/wide_domain.py (its wide
+    draws and its ordinary ones, model_coverage.py's distribution under another seed) and
     validation/several_instance_jitter.py and the grid of validation/preferred_grid.py (rows
     of the same fields) that a model answered: a
     cluster's family where the answer quotes one (it covers the nodes' models), else the
     node's."""
     rows = [(r, WIDE) for r in stored_results("wide_domain.json")]
+    rows += [(r, WIDE + " --ordinary") for r in stored_results("ordinary_domain.json")]
     rows += [(r, "validation/preferred_grid.py") for r in stored_results("preferred_grid.json")]
     rows += [(r, "validation/several_instance_jitter.py")
              for name in ("several_instance_jitter.json", "several_instance_jitter_spread.json",
@@ -268,86 +265,13 @@ def _box(rows) -> dict:
     return box
 
 
-def _inside(box, features) -> bool:
-    return all(features.get(f) is None or lo <= features[f] <= hi
-               for f, (lo, hi) in box.items())
-
-
 def _snapped(features: dict) -> dict:
     """Features to 12 significant digits: a grid value computed two ways (b / (a + b) for
-    b / S(1) = 0.1 is 0.09999999999999998 or 0.10000000000000002) is one value, so the
-    peel keeps or drops both, as :meth:`qmodel.latency.MeasuredError.outside` (which allows
-    1e-9 of slack) will judge them."""
+    b / S(1) = 0.1 is 0.09999999999999998 or 0.10000000000000002) is one value, a neighbour
+    of both, as :meth:`qmodel.latency.MeasuredError.outside` (which allows 1e-9 of slack)
+    will judge them."""
     return {k: v if not isinstance(v, float) else float(f"{v:.12g}")
             for k, v in features.items()}
-
-
-def _peel(rows, alpha: float, weight: float) -> dict:
-    """One peeling run (see :func:`peeled_domain`), on arrays: the rows' features as a
-    matrix (NaN where a row has no value), each candidate move judged once."""
-    box = _box(rows)
-    names = list(box)
-    X = np.array([[np.nan if r.features.get(f) is None else float(r.features[f])
-                   for f in names] for r in rows])
-    good = np.array([r.good for r in rows])
-    while True:
-        lo = np.array([box[f][0] for f in names])
-        hi = np.array([box[f][1] for f in names])
-        mask = np.all(np.isnan(X) | ((X >= lo) & (X <= hi)), axis=1)
-        if good[mask].all():
-            return box
-        Xi, gi = X[mask], good[mask]
-        best = None
-        for j, f in enumerate(names):
-            col = Xi[:, j]
-            known = col[~np.isnan(col)]
-            values = np.unique(known)
-            if values.size < 2:
-                continue
-            f_lo, f_hi = box[f]
-            # a fraction alpha off either end, or just past one configuration beyond the
-            # tolerance (whichever side of it keeps more)
-            q_lo, q_hi = np.quantile(known, [alpha, 1 - alpha])
-            up = values[1:][values[1:] > q_lo]
-            down = values[:-1][values[:-1] < q_hi]
-            moves = [(float(up[0]) if up.size else float(values[1]), f_hi),
-                     (f_lo, float(down[-1]) if down.size else float(values[-2]))]
-            for x in col[~gi & ~np.isnan(col)]:
-                k = np.searchsorted(values, x, side="right")      # first value above x
-                if k < values.size:
-                    moves.append((float(values[k]), f_hi))
-                k = np.searchsorted(values, x, side="left") - 1   # last value below x
-                if k >= 0:
-                    moves.append((f_lo, float(values[k])))
-            known_mask = np.isnan(col)
-            for new in dict.fromkeys(moves):     # each move once, in the order found
-                keep = known_mask | ((col >= new[0]) & (col <= new[1]))
-                n = int(keep.sum())
-                if n:
-                    g = int(gi[keep].sum())
-                    score = (g - weight * (n - g), n)
-                    if best is None or score > best[0]:
-                        best = (score, f, list(new))
-        if best is None:           # nothing left to peel: an empty domain
-            return {f: [lo, lo - 1.0] for f, (lo, hi) in box.items()}
-        box[best[1]] = best[2]
-
-
-def peeled_domain(rows) -> dict:
-    """The domain of a family: the box of its rows' features, peeled until every row inside
-    has errors within TOLERANCE.
-
-    Peeling as in Friedman and Fisher's patient rule induction method (Friedman, J. H. and
-    Fisher, N. I. (1999), Bump hunting in high-dimensional data, Statistics and Computing 9,
-    123-143): each step moves one bound of one feature inward, past a fraction ``alpha`` of
-    the rows inside or just past one row beyond the tolerance, choosing the move that leaves
-    the most rows within the tolerance less ``weight`` per row beyond it (ties: the most rows
-    left). Patient rule induction maximises the share of good rows instead, which here would
-    give up whole grids to lose two bad rows. Being greedy, a run can corner itself, so
-    several (alpha, weight) runs are made and the domain keeping the most rows is taken.
-    """
-    boxes = [_peel(rows, alpha, weight) for alpha in PEELS for weight in BAD_WEIGHTS]
-    return max(boxes, key=lambda box: sum(_inside(box, r.features) for r in rows))
 
 
 _BATCH_SOURCES = {
@@ -372,10 +296,28 @@ def _signed_range(errors) -> tuple:
 
 
 def _family(fam: str, rows: list, means: list) -> MeasuredError:
-    """The family's MeasuredError: its peeled domain and the errors of the rows inside
-    (the extrapolated answers: every row, no domain)."""
-    box = {} if fam == "extrapolated" else peeled_domain(rows)
-    inside = [r for r in rows if _inside(box, r.features)]
+    """The family's MeasuredError: its domain and the errors of the rows inside (the
+    extrapolated answers: every row, no domain).
+
+    The domain keeps every measured row: those within TOLERANCE as ``points``, the others as
+    ``misses``. A configuration is inside within the range of the good rows, within
+    NEIGHBOURHOOD of one of them and not within MISS_REACH of the radii of a miss
+    (:meth:`qmodel.latency.MeasuredError.outside`); the family states the errors of the good
+    rows that rule keeps inside (a good row next to a miss is not).
+    """
+    if fam == "extrapolated":
+        box, inside, misses = {}, rows, []
+    else:
+        good = [r for r in rows if r.good]
+        misses = [r for r in rows if not r.good]
+        if not good:
+            raise ValueError(f"family {fam!r}: none of its {len(rows)} configurations is "
+                             f"within {TOLERANCE:.0%}; it has no domain to answer in")
+        box = _box(good)
+        probe = MeasuredError(fam, "", 0, ErrorRange(0, 0, 0), ErrorRange(0, 0, 0), (),
+                              domain=tuple((f, lo, hi) for f, (lo, hi) in box.items()),
+                              points=_points(box, good), misses=_points(box, misses))
+        inside = [r for r in good if probe.outside(r.features) is None]
     sources = tuple(dict.fromkeys(r.source for r in rows))
     if fam in _BATCH_SOURCES or fam.startswith("batch_several"):
         sources = tuple(dict.fromkeys(_BATCH_SOURCES.get(fam, _SEVERAL_SOURCES) + sources))
@@ -390,7 +332,7 @@ def _family(fam: str, rows: list, means: list) -> MeasuredError:
         mean_batch_size=None if m is None else _signed_range(m[:, 0]),
         utilization=None if m is None else _signed_range(m[:, 1]),
         domain=tuple((f, lo, hi) for f, (lo, hi) in box.items()),
-        points=_points(box, inside))
+        points=_points(box, inside), misses=_points(box, misses))
 
 
 def _points(box, rows) -> tuple:

@@ -15,7 +15,7 @@ three against the compiled simulator:
   the ranges between them).
 
 Each configuration is simulated once (400,000 requests, seed 35, p99 CI about +-1-2%) and
-its p50 / p95 / p99 errors stored; validation/measured_errors.py peels the families'
+its p50 / p95 / p99 errors stored; validation/measured_errors.py marks the families'
 domains (``{router}_several_delay`` and ``{router}_several_no_delay``) from them.
 
 Run: ``python validation/several_instance_routers.py --workers 2 [--write]`` (18,000

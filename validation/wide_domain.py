@@ -20,9 +20,18 @@ The row keeps the configuration's features (:func:`qmodel.theory.measured.config
 the families the answer quotes, and the predicted and simulated p50/p95/p99 with the
 simulation's 99% confidence intervals.
 
+With ``--ordinary`` the configurations are drawn instead from the distribution of
+validation/model_coverage.py (the deployments issue 35 tried as a new user would: B 1-64,
+1-8 instances, delays 0-5 ms, lognormal cv 0-0.5, 2-16 nodes behind each router), with
+another seed than that script's check, so the domains grow where users deploy and the
+coverage script stays a held-out measurement. A random router over identical nodes is an
+exact split of Poisson traffic into independent nodes, so such a draw is run as one node.
+
 Run: ``python validation/wide_domain.py --configs 2000 --workers 16 --deadline 540`` (a
 16-core machine: about 9 minutes); rows are written as they finish, so a run cut by the
-deadline keeps what it measured. Results: validation/results/wide_domain.json and .txt.
+deadline keeps what it measured. Results: validation/results/wide_domain.json and .txt;
+``python validation/wide_domain.py --ordinary --configs 600 --seed 3501 --workers 2 --out
+validation/results/ordinary_domain`` for the ordinary draws.
 """
 
 from __future__ import annotations
@@ -44,6 +53,9 @@ import numpy as np
 import qmodel as qm
 from qmodel.campaign.budget import cluster_requests, requests_for
 from qmodel.theory.measured import configuration_features, router_choices
+
+sys.path.insert(0, str(Path(__file__).parent))
+from model_coverage import draw as coverage_draw  # noqa: E402  (a sibling script)
 
 ROUTERS = ("round_robin", "least_outstanding", "power_of_two")
 JITTERS = ("deterministic", "exponential", "gamma", "lognormal")
@@ -68,6 +80,20 @@ def draw(rng: np.random.Generator, index: int) -> dict:
         spec["router"] = ROUTERS[rng.integers(len(ROUTERS))]
         spec["N"] = int(np.round(np.exp(rng.uniform(np.log(2), np.log(64)))))
     return spec
+
+
+def ordinary(rng: np.random.Generator, index: int) -> dict:
+    """One configuration of validation/model_coverage.py's distribution, in this script's
+    fields (a random router's draw as the one node it splits Poisson traffic into)."""
+    spec = coverage_draw(rng, index)
+    per_item = spec["growth"] * spec["s1"]
+    row = {"index": index, "base": spec["s1"] - per_item, "per_item": per_item,
+           "jitter": "deterministic" if spec["cv"] == 0 else "lognormal", "cv": spec["cv"],
+           "B": spec["B"], "d": spec["delay"] / spec["s1"], "c": spec["c"],
+           "preferred": spec["preferred"], "load": spec["load"]}
+    if spec["router"] not in (None, "random"):
+        row["router"], row["N"] = spec["router"], spec["N"]
+    return row
 
 
 def system_of(spec: dict):
@@ -193,9 +219,11 @@ def main(argv=None) -> int:
     ap.add_argument("--deadline", type=float, default=math.inf,
                     help="stop handing out configurations after this many seconds")
     ap.add_argument("--out", type=Path, default=Path("validation/results/wide_domain"))
+    ap.add_argument("--ordinary", action="store_true",
+                    help="draw from validation/model_coverage.py's distribution")
     args = ap.parse_args(argv)
     rng = np.random.default_rng(args.seed)
-    specs = [draw(rng, i) for i in range(args.configs)]
+    specs = [(ordinary if args.ordinary else draw)(rng, i) for i in range(args.configs)]
     jobs = [(s, args.seed + s["index"], args.least, args.most, args.timeout) for s in specs]
     start, rows = time.perf_counter(), []
     with mp.get_context("fork").Pool(args.workers, _init_worker, (args.memory_gib,),
@@ -216,7 +244,8 @@ def main(argv=None) -> int:
     args.out.with_suffix(".json").write_text(json.dumps(rows, indent=0) + "\n")
     text = summarise(rows)
     args.out.with_suffix(".txt").write_text(
-        f"python validation/wide_domain.py --configs {args.configs} --seed {args.seed} "
+        f"python validation/wide_domain.py{' --ordinary' * args.ordinary} "
+        f"--configs {args.configs} --seed {args.seed} "
         f"--least {args.least} --most {args.most}: {len(rows)} rows in "
         f"{time.perf_counter() - start:.0f} s on {args.workers} workers\n\n{text}\n")
     print(text)

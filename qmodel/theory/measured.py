@@ -224,7 +224,7 @@ def measured(family: str) -> MeasuredError:
     --------
     >>> m = measured("round_robin")
     >>> m.sources
-    ('validation/router_accuracy.py', 'validation/wide_domain.py')
+    ('validation/router_accuracy.py', 'validation/wide_domain.py', 'validation/wide_domain.py --ordinary')
     """
     table = measured_table()
     if family not in table:
@@ -251,7 +251,7 @@ def _to_json(m: MeasuredError) -> dict:
             "mean_batch_size": None if m.mean_batch_size is None else list(m.mean_batch_size),
             "utilization": None if m.utilization is None else list(m.utilization),
             "domain": {f: [lo, hi] for f, lo, hi in m.domain},
-            "points": [list(p) for p in m.points]}
+            "points": [list(p) for p in m.points], "misses": [list(p) for p in m.misses]}
 
 
 def _from_json(family: str, row: dict) -> MeasuredError:
@@ -264,4 +264,5 @@ def _from_json(family: str, row: dict) -> MeasuredError:
         mean_batch_size=None if row["mean_batch_size"] is None else tuple(row["mean_batch_size"]),
         utilization=None if row["utilization"] is None else tuple(row["utilization"]),
         domain=tuple((f, lo, hi) for f, (lo, hi) in row.get("domain", {}).items()),
-        points=tuple(tuple(p) for p in row.get("points", ())))
+        points=tuple(tuple(p) for p in row.get("points", ())),
+        misses=tuple(tuple(p) for p in row.get("misses", ())))
