@@ -652,6 +652,12 @@ def as_round_robin_over(cluster: Cluster, rate: float, resolution: int, scv: flo
                   solve=lambda node, node_rate, _: _node(node, node_rate, resolution, node_scv))
 
 
+def _delays(node: Node) -> bool:
+    """Whether ``node``'s max_queue_delay does anything: not at max_batch_size 1, where a
+    request never waits for another (its measured features take the delay as 0 there)."""
+    return node.max_queue_delay > 0 and node.max_batch_size > 1
+
+
 def _levelled(cluster: Cluster, rate: float, resolution: int, scv: float, over: int,
               policy: str, router: str) -> Latency:
     """A dynamic router over nodes of several instances, as round robin over ``over`` nodes.
@@ -681,8 +687,7 @@ def _levelled(cluster: Cluster, rate: float, resolution: int, scv: float, over: 
         approximations=[Approximation(
             "levelled_as_round_robin", f"{policy} taken as round robin over {over} nodes "
             f"(each node's arrivals renewal with scv {scv / over:.3g})", value=scv / over)],
-        measured=[measured(several_instance_family(router,
-                                                   cluster.nodes[0].max_queue_delay > 0))])
+        measured=[measured(several_instance_family(router, _delays(cluster.nodes[0])))])
     return result
 
 

@@ -218,6 +218,10 @@ def _wide_rows():
             continue
         outer = [f for f in r["families"] if f in table.CLUSTER_FAMILIES]
         fam = outer[0] if outer else r["families"][0]
+        if r["B"] == 1 and fam.endswith("_several_delay"):
+            # a delay does nothing at max_batch_size 1 (its feature is 0): rows recorded before
+            # predict stopped telling such nodes' families by it
+            fam = fam.replace("_several_delay", "_several_no_delay")
         features = dict(r["features"])
         below = [p for p in r["preferred"] if p < r["B"]]
         features["smallest_preferred_over_max"] = min((*below, r["B"])) / r["B"]
