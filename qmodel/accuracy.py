@@ -283,6 +283,7 @@ class MeasuredError:
 
     @functools.cached_property
     def _scaled_misses(self) -> tuple:
+        """The misses scaled once per family, as :attr:`_scaled_points`."""
         return self._scale_points(self.misses)
 
     @property

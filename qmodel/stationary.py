@@ -91,7 +91,7 @@ from .theory.budget import (ADVICE, OverBudget, charge, fits, format_bytes, form
 from .theory.classical import mdc, mg1, mmc
 from .theory.pipeline import ensemble_family, ensemble_features, pipeline_latency
 from .theory.lindley import gig1, gigc
-from .theory.measured import (CLUSTER_FAMILIES, configuration_features, measured,
+from .theory.measured import (CLUSTER_FAMILIES, configuration_features, delay_acts, measured,
                                router_choices, several_instance_family)
 from .theory.jsq import balanced_least_outstanding
 from .theory.routing import dynamic_router
@@ -549,7 +549,7 @@ def round_robin_family(node) -> str:
     (validation/several_instance_routers.py)."""
     if node.instances == 1 or node.max_batch_size == 1:
         return "round_robin"
-    return several_instance_family("round_robin", node.max_queue_delay > 0)
+    return several_instance_family("round_robin", delay_acts(node))
 
 
 def _round_robin_families(nodes) -> list:
@@ -586,15 +586,17 @@ def _least_outstanding(cluster: Cluster, rate: float, resolution: int,
 
     Several instances (any max_batch_size): :func:`_levelled`, round robin over the N nodes.
 
-    One request per batch, one instance: :func:`~qmodel.theory.jsq.balanced_least_outstanding` (central-queue
-    count, the shortest node holds floor(n / N), equilibrium residual); measured family
+    One request per batch, one instance:
+    :func:`~qmodel.theory.jsq.balanced_least_outstanding` (central-queue count, the shortest
+    node holds floor(n / N), equilibrium residual); measured family
     "least_outstanding_balanced".
 
-    One instance, max_batch_size >= 4: joining the node with the fewest outstanding requests keeps the
-    nodes' counts level, so successive requests go to different nodes in turn, much as round
-    robin sends them, and the node sees close to round robin's Erlang-N stream. The round-robin
-    model's errors against the simulated least-outstanding cluster are the measured families
-    "least_outstanding_as_round_robin" (max_batch_size >= 8), "..._b4" (4-7) and "..._renewal";
+    One instance, max_batch_size >= 4: joining the node with the fewest outstanding requests
+    keeps the nodes' counts level, so successive requests go to different nodes in turn, much
+    as round robin sends them, and the node sees close to round robin's Erlang-N stream. The
+    round-robin model's errors against the simulated least-outstanding cluster are the
+    measured families "least_outstanding_as_round_robin" (max_batch_size >= 8), "..._b4"
+    (4-7) and "..._renewal";
     its median runs low (least outstanding's requests wait for fuller batches). At
     max_batch_size 2 it is up to twice the simulated p99 and is not used. The independent-nodes
     mean field fails for this router at any size (25-60% low), so it is not used.
@@ -652,12 +654,6 @@ def as_round_robin_over(cluster: Cluster, rate: float, resolution: int, scv: flo
                   solve=lambda node, node_rate, _: _node(node, node_rate, resolution, node_scv))
 
 
-def _delays(node: Node) -> bool:
-    """Whether ``node``'s max_queue_delay does anything: not at max_batch_size 1, where a
-    request never waits for another (its measured features take the delay as 0 there)."""
-    return node.max_queue_delay > 0 and node.max_batch_size > 1
-
-
 def _levelled(cluster: Cluster, rate: float, resolution: int, scv: float, over: int,
               policy: str, router: str) -> Latency:
     """A dynamic router over nodes of several instances, as round robin over ``over`` nodes.
@@ -687,7 +683,7 @@ def _levelled(cluster: Cluster, rate: float, resolution: int, scv: float, over: 
         approximations=[Approximation(
             "levelled_as_round_robin", f"{policy} taken as round robin over {over} nodes "
             f"(each node's arrivals renewal with scv {scv / over:.3g})", value=scv / over)],
-        measured=[measured(several_instance_family(router, _delays(cluster.nodes[0])))])
+        measured=[measured(several_instance_family(router, delay_acts(cluster.nodes[0])))])
     return result
 
 

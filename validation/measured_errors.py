@@ -218,10 +218,11 @@ def _wide_rows():
             continue
         outer = [f for f in r["families"] if f in table.CLUSTER_FAMILIES]
         fam = outer[0] if outer else r["families"][0]
-        if r["B"] == 1 and fam.endswith("_several_delay"):
-            # a delay does nothing at max_batch_size 1 (its feature is 0): rows recorded before
-            # predict stopped telling such nodes' families by it
-            fam = fam.replace("_several_delay", "_several_no_delay")
+        if fam in table.CLUSTER_FAMILIES and "_several_" in fam:
+            # by the delay feature, 0 where the delay does nothing (max_batch_size 1), as
+            # predict now tells them; rows recorded before it did named the delay's family
+            fam = table.several_instance_family(fam.split("_several_")[0],
+                                                r["features"]["delay_over_s1"] > 0)
         features = dict(r["features"])
         below = [p for p in r["preferred"] if p < r["B"]]
         features["smallest_preferred_over_max"] = min((*below, r["B"])) / r["B"]

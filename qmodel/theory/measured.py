@@ -141,9 +141,7 @@ def configuration_features(node, load: float, arrival_scv: float = 1.0,
     s1 = float(service.mean(1))
     cv = max(math.sqrt(max(service.scv(k), 0.0)) for k in range(1, B + 1))
     growth = None if B == 1 else (float(service.mean(B)) - s1) / ((B - 1) * s1)
-    # a batch of one is full at once: the delay never applies (Triton and the simulator
-    # dispatch alike with and without it), so it is no feature of a one-request node
-    delay = 0.0 if B == 1 else node.max_queue_delay / s1
+    delay = node.max_queue_delay / s1 if delay_acts(node) else 0.0
     return {"max_batch_size": B, "instances": node.instances, "load": float(load),
             "delay_over_s1": delay, "jitter_cv": cv,
             "service_growth": growth,
@@ -151,6 +149,20 @@ def configuration_features(node, load: float, arrival_scv: float = 1.0,
             "preferred_below_max": sum(1 for p in node.preferred_batch_sizes if p < B),
             "smallest_preferred_over_max": min((*node.preferred_batch_sizes, B)) / B,
             "queue_limit": 1 if node.max_queue_size else 0, "choices": choices}
+
+
+def delay_acts(node) -> bool:
+    """Whether ``node``'s max_queue_delay changes anything: not at max_batch_size 1, where a
+    batch of one is full at once (Triton and the simulator dispatch alike with and without
+    it), so a delay there is no feature and picks no family.
+
+    Examples
+    --------
+    >>> import qmodel as qm
+    >>> delay_acts(qm.Node(qm.ServiceTime.affine(1e-3), max_batch_size=1, max_queue_delay=1e-3))
+    False
+    """
+    return node.max_queue_delay > 0 and node.max_batch_size > 1
 
 
 def router_choices(system) -> int | None:
