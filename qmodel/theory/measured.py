@@ -28,7 +28,7 @@ from pathlib import Path
 from ..latency import ErrorRange, MeasuredError
 
 __all__ = ["DESCRIPTIONS", "TABLE_FILE", "CLUSTER_FAMILIES", "FEATURES", "family_of",
-           "several_instance_family",
+           "several_instance_family", "delay_acts",
            "configuration_features", "router_choices", "measured", "measured_table", "write_table"]
 
 TABLE_FILE = Path(__file__).with_name("measured_errors.json")
