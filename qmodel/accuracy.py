@@ -51,6 +51,7 @@ NEIGHBOURHOOD = {
     "queue_limit": ("linear", 0.0),
     "stages": ("linear", 1.0),
     "utilization": ("linear", 0.15),
+    "prefetch": ("linear", 0.2),                # the share of late requests that join
 }
 
 # A configuration within this many NEIGHBOURHOOD radii of one its family missed on is outside,

@@ -15,6 +15,8 @@ writes from the campaigns' stored results in validation/results/:
 - least outstanding and power of two over nodes of several instances
   (several_instance_routers.json.gz);
 - the GI/G/c fast server (renewal_multi_server.txt);
+- Triton's prefetching batcher, as forming batches when an instance frees
+  (prefetch_accuracy.json);
 - ensembles of 2-4 stages (ensemble_accuracy.json);
 - the time-varying model, window by window, pointwise stationary and fluid backlog
   (traffic_accuracy.json);
@@ -232,6 +234,17 @@ def _wide_rows():
                        source)
 
 
+def _prefetch_rows():
+    """(family, Row): prefetching nodes answered by the model of the same node forming
+    batches when an instance frees, against the prefetching node simulated
+    (validation/prefetch_accuracy.py), by instances."""
+    for r in stored_results("prefetch_accuracy.json"):
+        if "p99" in r:
+            yield table.prefetch_family(r["c"]), Row(
+                *(r[q]["error"] for q in ("p50", "p95", "p99")), dict(r["features"]),
+                "validation/prefetch_accuracy.py")
+
+
 # ---- ensembles ------------------------------------------------------------------------------
 def _ensemble_rows():
     """(family, Row): the ensembles of validation/ensemble_accuracy.py that the model
@@ -353,7 +366,7 @@ def measured() -> dict:
     rows, means = defaultdict(list), defaultdict(list)
     for source in (_batch_rows, _router_rows, _least_outstanding_rows,
                    _several_instance_router_rows, _fast_server_rows,
-                   _wide_rows, _ensemble_rows, _traffic_rows, _extrapolated_rows):
+                   _wide_rows, _prefetch_rows, _ensemble_rows, _traffic_rows, _extrapolated_rows):
         for fam, row in source():
             row.features = _snapped(row.features)
             rows[fam].append(row)

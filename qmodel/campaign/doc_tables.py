@@ -39,7 +39,7 @@ from pathlib import Path
 import numpy as np
 
 from ..theory.batch import PASSES
-from ..theory.measured import measured_table, several_instance_family
+from ..theory.measured import measured_table, prefetch_family, several_instance_family
 from .measure import QUANTILES
 from .results import RESULTS, stored_log, stored_results
 from .summaries import (HOLDOUT_MISS, baseline_group, batch_size_groups,
@@ -148,6 +148,8 @@ SUMMARY = (
      ("least_outstanding_several_delay", "least_outstanding_several_no_delay")),
     ("power of two, several instances (as round robin over 2)", "approximation",
      ("power_of_two_several_delay", "power_of_two_several_no_delay")),
+    ("Triton's prefetching batcher (as forming batches when an instance frees)",
+     "approximation", ("prefetch_one_instance", "prefetch_several_instances")),
     ("ensembles of 2-4 stages (stage models combined)", "approximation", "ensemble"),
     ("traffic over time, 20 s windows: pointwise stationary", "approximation",
      "traffic_pointwise_stationary"),
@@ -181,7 +183,9 @@ def accuracy_summary() -> list[str]:
     out = []
     for label, answers, source in SUMMARY:
         if isinstance(source, tuple):
-            group = several_instance_group(source)
+            pooled = prefetch_group if source[0].startswith("prefetch") \
+                else several_instance_group
+            group = pooled(source)
             out.append([label, answers, len(group["p99"]), _median_worst(figures(group["p95"])),
                         _median_worst(figures(group["p99"]))])
             continue
@@ -195,6 +199,19 @@ def accuracy_summary() -> list[str]:
                     _median_worst(group.figures["p99"])])
     return _table(["solver family", "answers", "configs", "p95 median / worst",
                    "p99 median / worst"], out)
+
+
+def prefetch_group(keys) -> dict:
+    """The p95 and p99 errors of validation/prefetch_accuracy.py's nodes inside the domain
+    of their family (one of ``keys``), as the README's row pools them."""
+    families = measured_table()
+    errors = {"p95": [], "p99": []}
+    for r in stored_results("prefetch_accuracy.json"):
+        family = prefetch_family(r["c"])
+        if family in keys and "p99" in r and families[family].outside(r["features"]) is None:
+            for q in errors:
+                errors[q].append(r[q]["error"])
+    return errors
 
 
 def several_instance_group(keys) -> dict:

@@ -38,9 +38,10 @@ def model_answer(system, rate: float, budget=None, scv: float = 1.0):
     Within the domain a model is trusted to its measured error (:func:`trusted_quantile`).
     Outside it, nothing measured says how far off it is; the search still ranks by it, because
     refusing would leave whole spaces unsized, and the plan's simulation is what vouches for
-    the chosen one. A node with Triton's prefetching batcher (``Node.prefetch``) has no model:
-    it is ranked by the model of the same node forming batches when an instance frees
-    (marked ``prefetch_ranked_without``), and the plan's simulation keeps the prefetch.
+    the chosen one. One node with Triton's prefetching batcher (``Node.prefetch``) is answered
+    by predict, to its measured error; a cluster of them has no model and is ranked by the
+    model of the same nodes forming batches when an instance frees (marked
+    ``prefetch_ranked_without``); the plan's simulation keeps the prefetch.
     ``scv`` other than 1 takes renewal arrivals of that squared coefficient of variation (a
     Traffic's shape). Raises UnstableError, or NotImplementedError where no model covers the
     system at all.

@@ -28,7 +28,7 @@ from pathlib import Path
 from ..latency import ErrorRange, MeasuredError
 
 __all__ = ["DESCRIPTIONS", "TABLE_FILE", "CLUSTER_FAMILIES", "FEATURES", "family_of",
-           "several_instance_family", "delay_acts",
+           "several_instance_family", "prefetch_family", "delay_acts",
            "configuration_features", "router_choices", "measured", "measured_table", "write_table"]
 
 TABLE_FILE = Path(__file__).with_name("measured_errors.json")
@@ -75,6 +75,12 @@ DESCRIPTIONS = {
         "power-of-two clusters of batching nodes of several instances without a delay (as "
         "round robin over 2)",
     "fast_server": "several-instance nodes without batching (GI/G/c)",
+    "prefetch_one_instance":
+        "one-instance nodes of Triton's prefetching batcher, as forming batches when the "
+        "instance frees",
+    "prefetch_several_instances":
+        "several-instance nodes of Triton's prefetching batcher, as forming batches when an "
+        "instance frees",
     "ensemble": "ensembles of 2-4 batching stages (chains, fan-out, fan-in)",
     "traffic_pointwise_stationary":
         "20 s windows of traffic that changes (steps, ramps, a compressed day, autoscaled "
@@ -113,6 +119,8 @@ FEATURES = {
     "smallest_preferred_over_max": "the smallest preferred batch size over max_batch_size (1 "
                                    "without preferred sizes below it)",
     "queue_limit": "1 with a finite max_queue_size, 0 without",
+    "prefetch": "the share of late requests that join a batch Triton's batcher formed ahead "
+                "(Node.prefetch; none where the node does not prefetch)",
     "stages": "stages of an ensemble (its other features: the largest over its stages)",
     "utilization": "an ensemble's largest stage utilization, as its stages' models predict",
 }
@@ -148,7 +156,20 @@ def configuration_features(node, load: float, arrival_scv: float = 1.0,
             "arrival_scv": float(arrival_scv), "nodes": int(nodes),
             "preferred_below_max": sum(1 for p in node.preferred_batch_sizes if p < B),
             "smallest_preferred_over_max": min((*node.preferred_batch_sizes, B)) / B,
-            "queue_limit": 1 if node.max_queue_size else 0, "choices": choices}
+            "queue_limit": 1 if node.max_queue_size else 0, "choices": choices,
+            "prefetch": node.prefetch if node.prefetches else None}
+
+
+def prefetch_family(instances: int) -> str:
+    """The family of a prefetching node's answer (the model of the node forming batches when
+    an instance frees, measured against the prefetching node), by the node's instances.
+
+    Examples
+    --------
+    >>> prefetch_family(1), prefetch_family(4)
+    ('prefetch_one_instance', 'prefetch_several_instances')
+    """
+    return "prefetch_one_instance" if instances == 1 else "prefetch_several_instances"
 
 
 def delay_acts(node) -> bool:
