@@ -92,7 +92,7 @@ from .theory.classical import mdc, mg1, mmc
 from .theory.pipeline import ensemble_family, ensemble_features, pipeline_latency
 from .theory.lindley import gig1, gigc
 from .theory.measured import (CLUSTER_FAMILIES, configuration_features, delay_acts, measured,
-                               prefetch_family, router_choices, several_instance_family)
+                               router_choices, several_instance_family)
 from .theory.jsq import balanced_least_outstanding
 from .theory.routing import dynamic_router
 
@@ -279,18 +279,15 @@ def correlated_gaps(trace: Trace) -> str | None:
 def _model(system, process, resolution: int) -> Latency:
     """The analytic answer, or NotImplementedError saying why there is none."""
     nodes = [system] if isinstance(system, Node) else system.nodes
+    if any(n.prefetches for n in nodes):
+        raise NotImplementedError("no model covers Triton's prefetching batcher "
+                                  "(Node.prefetch with a delay)")
     if any(n.slowdown is not None for n in nodes):
         raise NotImplementedError("no model covers instances that slow each other "
                                   "(Node.slowdown)")
     if any(n.drift is not None for n in nodes):
         raise NotImplementedError("no model covers executions whose speed drifts "
                                   "(Node.drift)")
-    if any(n.prefetches for n in nodes):
-        if len(nodes) > 1:
-            raise NotImplementedError(
-                "no model covers Triton's prefetching batcher (Node.prefetch with a delay) "
-                "behind a router; one such node is answered, to its measured error")
-        return _prefetching(nodes[0], process, resolution)
     trace_note = None
     if isinstance(process, Trace):
         # the models take a renewal stream: keep the trace's rate and gap variability, drop
@@ -312,20 +309,6 @@ def _model(system, process, resolution: int) -> Latency:
         result.accuracy = result.accuracy.extended(
             exactness=least_exact([result.accuracy, Accuracy("approximation")]),
             approximations=[Approximation("trace_as_renewal", trace_note)])
-    return result
-
-
-def _prefetching(node: Node, process, resolution: int) -> Latency:
-    """A node of Triton's prefetching batcher (``Node.prefetch``): the model of the same node
-    forming its batches when an instance frees, stated to the error measured against
-    simulations of the prefetching node (validation/prefetch_accuracy.py), whose family
-    replaces the at-free model's own (its domain bounds the prefetch share too)."""
-    result = _model(replace(node, prefetch=None), process, resolution)
-    result.accuracy = replace(
-        result.accuracy.extended(exactness="approximation", approximations=[Approximation(
-            "prefetch_at_free", f"Triton's prefetching batcher (prefetch {node.prefetch:.2f}) "
-            f"taken as forming each batch when an instance frees", node.prefetch)]),
-        measured=(measured(prefetch_family(node.instances)),))
     return result
 
 

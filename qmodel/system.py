@@ -233,8 +233,11 @@ class Node:
     def prefetches(self) -> bool:
         """Whether Triton's prefetching batcher changes this node: ``prefetch`` is set and
         there is a delay (without one the batch grows with every arrival until an instance
-        takes it, which is the rule at the instance's freeing)."""
-        return self.prefetch is not None and self.max_queue_delay > 0
+        takes it, which is the rule at the instance's freeing) that acts, at a
+        max_batch_size above 1 (a batch of one is full when formed: nothing can join it, and
+        the batches leave in their requests' order either way)."""
+        return (self.prefetch is not None and self.max_queue_delay > 0
+                and self.max_batch_size > 1)
 
     def describe(self, service: bool = True) -> str:
         """One line naming the node's knobs; ``service=False`` leaves S(k) out."""

@@ -237,9 +237,12 @@ def _wide_rows():
 def _prefetch_rows():
     """(family, Row): prefetching nodes answered by the model of the same node forming
     batches when an instance frees, against the prefetching node simulated
-    (validation/prefetch_accuracy.py), by instances."""
+    (validation/prefetch_accuracy.py), by instances. Nodes with preferred sizes below
+    max_batch_size are left out, so that neither family covers them: a batch formed ahead at
+    a preferred size grows only to a larger one, and inside such a domain 7% of 453 held-out
+    answers missed their stated p99 range (25% with one instance; review of issue 35)."""
     for r in stored_results("prefetch_accuracy.json"):
-        if "p99" in r:
+        if "p99" in r and not r["features"]["preferred_below_max"]:
             yield table.prefetch_family(r["c"]), Row(
                 *(r[q]["error"] for q in ("p50", "p95", "p99")), dict(r["features"]),
                 "validation/prefetch_accuracy.py")

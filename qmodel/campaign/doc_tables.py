@@ -148,7 +148,7 @@ SUMMARY = (
      ("least_outstanding_several_delay", "least_outstanding_several_no_delay")),
     ("power of two, several instances (as round robin over 2)", "approximation",
      ("power_of_two_several_delay", "power_of_two_several_no_delay")),
-    ("Triton's prefetching batcher (as forming batches when an instance frees)",
+    ("Triton's prefetching batcher, sizing's ranking only (predict simulates it)",
      "approximation", ("prefetch_one_instance", "prefetch_several_instances")),
     ("ensembles of 2-4 stages (stage models combined)", "approximation", "ensemble"),
     ("traffic over time, 20 s windows: pointwise stationary", "approximation",

@@ -323,7 +323,8 @@ def _node_configs(service, space: Space):
     if prefetch is not None:
         notes = (*notes, f"the measured prefetch share {prefetch:g} is kept in every planned "
                          "node: candidates are ranked by the model without it (none covers "
-                         "it), and the plan's simulation runs it")
+                         "it; one node states the error measured against it), and the "
+                         "plan's simulation runs it")
     return configs, tuple(notes), len(configs)
 
 

@@ -38,16 +38,18 @@ def model_answer(system, rate: float, budget=None, scv: float = 1.0):
     Within the domain a model is trusted to its measured error (:func:`trusted_quantile`).
     Outside it, nothing measured says how far off it is; the search still ranks by it, because
     refusing would leave whole spaces unsized, and the plan's simulation is what vouches for
-    the chosen one. One node with Triton's prefetching batcher (``Node.prefetch``) is answered
-    by predict, to its measured error; a cluster of them has no model and is ranked by the
-    model of the same nodes forming batches when an instance frees (marked
-    ``prefetch_ranked_without``); the plan's simulation keeps the prefetch.
+    the chosen one. A node with Triton's prefetching batcher (``Node.prefetch``) has no model:
+    it is ranked by the model of the same node forming batches when an instance frees
+    (marked ``prefetch_ranked_without``), and the plan's simulation keeps the prefetch. One
+    such node states the error of that answer measured against the prefetching node (the
+    families ``prefetch_one_instance`` and ``prefetch_several_instances``, which replace the
+    at-free node's own, and their domain); behind a router no family measured it.
     ``scv`` other than 1 takes renewal arrivals of that squared coefficient of variation (a
     Traffic's shape). Raises UnstableError, or NotImplementedError where no model covers the
     system at all.
     """
     from ..predict import predict
-    from ..system import Renewal
+    from ..system import Node, Renewal
 
     def answer(s):
         if scv == 1.0:
@@ -62,11 +64,33 @@ def model_answer(system, rate: float, budget=None, scv: float = 1.0):
         if plain is system:
             raise
     result = answer(plain)
-    result.accuracy = result.accuracy.extended(approximations=[Approximation(
+    accuracy = result.accuracy.extended(approximations=[Approximation(
         "prefetch_ranked_without",
         "ranked by the model of the same nodes without Triton's prefetching batcher "
         "(no model covers it); the plan's simulation keeps it")])
+    if isinstance(system, Node):
+        accuracy = _prefetch_measured(accuracy, system, rate, scv)
+    result.accuracy = accuracy
     return result
+
+
+def _prefetch_measured(accuracy, node, rate: float, scv: float):
+    """``accuracy`` of the at-free answer for a prefetching ``node``, restated with the
+    error measured against the prefetching node (validation/prefetch_accuracy.py): its
+    family in place of the at-free node's own, and outside that family's domain (which
+    bounds the prefetch share) marked as extrapolated."""
+    from ..stationary import extrapolated
+    from ..theory.measured import configuration_features, measured, prefetch_family
+
+    family = measured(prefetch_family(node.instances))
+    kept = tuple(a for a in accuracy.approximations if a.key != "outside_measured_domain")
+    accuracy = replace(accuracy, exactness="approximation", approximations=kept,
+                       measured=(family,))
+    outside = family.outside(configuration_features(node, rate / node.capacity, scv))
+    if outside is None:
+        return accuracy
+    return extrapolated(accuracy, f"{outside} (its measured error {family.p99.low:+.1%} to "
+                                  f"{family.p99.high:+.1%} on p99 is not known to hold here)")
 
 
 def without_prefetch(system):

@@ -386,7 +386,10 @@ class MDcLatency(_DeterministicService):
         m = (k.astype(np.int64) + 1) * c - 1
         mean = self.rate * np.maximum(d - u, 0.0)
         j = np.arange(self._jmax + 1)
-        pmf = stats.poisson.pmf(j[None, :], mean[:, None])
+        # Poisson pmf as scipy.stats computes it, without its per-call argument handling (the
+        # quantiles' root search evaluates this a few dozen times per answer)
+        pmf = np.exp(special.xlogy(j[None, :], mean[:, None]) - special.gammaln(j[None, :] + 1)
+                     - mean[:, None])
         return m, mean, j, pmf
 
     def _wait_both(self, w):
@@ -399,7 +402,7 @@ class MDcLatency(_DeterministicService):
             idx = m[:, None] - j[None, :]
             cdf[s:s + 512] = (pmf * self._head_at(idx)).sum(axis=1)
             sf[s:s + 512] = (np.where(idx >= 0, pmf * self._tail_at(idx), 0.0).sum(axis=1)
-                             + stats.poisson.sf(m, mean))
+                             + special.pdtrc(m, mean))       # P(Poisson(mean) > m)
         # The smaller of the two is accurate relative to its size; take the other from it.
         cdf = np.where(sf < 0.5, 1.0 - sf, cdf)
         return np.clip(cdf, 0.0, 1.0), np.clip(sf, 0.0, 1.0)
