@@ -109,7 +109,10 @@ class Latency(ABC):
         flat = p.ravel()
         out, start = np.empty(flat.size), None
         for i in np.argsort(flat, kind="stable"):
-            out[i] = start = self._invert(float(flat[i]), start)
+            t = self._invert(float(flat[i]), start)
+            # a higher level's quantile is never lower: at a jump of the cdf two levels'
+            # searches may stop at different points within their tolerance of it
+            out[i] = start = t if start is None else max(t, start)
         return out.reshape(p.shape)
 
     def _invert(self, p: float, start: float | None = None) -> float:
@@ -148,7 +151,13 @@ class Latency(ABC):
             g_lo = gap(lo)
         if g_hi == 0.0:
             return hi
-        return optimize.brentq(gap, lo, hi, xtol=1e-10 * hi, rtol=1e-10, maxiter=200)
+        t = optimize.brentq(gap, lo, hi, xtol=1e-10 * hi, rtol=1e-10, maxiter=200)
+        # at a jump of the cdf Brent's method may stop just left of it, where cdf < p: the
+        # jump lies within its tolerance to the right
+        step = 2e-10 * (hi + abs(t))
+        while gap(t) < 0 and t < hi:
+            t = min(t + step, hi)
+        return t
 
     @property
     def mean(self) -> float:
@@ -294,6 +303,11 @@ class WeightedMixture(Latency):
     def _cdf(self, t):
         # the weights sum to 1 up to rounding: keep the sum a probability
         return np.clip(sum(w * p.cdf(t) for p, w in self._distinct), 0.0, 1.0)
+
+    def _quantile(self, p):
+        if len(self._distinct) == 1:       # identical parts (a cluster of copies): the part's
+            return np.asarray(self._distinct[0][0].quantile(p), float)
+        return super()._quantile(p)
 
     def _sf(self, t):
         return np.clip(sum(w * p.sf(t) for p, w in self._distinct), 0.0, 1.0)
