@@ -4,7 +4,6 @@ Times are in milliseconds in the comments; service is deterministic, so with pre
 every number is exact. The rule: docs/triton-semantics.md, "Prefetch".
 """
 
-import warnings
 from dataclasses import replace
 
 import numpy as np
