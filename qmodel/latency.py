@@ -187,7 +187,13 @@ class Latency(ABC):
         levels = arr.reshape(-1).tolist()
         missing = [q for q in dict.fromkeys(levels) if q not in known]
         if missing:
-            known.update(zip(missing, self._quantile(np.array(missing)).tolist()))
+            # kept in order with the levels computed before (at a jump of the cdf separate
+            # searches may stop 1e-12 apart on either side of it)
+            fresh = self._quantile(np.array(missing)).tolist()
+            for q, t in sorted(zip(missing, fresh)):
+                low = max((v for k, v in known.items() if k < q), default=-math.inf)
+                high = min((v for k, v in known.items() if k > q), default=math.inf)
+                known[q] = min(max(t, low), high)
         out = np.array([known[q] for q in levels], float).reshape(arr.shape)
         return float(out) if out.ndim == 0 else out
 

@@ -109,6 +109,11 @@ def test_a_mixture_of_nodes_with_an_atom_answers_at_its_jump():
             mix = qm.predict(cluster, rate=load * cluster.capacity, fallback="raise")
             q = mix.quantile(levels)
             assert np.all(np.diff(q) >= 0) and np.all(mix.cdf(q) >= levels - 1e-9)
+    # ... and across calls: levels asked for later stay in order with those cached
+    mix = qm.predict(qm.Cluster([qm.Node(qm.ServiceTime.affine(2e-3), max_batch_size=1),
+                                 qm.Node(qm.ServiceTime.affine(3e-3), max_batch_size=1)],
+                                router="random"), rate=40.0, fallback="raise")
+    assert np.all(np.diff(mix.quantile(np.array([0.5, 0.75, 0.9, 0.95]))) >= 0)
     copies = qm.predict(qm.Cluster(a, count=15, router="random"), rate=0.14 * 15 * 5 / 3e-3,
                         fallback="raise")
     assert copies.p99 == qm.predict(a, rate=0.14 * 5 / 3e-3, fallback="raise").p99

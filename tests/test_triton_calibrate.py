@@ -168,6 +168,11 @@ def test_prefetch_is_left_out_where_triton_does_not_prefetch_or_a_trace_cannot_s
     assert calibrate(no_delay, STATS).prefetch is None
     with pytest.raises(ValueError, match="cannot measure prefetching: no delay"):
         calibrate(no_delay, STATS, prefetch=True)
+    # batches of one are full when formed: nothing joins them, so there is no share to keep
+    # (sizing would otherwise carry it into planned nodes of larger batches)
+    ones = (DATA / "config.pbtxt").read_text().replace("max_batch_size: 8", "max_batch_size: 1")
+    node = calibrate(ones, STATS)
+    assert node.prefetch is None and node.calibration.origin("prefetch")[0] == "given"
     limited = (DATA / "config.pbtxt").read_text().replace(
         "max_queue_delay_microseconds: 2000",
         "max_queue_delay_microseconds: 2000\n  default_queue_policy { max_queue_size: 64 }")

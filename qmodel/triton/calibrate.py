@@ -509,6 +509,9 @@ def _prefetch(cfg: TritonConfig, node: Node, t: TritonTrace | None, gap: float,
     if cfg.max_queue_delay == 0:
         reasons.append("no delay, so Triton's batcher takes in every arrival until an "
                        "instance picks the batch up")
+    elif node.max_batch_size == 1:
+        reasons.append("max_batch_size 1: a batch of one is full when it is formed, so "
+                       "nothing can join it (Node.prefetches is False there)")
     db = cfg.message.dynamic_batching if cfg.message is not None else None
     if cfg.max_queue_size or (db is not None and (
             db.priority_levels > 1 or db.default_queue_policy.default_timeout_microseconds
