@@ -205,7 +205,8 @@ def _wide_rows():
     """(family, Row) of the random configurations of validation/wide_domain.py (its wide
     draws and its ordinary ones, model_coverage.py's distribution under another seed) and
     validation/several_instance_jitter.py and the grid of validation/preferred_grid.py (rows
-    of the same fields) that a model answered: a
+    of the same fields; those the self-check had refused measured again by
+    validation/rerun_declined.py) that a model answered: a
     cluster's family where the answer quotes one (it covers the nodes' models), else the
     node's."""
     rows = [(r, WIDE) for r in stored_results("wide_domain.json")]
