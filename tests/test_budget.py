@@ -10,7 +10,11 @@ import pytest
 import qmodel as qm
 from qmodel.sim import run as sim_run
 from qmodel.theory import budget, jsq
-from qmodel.theory.batch import banded, batch_node, blocking, chain
+from qmodel.theory.batch import DEFAULT_RESOLUTION, DEFAULT_TAIL, banded, blocking, chain
+from qmodel.theory.batch.arrivals import Arrivals
+from qmodel.theory.batch.instances import PASSES
+from qmodel.theory.batch.node import solve_batch_node
+from qmodel.theory.batch.rules import Rules
 
 # issue 21 case 6: preferred sizes near capacity (8.5 GB, or numpy's MemoryError, before)
 CASE6 = qm.Node(qm.ServiceTime.affine(0.033, 0.00015, jitter=("lognormal", 0.3)),
@@ -211,12 +215,17 @@ def test_finite_queue_counts_lump_exactly(monkeypatch):
         return counts[-1]
 
     monkeypatch.setattr(chain, "arrivals_during_blocking", spy)
-    # the solver itself: predict refuses this answer (a lattice step of 45% of its median)
-    cut = batch_node(node, rate)
+    # the solver itself on its first lattice (a step of 45% of its median, which predict
+    # refuses, and batch_node would solve again on a finer one): the same lattice both ways
+    def solve():
+        return solve_batch_node(Rules.of(node), Arrivals(rate), DEFAULT_RESOLUTION,
+                                DEFAULT_TAIL, PASSES)
+
+    cut = solve()
     assert max(c.J for c in counts) == 14 and any(c.folded for c in counts)
     monkeypatch.setattr(chain, "arrivals_during_blocking",
                         lambda *args: during(*args[:-1], 0))
-    whole = batch_node(node, rate)
+    whole = solve()
     for p in (0.5, 0.9, 0.99, 0.999):
         assert cut.quantile(p) == pytest.approx(whole.quantile(p), rel=1e-9)
     assert cut.rejection_fraction == pytest.approx(whole.rejection_fraction, rel=1e-9)

@@ -108,9 +108,9 @@ def test_a_fan_in_matches_the_maximum_of_simulated_branches():
 
 
 def test_a_stage_no_model_covers_makes_predict_simulate_and_say_which():
-    # lognormal cv 0.8 over two batching instances: the batch model's lattice is too coarse
+    # Triton's prefetching batcher: no model covers it, in an ensemble or not
     coarse = qm.Node(qm.ServiceTime.affine(1e-3, jitter=("lognormal", 0.8)), max_batch_size=8,
-                     instances=2, max_queue_delay=2e-3)
+                     instances=2, max_queue_delay=2e-3, prefetch=0.3)
     ens = qm.Ensemble({"a": JITTERY, "b": coarse}, [("a", "b")])
     r = qm.predict(ens, rate=2000.0)
     assert r.accuracy.is_fallback and r.model == "simulation"
