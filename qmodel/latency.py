@@ -153,11 +153,13 @@ class Latency(ABC):
             return hi
         t = optimize.brentq(gap, lo, hi, xtol=1e-10 * hi, rtol=1e-10, maxiter=200)
         # at a jump of the cdf Brent's method may stop just left of it, where cdf < p: the
-        # jump lies within its tolerance to the right
+        # jump lies within its tolerance to the right (else the bracket's end, where it holds)
         step = 2e-10 * (hi + abs(t))
-        while gap(t) < 0 and t < hi:
+        for _ in range(8):
+            if gap(t) >= 0:
+                return t
             t = min(t + step, hi)
-        return t
+        return hi
 
     @property
     def mean(self) -> float:
