@@ -109,10 +109,7 @@ class Latency(ABC):
         flat = p.ravel()
         out, start = np.empty(flat.size), None
         for i in np.argsort(flat, kind="stable"):
-            t = self._invert(float(flat[i]), start)
-            # a higher level's quantile is never lower: at a jump of the cdf two levels'
-            # searches may stop at different points within their tolerance of it
-            out[i] = start = t if start is None else max(t, start)
+            out[i] = start = self._invert(float(flat[i]), start)
         return out.reshape(p.shape)
 
     def _invert(self, p: float, start: float | None = None) -> float:
