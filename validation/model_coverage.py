@@ -45,13 +45,19 @@ ROUTERS = ("random", "round_robin", "least_outstanding", "power_of_two")
 REQUESTS, SIM_SEED = 400_000, 1
 
 
-def draw(rng: np.random.Generator, index: int) -> dict:
-    """One configuration of the distribution above, as plain data."""
+def service_draw(rng: np.random.Generator) -> dict:
+    """S(1), b / S(1) and the jitter's cv of the distribution above (its first three draws)."""
     s1 = float(np.exp(rng.uniform(np.log(1e-3), np.log(10e-3))))
     growth = float(np.exp(rng.uniform(np.log(0.01), np.log(0.5))))
     cv = 0.0 if rng.random() < 1 / 3 else float(rng.uniform(0.05, 0.5))
+    return {"s1": s1, "growth": growth, "cv": cv}
+
+
+def draw(rng: np.random.Generator, index: int) -> dict:
+    """One configuration of the distribution above, as plain data."""
+    service = service_draw(rng)
     B = int(round(2 ** rng.uniform(0, 6)))
-    spec = {"index": index, "s1": s1, "growth": growth, "cv": cv, "B": B,
+    spec = {"index": index, **service, "B": B,
             "c": int(rng.integers(1, 9)),
             "delay": 0.0 if rng.random() < 0.3 else float(rng.uniform(0, 5e-3)),
             "preferred": [], "load": float(rng.uniform(0.1, 0.95)), "router": None, "N": 1}

@@ -46,7 +46,6 @@ from __future__ import annotations
 import argparse
 import multiprocessing as mp
 import sys
-import time
 from collections import defaultdict
 from dataclasses import replace
 from pathlib import Path
@@ -58,18 +57,18 @@ from qmodel.campaign.budget import requests_for
 from qmodel.theory.measured import configuration_features
 
 sys.path.insert(0, str(Path(__file__).parent))
-from wide_domain import LEVELS, _TimeUp, run_and_store  # noqa: E402  (a sibling script)
+from model_coverage import service_draw  # noqa: E402  (sibling scripts)
+from model_coverage import system_of as coverage_node  # noqa: E402
+from wide_domain import guarded, run_and_store, simulated_levels  # noqa: E402
 
 OUT = Path(__file__).parent / "results" / "prefetch_accuracy"
 
 
 def draw(rng: np.random.Generator, index: int) -> dict:
     """One prefetching node of the distribution above, as plain data."""
-    s1 = float(np.exp(rng.uniform(np.log(1e-3), np.log(10e-3))))
-    growth = float(np.exp(rng.uniform(np.log(0.01), np.log(0.5))))
-    cv = 0.0 if rng.random() < 1 / 3 else float(rng.uniform(0.05, 0.5))
+    service = service_draw(rng)
     B = int(round(2 ** rng.uniform(1, 6)))
-    spec = {"index": index, "s1": s1, "growth": growth, "cv": cv, "B": B,
+    spec = {"index": index, **service, "B": B,
             "c": int((1, 2, 4, 8)[rng.integers(4)]),
             "delay": float(rng.uniform(0.05e-3, 5e-3)), "preferred": [],
             "prefetch": float(rng.choice([0.0, 1.0, rng.uniform(0.0, 1.0)], p=[0.1, 0.1, 0.8])),
@@ -80,68 +79,41 @@ def draw(rng: np.random.Generator, index: int) -> dict:
 
 
 def node_of(spec: dict) -> qm.Node:
-    b = spec["growth"] * spec["s1"]
-    jitter = "deterministic" if spec["cv"] == 0 else ("lognormal", spec["cv"])
-    return qm.Node(qm.ServiceTime.affine(spec["s1"] - b, b, jitter=jitter),
-                   max_batch_size=spec["B"], max_queue_delay=spec["delay"],
-                   preferred_batch_sizes=tuple(spec["preferred"]), instances=spec["c"],
-                   prefetch=spec["prefetch"])
+    """The prefetching node: model_coverage.py's single node with the draw's prefetch."""
+    return replace(coverage_node({**spec, "router": None}), prefetch=spec["prefetch"])
 
 
 def run_one(job) -> dict:
     spec, seed, least, most, timeout = job
-    import signal
-    row = dict(spec)
     node = node_of(spec)
-    at_free = replace(node, prefetch=None)
     rate = spec["load"] * node.capacity
-    row["features"] = configuration_features(node, spec["load"], 1.0)
-    signal.alarm(timeout)
-    try:
-        pred = qm.predict(at_free, rate=rate, fallback="raise", extrapolate=True)
+
+    def work(row):
+        pred = qm.predict(replace(node, prefetch=None), rate=rate, fallback="raise",
+                          extrapolate=True)
         outside = pred.accuracy.approximation("outside_measured_domain")
         row["at_free_inside"] = outside is None
         if outside is not None:
             row["at_free_outside"] = outside.text[:300]
         row["families"] = [m.family for m in pred.accuracy.measured]
-        row["predicted_mean_batch"] = float(sum(k * p for k, p in
-                                                pred.batch_size_distribution.items()))
-        predicted = {name: float(pred.quantile(p)) for name, p in LEVELS}
-        requests = requests_for(node, rate, least, most)
-        started = time.perf_counter()
-        sim = qm.simulate(node, rate=rate, requests=requests, seed=seed)
-        row["simulate_seconds"] = time.perf_counter() - started
-        row["requests"] = requests
+        row["predicted_mean_batch"] = pred.mean_batch_size
+        sim = simulated_levels(row, node, rate, pred, requests_for(node, rate, least, most),
+                               seed)
         row["simulated_mean_batch"] = float(sim.mean_batch_size)
-        for name, p in LEVELS:
-            lo, hi = sim.ci(p, level=0.99)
-            s = float(sim.quantile(p))
-            row[name] = {"predicted": predicted[name], "simulated": s, "ci99": [lo, hi],
-                         "error": predicted[name] / s - 1}
-    except NotImplementedError as err:
-        row["declined"] = str(err)
-    except _TimeUp:
-        row["timeout"] = timeout
-    except MemoryError:
-        row["memory_error"] = True
-    except Exception as err:                       # recorded, not hidden: a defect to fix
-        row["exception"] = f"{type(err).__name__}: {err}"
-    finally:
-        signal.alarm(0)
-    return row
+
+    row = dict(spec, features=configuration_features(node, spec["load"], 1.0))
+    return guarded(row, timeout, work)
 
 
 def judge_one(job) -> dict:
     """Held out: the ranking answer for the prefetching node inside its family's domain (or
-    why it lies outside), judged against the simulated p99's 99% CI."""
+    why it lies outside), judged against the simulated p95 and p99's 99% CIs."""
     from qmodel.sizing.trust import model_answer
     spec, seed, least, most, timeout = job
-    import signal
-    row = dict(spec)
     node = node_of(spec)
     rate = spec["load"] * node.capacity
-    signal.alarm(timeout)
-    try:
+
+    def work(row):
         pred = model_answer(node, rate)
         outside = pred.accuracy.approximation("outside_measured_domain")
         if outside is not None:
@@ -161,13 +133,8 @@ def judge_one(job) -> dict:
             row[name] = {"predicted": q, "simulated": s, "ci99": [s_low, s_high],
                          "stated": [low, high], "error": q / s - 1,
                          "miss": bool(high < s_low or low > s_high)}
-    except NotImplementedError as err:
-        row["declined"] = str(err)[:300]
-    except _TimeUp:
-        row["timeout"] = timeout
-    finally:
-        signal.alarm(0)
-    return row
+
+    return guarded(dict(spec), timeout, work)
 
 
 def summarise_heldout(rows) -> str:

@@ -133,9 +133,9 @@ def run_one(job) -> dict:
     # measured point of such a row could ever be a neighbour
     row["features"] = configuration_features(node, spec["load"], 1.0, nodes=N,
                                              choices=router_choices(system))
-    started = time.perf_counter()
-    signal.alarm(timeout)
-    try:
+
+    def work(row):
+        started = time.perf_counter()
         pred = qm.predict(system, rate=rate, fallback="raise", extrapolate=True)
         row["predict_seconds"] = time.perf_counter() - started
         row["method"] = pred.method
@@ -143,20 +143,21 @@ def run_one(job) -> dict:
         row["families"] = [m.family for m in pred.accuracy.measured]
         row["outside"] = pred.accuracy.approximation("outside_measured_domain") is not None
         row["lattice_step"] = pred.accuracy.lattice_step
-        predicted = {name: float(pred.quantile(p)) for name, p in LEVELS}
         if isinstance(system, qm.Node):
             requests = requests_for(system, rate, least, most)
         else:
             requests = min(max(cluster_requests(system, rate), least), most)
-        started = time.perf_counter()
-        sim = qm.simulate(system, rate=rate, requests=requests, seed=seed)
-        row["simulate_seconds"] = time.perf_counter() - started
-        row["requests"] = requests
-        for name, p in LEVELS:
-            lo, hi = sim.ci(p, level=0.99)
-            s = float(sim.quantile(p))
-            row[name] = {"predicted": predicted[name], "simulated": s, "ci99": [lo, hi],
-                         "error": predicted[name] / s - 1}
+        simulated_levels(row, system, rate, pred, requests, seed)
+
+    return guarded(row, timeout, work)
+
+
+def guarded(row: dict, timeout: int, work) -> dict:
+    """``row`` after ``work(row)`` under the worker's alarm of ``timeout`` seconds: a decline,
+    the alarm, a memory error or any other exception is recorded in it, not raised."""
+    signal.alarm(timeout)
+    try:
+        work(row)
     except NotImplementedError as err:
         row["declined"] = str(err)
     except _TimeUp:
@@ -168,6 +169,22 @@ def run_one(job) -> dict:
     finally:
         signal.alarm(0)
     return row
+
+
+def simulated_levels(row: dict, system, rate: float, pred, requests: int, seed: int):
+    """Simulate ``system`` (``requests``, ``seed``) and record in ``row``, for each of LEVELS,
+    ``pred``'s quantile against the simulated one with its 99% CI; the simulation returned."""
+    predicted = {name: float(pred.quantile(p)) for name, p in LEVELS}
+    started = time.perf_counter()
+    sim = qm.simulate(system, rate=rate, requests=requests, seed=seed)
+    row["simulate_seconds"] = time.perf_counter() - started
+    row["requests"] = requests
+    for name, p in LEVELS:
+        lo, hi = sim.ci(p, level=0.99)
+        s = float(sim.quantile(p))
+        row[name] = {"predicted": predicted[name], "simulated": s, "ci99": [lo, hi],
+                     "error": predicted[name] / s - 1}
+    return sim
 
 
 def run_and_store(task, jobs, workers: int, out: Path, command: str, summary) -> list:
