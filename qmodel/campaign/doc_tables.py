@@ -183,9 +183,8 @@ def accuracy_summary() -> list[str]:
     out = []
     for label, answers, source in SUMMARY:
         if isinstance(source, tuple):
-            pooled = prefetch_group if source[0].startswith("prefetch") \
-                else several_instance_group
-            group = pooled(source)
+            group = (prefetch_group if source[0].startswith("prefetch")
+                     else several_instance_group)(source)
             out.append([label, answers, len(group["p99"]), _median_worst(figures(group["p95"])),
                         _median_worst(figures(group["p99"]))])
             continue
@@ -201,32 +200,33 @@ def accuracy_summary() -> list[str]:
                    "p99 median / worst"], out)
 
 
-def prefetch_group(keys) -> dict:
-    """The p95 and p99 errors of validation/prefetch_accuracy.py's nodes inside the domain
-    of their family (one of ``keys``), as the README's row pools them."""
+def _pooled_group(keys, rows, family_of) -> dict:
+    """The p95 and p99 errors of the measured ``rows`` inside the domain of their family
+    (``family_of(row)``, one of ``keys``), as the README's row pools them."""
     families = measured_table()
     errors = {"p95": [], "p99": []}
-    for r in stored_results("prefetch_accuracy.json"):
-        family = prefetch_family(r["c"])
-        if family in keys and "p99" in r and families[family].outside(r["features"]) is None:
-            for q in errors:
-                errors[q].append(r[q]["error"])
-    return errors
-
-
-def several_instance_group(keys) -> dict:
-    """The p95 and p99 errors of validation/several_instance_routers.py's configurations
-    inside the domain of one of the families ``keys`` (a router's families over nodes of
-    several instances, with and without a delay), as the README's row pools them."""
-    families = measured_table()
-    errors = {"p95": [], "p99": []}
-    for r in stored_results("several_instance_routers.json.gz"):
-        family = several_instance_family(r["router"], r["d"] > 0)
-        if family in keys and "error" in r["p99"] and \
+    for r in rows:
+        family = family_of(r)
+        if family in keys and "error" in r.get("p99", {}) and \
                 families[family].outside(r["features"]) is None:
             for q in errors:
                 errors[q].append(r[q]["error"])
     return errors
+
+
+def prefetch_group(keys) -> dict:
+    """validation/prefetch_accuracy.py's prefetching nodes, pooled over the families
+    ``keys`` (:func:`_pooled_group`)."""
+    return _pooled_group(keys, stored_results("prefetch_accuracy.json"),
+                         lambda r: prefetch_family(r["c"]))
+
+
+def several_instance_group(keys) -> dict:
+    """validation/several_instance_routers.py's configurations, pooled over ``keys`` (a
+    router's families over nodes of several instances, with and without a delay;
+    :func:`_pooled_group`)."""
+    return _pooled_group(keys, stored_results("several_instance_routers.json.gz"),
+                         lambda r: several_instance_family(r["router"], r["d"] > 0))
 
 
 # accuracy.md's batch families, in its order
