@@ -18,7 +18,10 @@ Run: ``python validation/triton_untraced.py`` (a few minutes; no server). Prints
 run and the medians over the runs below 0.95 utilization; ``--write`` stores them in
 validation/results/triton_untraced.json. ``--heldout`` judges calibrate's own constants on
 the runs of runs-heldout/ (``validation/triton_campaign.py --heldout``), measured after they
-were fitted (stored in triton_untraced_heldout.json).
+were fitted (stored in triton_untraced_heldout.json); ``--long`` the same on runs-long/, the
+configurations whose two repeats disagreed (16-73% on p99) measured again with windows four
+times longer (``validation/triton_campaign.py --interval-ms 20000 --out .../runs-long``;
+stored in triton_untraced_long.json).
 """
 
 import argparse
@@ -41,6 +44,8 @@ RUNS = Path(__file__).parent / "reports" / "triton" / "runs"
 OUT = Path(__file__).parent / "results" / "triton_untraced.json"
 HELDOUT = Path(__file__).parent / "reports" / "triton" / "runs-heldout"
 OUT_HELDOUT = Path(__file__).parent / "results" / "triton_untraced_heldout.json"
+LONG = Path(__file__).parent / "reports" / "triton" / "runs-long"
+OUT_LONG = Path(__file__).parent / "results" / "triton_untraced_long.json"
 
 
 def runs(folder=RUNS):
@@ -97,6 +102,8 @@ def main():
     parser.add_argument("--heldout", action="store_true",
                         help="judge calibrate's own constants (fitted on runs/) on the runs "
                              "of runs-heldout/, measured after the fit")
+    parser.add_argument("--long", action="store_true",
+                        help="the same on the runs of runs-long/ (four times longer windows)")
     args = parser.parse_args()
     warnings.simplefilter("ignore")
     found = {run: measured(run) for run in runs()}
@@ -105,11 +112,12 @@ def main():
               "runs": len(found)}
     print(f"over all {len(found)} traced runs: prefetch share {share:.3f} (median), pickup "
           f"gap {base * 1e3:.4f} ms + {per_item * 1e3:.4f} ms x (mean batch - 1)")
-    if args.heldout:
-        found = {run: measured(run) for run in runs(HELDOUT)}
+    judged = HELDOUT if args.heldout else LONG if args.long else None
+    if judged is not None:
+        found = {run: measured(run) for run in runs(judged)}
     rows = []
     for run, (traced, share, gap, batch) in found.items():
-        if args.heldout:             # calibrate's constants, as a user gets them
+        if judged is not None:       # calibrate's constants, as a user gets them
             model_share, base, per_item = (MODELLED_PREFETCH, MODELLED_GAP_BASE,
                                            MODELLED_GAP_PER_REQUEST)
         else:
@@ -151,7 +159,7 @@ def main():
               f"{summary[k]['median_p50']:.1%}, p99 {summary[k]['median_p99']:.1%}; "
               f"{summary[k]['within_10_15']} within 10% / 15%")
     if args.write:
-        out = OUT_HELDOUT if args.heldout else OUT
+        out = OUT_HELDOUT if args.heldout else OUT_LONG if args.long else OUT
         out.write_text(json.dumps({"fit": fitted, "summary": summary, "rows": rows}, indent=1)
                        + "\n")
         print(f"wrote {out}")

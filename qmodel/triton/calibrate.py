@@ -47,7 +47,7 @@ COLD_FACTOR = 3.0
 # the mean batch size (the Python backend takes in a batch's requests one by one: 0.06-0.09
 # ms at mean batches near 1, 0.2-0.3 ms near 6). Calibrated so, with the trace withheld, the
 # campaign's 32 runs below 0.95 utilization came within a median 2.0% on p50 and 4.4% on
-# p99 (leaving out each batching configuration's runs), against 7.7% and 11.5% without them.
+# p99 (leaving out each batching configuration's runs), against 7.7% and 13.1% without them.
 MODELLED_PREFETCH = 0.405
 # The step at which a trace's drift (Node.drift) is fitted: a tenth of a second holds 10-60
 # executions at the campaign's loads, and the committed full-run trace's executions were
