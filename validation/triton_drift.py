@@ -2,7 +2,8 @@
 
 The runs traced from start to end (validation/reports/triton/runs-fulltrace: B 8 with a
 0.5 ms delay on two instances at 1,370 req/s, three times; B 16 with a 0.5 ms delay on two
-instances at 1,690 req/s and B 8 without a delay pinned at 880 req/s, twice each) are each
+instances at 1,690 req/s and B 8 without a delay pinned at 880 req/s, twice each; B 1 on
+two instances with a lognormal cv of 0.2 at 550 req/s, once, with 20 s windows) are each
 calibrated with and without their drift (``Node.drift``, fitted by
 ``qmodel.triton.calibrate`` from the trace), and both are simulated at the measured
 throughput against perf_analyzer's percentiles. Then, for each,
