@@ -19,7 +19,7 @@ run and the medians over the runs below 0.95 utilization; ``--write`` stores the
 validation/results/triton_untraced.json. ``--heldout`` judges calibrate's own constants on
 the runs of runs-heldout/ (``validation/triton_campaign.py --heldout``), measured after they
 were fitted (stored in triton_untraced_heldout.json); ``--long`` the same on runs-long/, the
-configurations whose two repeats disagreed (16-73% on p99) measured again with windows four
+configurations whose two repeats disagreed (20-73% on p99) measured again with windows four
 times longer (``validation/triton_campaign.py --interval-ms 20000 --out .../runs-long``;
 stored in triton_untraced_long.json).
 """
