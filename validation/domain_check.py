@@ -19,9 +19,9 @@ The share of misses among answers inside the domain is the figure the domains ar
 
 Run: ``python validation/domain_check.py --configs 1000 --seed 35 --workers 2`` (about 9
 minutes on 2 cores); ``--rejudge`` judges the stored rows again after the table changed (no
-simulation), ``--sweep 0.75 1 1.5 2`` shows how the radii were chosen, ``--judge FILE`` judges another
-campaign's stored rows (validation/wide_domain.py's) by today's table and prints the misses
-by family (no simulation; nothing stored). Results:
+simulation), ``--sweep 0.75 1 1.5 2`` shows how the radii were chosen, ``--judge FILE``
+judges another campaign's stored rows (validation/wide_domain.py's) by today's table and
+prints the misses by family (no simulation; nothing stored). Results:
 validation/results/domain_check.json and .txt.
 """
 

@@ -18,41 +18,39 @@ Output: validation/results/triton_gap_curves.txt.
 from __future__ import annotations
 
 import math
-import statistics
 import sys
 import warnings
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 from scipy.optimize import curve_fit
 
-import qmodel as qm
-from qmodel.triton import calibrate, read_perf_analyzer
+from qmodel.triton import read_perf_analyzer
 
 sys.path.insert(0, str(Path(__file__).parent))
 import triton_untraced as tu  # noqa: E402  (a sibling script)
 
 SHAPES = {
-    "line": lambda x, a, k: a + k * (x - 1),
     "exponential": lambda x, a, k: a * np.exp(k * (x - 1)),
     "power": lambda x, a, k: a * x ** k,
 }
 
 
-def curve(shape: str, kept, least_squares: bool):
-    """The gap as a function of the mean batch, fitted to the traced runs ``kept``."""
+def curve(shape: str, campaign: dict, leave_out, least_squares: bool):
+    """The gap as a function of the mean batch, fitted to the traced runs of ``campaign``
+    but those of the batching configuration ``leave_out`` (None: all)."""
+    if shape == "line":                 # calibrate's own, as triton_untraced.py fits it
+        _, base, per_item = tu.fit(campaign, leave_out)
+        return lambda x: base + per_item * (x - 1)
+    kept = [v for v in campaign.values() if tu.knobs(v[0]) != leave_out]
     batch = np.array([b for _, _, _, b in kept])
     gap = np.array([g for _, _, g, _ in kept])
     f = SHAPES[shape]
-    if shape == "line" or least_squares:
-        (a, k), _ = curve_fit(f, batch, gap, p0=(5e-5, 0.1 if shape != "line" else 4e-5),
-                              maxfev=20000)
-    elif shape == "exponential":
-        k, log_a = np.polyfit(batch - 1, np.log(gap), 1)
-        a = math.exp(log_a)
+    if least_squares:
+        (a, k), _ = curve_fit(f, batch, gap, p0=(5e-5, 0.1), maxfev=20000)
     else:
-        k, log_a = np.polyfit(np.log(batch), np.log(gap), 1)
+        x = batch - 1 if shape == "exponential" else np.log(batch)
+        k, log_a = np.polyfit(x, np.log(gap), 1)
         a = math.exp(log_a)
     return lambda x: float(f(x, a, k))
 
@@ -61,21 +59,13 @@ def judge(runs, campaign, shape, least_squares, leave_out):
     """(runs within 10% / 15%, runs below 0.95 utilization)."""
     within = steady = 0
     for run, (traced, _, _, batch) in runs.items():
-        kept = [v for v in campaign.values()
-                if not leave_out or tu.knobs(v[0]) != tu.knobs(traced)]
-        share = statistics.median(p for _, p, _, _ in kept if p is not None)
-        cfg, stats, metrics, pa = tu.inputs(run)
-        row, = read_perf_analyzer(pa)
-        try:
-            if qm.predict(traced, rate=row.throughput).utilization >= 0.95:
-                continue
-        except qm.UnstableError:
+        left = tu.knobs(traced) if leave_out else None
+        row, = read_perf_analyzer(tu.inputs(run)[3])
+        if tu.utilization(traced, row.throughput) >= 0.95:
             continue
         steady += 1
-        gap = max(curve(shape, kept, least_squares)(batch), 0.0)
-        node = calibrate(cfg, stats, metrics, perf_analyzer=pa, gap=gap)
-        if node.prefetch is not None:
-            node = replace(node, prefetch=share)
+        gap = max(curve(shape, campaign, left, least_squares)(batch), 0.0)
+        node = tu.modelled_node(run, gap, tu.fit(campaign, left)[0])
         p50, p99 = tu.quantiles(node, row.throughput)
         within += abs(p50 / row.p50 - 1) <= 0.10 and abs(p99 / row.p99 - 1) <= 0.15
     return within, steady
@@ -90,13 +80,11 @@ def main() -> None:
              "curve, fitted by                   campaign (leave one out)  held out  long  "
              "gap at mean batch 15 / 40 / 64"]
     for least_squares in (True, False):
-        for shape in SHAPES:
-            if shape == "line" and not least_squares:
-                continue
+        for shape in ("line", *SHAPES) if least_squares else SHAPES:
             scores = [judge(campaign, campaign, shape, least_squares, True),
                       judge(heldout, campaign, shape, least_squares, False),
                       judge(long_runs, campaign, shape, least_squares, False)]
-            f = curve(shape, list(campaign.values()), least_squares)
+            f = curve(shape, campaign, None, least_squares)
             how = "least squares on the gap" if least_squares else "a line through log(gap)"
             lines.append(f"{shape:11} {how:24} "
                          + "  ".join(f"{w:>2} of {n:<2}" for w, n in scores)

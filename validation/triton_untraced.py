@@ -88,6 +88,22 @@ def fit(found, leave_out=None):
     return share, float(base), float(per_item)
 
 
+def modelled_node(run, gap, share):
+    """The run calibrated without its trace: pickup ``gap`` (seconds) and, where Triton
+    prefetches (calibrate's rule), prefetch ``share``, both modelled."""
+    cfg, stats, metrics, pa = inputs(run)
+    node = calibrate(cfg, stats, metrics, perf_analyzer=pa, gap=gap)
+    return replace(node, prefetch=share) if node.prefetch is not None else node
+
+
+def utilization(node, rate) -> float:
+    """The node's utilization at ``rate``, inf where it is unstable."""
+    try:
+        return float(qm.predict(node, rate=rate).utilization)
+    except qm.UnstableError:
+        return math.inf
+
+
 def quantiles(node, rate):
     try:
         r = qm.predict(node, rate=rate)
@@ -129,19 +145,14 @@ def main():
         plain = calibrate(cfg, stats, metrics, perf_analyzer=pa, prefetch=False, gap=0.0)
         # calibrate models the prefetch share where Triton prefetches (its rule); here with
         # the share of the other configurations' runs
-        modelled = calibrate(cfg, stats, metrics, perf_analyzer=pa, gap=model_gap)
-        if modelled.prefetch is not None:
-            modelled = replace(modelled, prefetch=model_share)
+        modelled = modelled_node(run, model_gap, model_share)
         out = {"run": str(run.relative_to(run.parent.parent)), "rate": rate,
                "measured": [row.p50, row.p99], "share": share, "gap": gap,
                "model_share": modelled.prefetch, "model_gap": model_gap}
         for name, node in (("traced", traced), ("untraced", plain), ("modelled", modelled)):
             p50, p99 = quantiles(node, rate)
             out[name] = [p50 / row.p50 - 1, p99 / row.p99 - 1]
-        try:
-            out["utilization"] = float(qm.predict(traced, rate=rate).utilization)
-        except qm.UnstableError:
-            out["utilization"] = math.inf
+        out["utilization"] = utilization(traced, rate)
         rows.append(out)
         print(f"{out['run']:32} util {out['utilization']:.2f}  "
               + "  ".join(f"{k} {out[k][0]:+.1%}/{out[k][1]:+.1%}"
