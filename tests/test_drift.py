@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import qmodel as qm
-from qmodel.drift import MIN_DRIFT_WINDOWS, fit_drift
+from qmodel.drift import MIN_DRIFT_WINDOWS, fit_drift, fit_drift_windows
 
 ms = 1e-3
 FULLTRACE = (Path(__file__).resolve().parent.parent
@@ -197,3 +197,187 @@ def test_calibrate_measures_drift_from_a_long_trace_only():
     assert plain.drift is None
     assert plain.calibration.origin("drift")[0] == "assumed"
     assert "covers" in plain.calibration.drift
+
+
+# ---------------------------------------------------------------- the fit from counters
+def counter_windows(replay, period):
+    """(counts, totals) per window of ``period`` and batch size, by completion time, as a
+    server's statistics polled every ``period`` report them."""
+    ends = replay.batch_start + replay.batch_service
+    window = np.floor((ends - ends.min()) / period).astype(int)
+    sizes, column = np.unique(replay.batch_size, return_inverse=True)
+    counts = np.zeros((window.max() + 1, sizes.size))
+    totals = np.zeros_like(counts)
+    np.add.at(counts, (window, column), 1)
+    np.add.at(totals, (window, column), replay.batch_service)
+    return counts, totals
+
+
+def test_counter_fit_recovers_the_drift_over_twelve_seeds():
+    """Replays of a drifting batching node (cv 0.05, 0.1 s steps, correlation 0.6; a minute
+    each), seen only through counters per 0.1 s window: the fit's mean over 12 seeds lies
+    within 4 standard errors of the truth."""
+    d = qm.Drift(0.05, 0.1, 0.6)
+    node = qm.Node(qm.ServiceTime.affine(1 * ms, 0.3 * ms, jitter=("gamma", 0.1)),
+                   max_batch_size=4, max_queue_delay=0.2 * ms, drift=d)
+    cvs, rhos = [], []
+    for seed in range(12):
+        times = np.cumsum(np.random.default_rng(200 + seed).exponential(1 / 900, 54_000))
+        fit = fit_drift_windows(*counter_windows(qm.replay(node, times, seed=seed), 0.1), 0.1)
+        cvs.append(fit.cv)
+        rhos.append(fit.correlation)
+    se_cv = np.std(cvs, ddof=1) / np.sqrt(12)
+    se_rho = np.std(rhos, ddof=1) / np.sqrt(12)
+    assert abs(np.mean(cvs) - 0.05) < 4 * se_cv + 1e-3, (np.mean(cvs), se_cv)
+    assert abs(np.mean(rhos) - 0.6) < 4 * se_rho + 0.01, (np.mean(rhos), se_rho)
+
+
+def test_counter_fit_finds_no_drift_leaves_out_a_stall_and_refuses_short_series():
+    rng = np.random.default_rng(4)
+    counts = rng.poisson(40, (600, 3)).astype(float)
+    # each window's total: its executions at 1, 2 and 4 ms, 10% jitter each
+    totals = np.array([[np.sum(m * np.exp(0.1 * rng.standard_normal(int(n)) - 0.005))
+                        for n, m in zip(row, (1 * ms, 2 * ms, 4 * ms))] for row in counts])
+    fit = fit_drift_windows(counts, totals, 0.1)
+    assert fit.cv < 0.01, fit                       # sampling noise only
+    stalled = totals.copy()
+    stalled[300] *= 20.0                            # one stall: 20 times slower for a window
+    assert fit_drift_windows(counts, stalled, 0.1).cv < 0.01
+    with pytest.raises(ValueError, match=f"the drift needs {MIN_DRIFT_WINDOWS}"):
+        fit_drift_windows(counts[:40], totals[:40], 0.1)
+    with pytest.raises(ValueError, match="two arrays of one shape"):
+        fit_drift_windows(counts, totals[:, :2], 0.1)
+    with pytest.raises(ValueError, match="positive summed seconds"):
+        fit_drift_windows(counts, np.where(counts > 0, 0.0, totals), 0.1)
+    with pytest.raises(ValueError, match="Drift.period"):
+        fit_drift_windows(counts, totals, 0)
+
+
+# ---------------------------------------------------------------- calibration from a series
+def polled_series(node, rate, seconds, period, seed, name="affine"):
+    """A replay of ``node`` for ``seconds`` at ``rate``, as a server's statistics polled every
+    ``period``: [(seconds, snapshot)], each snapshot the cumulative counters by batch size."""
+    times = np.cumsum(np.random.default_rng(seed).exponential(1 / rate,
+                                                              int(rate * seconds)))
+    r = qm.replay(node, times, seed=seed)
+    ends = r.batch_start + r.batch_service
+    series = []
+    for t in np.arange(0.0, ends.max(), period):
+        done = ends <= t
+        sizes = []
+        for k in np.unique(r.batch_size[done]):
+            mine = done & (r.batch_size == k)
+            ns = int(r.batch_service[mine].sum() * 1e9)
+            sizes.append({"batch_size": int(k),
+                          "compute_input": {"count": int(mine.sum()), "ns": 0},
+                          "compute_infer": {"count": int(mine.sum()), "ns": ns},
+                          "compute_output": {"count": int(mine.sum()), "ns": 0}})
+        requests = int(r.batch_size[done].sum())
+        series.append((float(t), {"model_stats": [{
+            "name": name, "version": "1", "inference_count": requests,
+            "execution_count": int(done.sum()),
+            "inference_stats": {"success": {"count": requests, "ns": 0},
+                                "queue": {"count": requests, "ns": 0}},
+            "batch_stats": sizes}]}))
+    return series
+
+
+DATA = Path(__file__).resolve().parent / "data" / "triton"
+
+
+def test_calibrate_fits_the_drift_from_polled_statistics_and_takes_it_out_of_the_jitter():
+    """The committed run's summary quantiles give a jitter cv of 0.03: a drift of cv 0.02
+    leaves sqrt(1.03² / 1.02² - 1) of it, one of 0.06 none (the note says why)."""
+    stats = (DATA / "stats_before.json", DATA / "stats_after.json")
+    metrics = (DATA / "metrics_before.txt", DATA / "metrics_after.txt")
+    plain = qm.triton.calibrate(DATA / "config.pbtxt", stats, metrics)
+    cv0 = plain.service.jitter_law.cv
+    assert cv0 > 0
+    for cv, rho, seed in ((0.02, 0.5, 5), (0.06, 0.5, 8)):
+        node = qm.Node(qm.ServiceTime.affine(2 * ms, 0.5 * ms, jitter=("lognormal", 0.1)),
+                       max_batch_size=8, max_queue_delay=2 * ms, drift=qm.Drift(cv, 0.1, rho))
+        series = polled_series(node, 600.0, 60.0, 0.1, seed=seed)
+        fitted = qm.triton.calibrate(DATA / "config.pbtxt", stats, metrics, series=series)
+        how, source = fitted.calibration.origin("drift")
+        assert how == "measured" and "polled every 100 ms" in source
+        assert fitted.drift.period == pytest.approx(0.1)
+        assert abs(fitted.drift.cv - cv) < 0.25 * cv and abs(fitted.drift.correlation - rho) < 0.2
+        # the summary quantiles' spread holds the drift: the jitter keeps the rest
+        law = fitted.service.jitter_law
+        if fitted.drift.cv < cv0:
+            assert law.name == "lognormal"
+            assert (1 + cv0 ** 2) == pytest.approx((1 + law.cv ** 2) * (1 + fitted.drift.cv ** 2))
+            assert "less the drift's cv" in fitted.calibration.jitter
+        else:
+            assert not law.random
+            assert "no more than the drift's" in fitted.calibration.jitter
+    # the series alone: its first and last snapshots are the statistics
+    alone = qm.triton.calibrate(DATA / "config.pbtxt", series=series)
+    assert alone.drift == fitted.drift
+    assert float(alone.service.mean(1)) == pytest.approx(2.5 * ms, rel=0.05)
+
+
+def test_a_series_too_short_for_drift_says_so():
+    node = qm.Node(qm.ServiceTime.affine(2 * ms, 0.5 * ms), max_batch_size=8,
+                   max_queue_delay=2 * ms)
+    series = polled_series(node, 600.0, 3.0, 0.1, seed=6)
+    out = qm.triton.calibrate(DATA / "config.pbtxt", series=series)
+    assert out.drift is None
+    how, why = out.calibration.origin("drift")
+    assert how == "assumed" and f"the drift needs {MIN_DRIFT_WINDOWS}" in why
+
+
+def test_a_live_calibration_polls_the_statistics_and_fits_the_drift(monkeypatch):
+    """A stand-in server on loopback answers the statistics of a drifting node at the time
+    of a clock that the window's waits advance: calibrate(url=...) polls it every 0.1 s."""
+    import json
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from qmodel.triton import live
+
+    pytest.importorskip("google.protobuf", reason="the [triton] extra is not installed")
+    d = qm.Drift(0.05, 0.1, 0.6)
+    node = qm.Node(qm.ServiceTime.affine(2 * ms, 0.5 * ms, jitter=("lognormal", 0.1)),
+                   max_batch_size=8, max_queue_delay=2 * ms, drift=d)
+    series = polled_series(node, 600.0, 62.0, 0.1, seed=7)
+    now = [0.0]
+    monkeypatch.setattr(live, "_clock", lambda: now[0])
+    monkeypatch.setattr(live, "_sleep", lambda s: now.__setitem__(0, now[0] + s))
+    config = {"name": "affine", "max_batch_size": 8, "backend": "python",
+              "instance_group": [{"count": 1, "kind": "KIND_CPU"}],
+              "dynamic_batching": {"max_queue_delay_microseconds": "2000"}}
+    polls = []
+
+    class Server(BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 (http.server's name)
+            if self.path == "/v2/models/affine/config":
+                body = json.dumps(config)
+            elif self.path == "/v2/models/affine/stats":
+                polls.append(now[0])
+                i = min(int(round(now[0] / 0.1)) + 5, len(series) - 1)
+                body = json.dumps(series[i][1])
+            else:
+                self.send_error(404)
+                return
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body.encode())
+
+        def log_message(self, *args):
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Server)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        out = qm.triton.calibrate(url=f"127.0.0.1:{httpd.server_address[1]}",
+                                  model="affine", window=60.0)
+    finally:
+        httpd.shutdown()
+    assert len(polls) == 601                      # before, 599 polls, after
+    assert np.allclose(np.diff(polls), 0.1)
+    assert out.calibration.origin("drift")[0] == "measured"
+    assert 0.035 < out.drift.cv < 0.065 and 0.4 < out.drift.correlation < 0.8
+    with pytest.raises(ValueError, match="poll=0.5: .* at most a tenth of the window"):
+        qm.triton.calibrate(url="127.0.0.1:1", window=4.0, poll=0.5)

@@ -109,7 +109,7 @@ def server(monkeypatch):
 
 
 def test_a_live_calibration_is_the_calibration_of_the_same_reports(server):
-    live = calibrate(url=server, metrics_url=f"{server}/metrics", window=1.0)
+    live = calibrate(url=server, metrics_url=f"{server}/metrics", window=1.0, poll=None)
     files = calibrate(DATA / "config.pbtxt", STATS, METRICS)
     assert (live.max_batch_size, live.max_queue_delay, live.instances) == \
         (files.max_batch_size, files.max_queue_delay, files.instances) == (8, 2e-3, 1)
@@ -192,7 +192,8 @@ def test_a_model_served_at_two_versions_is_sampled_at_the_one_named(server, caps
                                          "with version="):
         calibrate(url=server, window=1.0)
     _Triton.calls = {}
-    one = calibrate(url=server, version=1, metrics_url=f"{server}/metrics", window=1.0)
+    one = calibrate(url=server, version=1, metrics_url=f"{server}/metrics", window=1.0,
+                    poll=None)
     assert _Triton.calls["/v2/models/affine/versions/1/stats"] == 2
     files = calibrate(DATA / "config.pbtxt", STATS, METRICS)
     for k in range(1, 9):

@@ -113,12 +113,20 @@ def test_live_calibration_samples_a_server_under_load(tmp_path):
             import time
             time.sleep(3.0)                       # perf_analyzer's own warm-up
             sample = sample_server(server.http_url, metrics_url=server.metrics_url,
-                                   window=8.0)
-            live = calibrate(sample.config, sample.stats, sample.metrics)
+                                   window=8.0, poll=0.1)
+            live = calibrate(sample.config, sample.stats, sample.metrics,
+                             series=sample.series)
             by_url = calibrate(url=server.http_url, window=2.0)
         finally:
             load.join()
     assert sample.model == "live"
+    # the statistics polled every 0.1 s: 80 windows, the drift fitted from them (or, where
+    # the windows vary no more than their executions' own spread, none: measured either way)
+    seconds = [t for t, _ in sample.series]
+    assert 75 <= len(seconds) - 1 <= 82 and seconds[0] == 0.0
+    assert all(0.05 < b - a < 0.5 for a, b in zip(seconds, seconds[1:]))
+    how, source = live.calibration.origin("drift")
+    assert how == "measured" and "polled every 100 ms" in source
     assert (live.max_batch_size, live.max_queue_delay, live.instances) == (8, 0.5e-3, 1)
     assert by_url.max_batch_size == 8 and by_url.calibration.origin("overhead")[0] == "assumed"
     # each measured size's mean: its sleep, the backend's own work and the modelled gap

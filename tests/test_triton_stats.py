@@ -58,3 +58,41 @@ def test_malformed_snapshots_name_the_file(tmp_path):
         read_stats(3, DATA / "stats_after.json")
     with pytest.raises(ValueError, match="could not be read"):
         read_stats("http://127.0.0.1:9/v2/models/m/stats", DATA / "stats_after.json")
+
+
+def _polled(n, ns, name="m"):
+    phase = {"count": n, "ns": ns}
+    return {"model_stats": [{"name": name, "version": "1", "batch_stats": [
+        {"batch_size": 1, "compute_input": phase, "compute_infer": phase,
+         "compute_output": phase}]}]}
+
+
+def test_a_series_of_snapshots_reads_as_windows_and_from_a_file(tmp_path):
+    import gzip
+
+    from qmodel.triton import read_stats_series
+
+    pairs = [(0.0, _polled(0, 0)), (0.1, _polled(10, 10_000_000)),
+             (0.2, _polled(30, 40_000_000))]
+    s = read_stats_series(pairs)
+    assert s.counts[:, 0].tolist() == [10, 20]
+    assert s.totals[:, 0] == pytest.approx([0.03, 0.09])        # three phases each
+    path = tmp_path / "stats_series.json.gz"
+    with gzip.open(path, "wt") as f:
+        json.dump({"seconds": [t for t, _ in pairs], "snapshots": [x for _, x in pairs]}, f)
+    assert read_stats_series(path).counts.tolist() == s.counts.tolist()
+
+
+@pytest.mark.parametrize("pairs, message", [
+    ([(0.0, _polled(0, 0))], "1 snapshot"),
+    ([(0.0, _polled(0, 0)), (0.0, _polled(1, 1))], "seconds must be finite and increase"),
+    ([(0.0, _polled(5, 5)), (0.1, _polled(3, 3))], "fell between snapshots 0 and 1"),
+    ([(0.0, _polled(0, 0)), (0.1, _polled(1, 1, name="other"))], "snapshot 1 holds no statistics of .m."),
+    ("nowhere.json", "not a statistics series"),
+    (42, "list of \\(seconds, snapshot\\) pairs"),
+])
+def test_a_bad_series_names_the_fix(pairs, message):
+    from qmodel.triton import read_stats_series
+
+    with pytest.raises(ValueError, match=message):
+        read_stats_series(pairs)

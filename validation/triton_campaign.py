@@ -39,7 +39,9 @@ production, into runs-untraced/)
 ``--fulltrace --configs b8-d0.5-i2,b16-d0.5-i2-cv0.3,b8-d0,b8-d2 --rates-only top`` traced
 every request of the top rates, into runs-fulltrace/, for drift;
 ``--configs b8-d2,b8-d0.5,b8-d0 --pinned`` made the runs with the server on CPU 0 and
-perf_analyzer on CPU 1).
+perf_analyzer on CPU 1; ``--poll 0.1`` polls the statistics every 0.1 s during each run, from
+which calibrate fits the drift without a trace: ``--configs b1-i2-cv0.2 --rates 550
+--interval-ms 20000 --poll 0.1 --out validation/reports/triton/runs-polled``).
 """
 
 import argparse
@@ -131,6 +133,9 @@ def main(argv=None):
     parser.add_argument("--fulltrace", action="store_true",
                         help="trace every request of the run (traced=40000) into "
                              "runs-fulltrace/: drift needs 5 s of executions or more")
+    parser.add_argument("--poll", type=float, default=None,
+                        help="poll the statistics every POLL seconds during each run "
+                             "(stats_series.json.gz: the drift without a trace)")
     parser.add_argument("--pinned", action="store_true",
                         help="server on CPU 0, perf_analyzer on CPU 1 (taskset); runs go to "
                              "<config>-pinned")
@@ -157,7 +162,7 @@ def main(argv=None):
         pins = dict(server_cpus="0", client_cpus="1") if args.pinned else {}
         measure(n, todo, folder, repeats=args.repeats, cv=cv, interval_ms=args.interval_ms,
                 traced=0 if args.untraced else 40000 if args.fulltrace else 1000, seed=1,
-                workload=workload, **pins)
+                workload=workload, poll=args.poll, **pins)
         print(f"  done at {time.monotonic() - start:.0f} s", flush=True)
 
 

@@ -5,8 +5,9 @@ each batch size from the statistics API (input + infer + output, the time an ins
 held) or, with a trace, every traced execution (its spread kept, its mean the statistics'),
 plus the pickup gap and Triton's prefetching (:mod:`qmodel.triton.batcher`), and the time a
 request spends outside the batcher (:attr:`qmodel.Node.overhead`) from perf_analyzer's
-per-component means, the trace, or the metrics. perf_analyzer's latency percentiles are never
-used: they are what the calibrated node is compared with. The node's :class:`Calibration`
+per-component means, the trace, or the metrics, and the drift of the executions' speed from
+a long trace or from the statistics polled during the run. perf_analyzer's latency
+percentiles are never used: they are what the calibrated node is compared with. The node's :class:`Calibration`
 says which source gave each quantity.
 """
 
@@ -19,14 +20,14 @@ import numpy as np
 from scipy import optimize, stats as sps
 
 from ..checks import parse_duration
-from ..drift import MIN_DRIFT_WINDOWS, fit_drift
+from ..drift import MIN_DRIFT_WINDOWS, Drift, fit_drift, fit_drift_windows
 from ..profiling import fit_line
 from ..system import Node, ServiceTime
 from .config import TritonConfig, read_config
 from .metrics import read_metrics
 from .perf_analyzer import read_perf_analyzer
 from .batcher import MIN_LATE, pickup_gap, prefetch_join
-from .stats import read_stats
+from .stats import read_stats, read_stats_series
 from .trace import TritonTrace, read_trace
 
 __all__ = ["Calibration", "calibrate", "MIN_EXECUTIONS", "MODELLED_PREFETCH",
@@ -185,11 +186,13 @@ def _summary_jitter(executions: dict, infer: dict, quantiles: dict) -> float:
 
 
 def _summary_service(s, m, cfg: TritonConfig, shape: ServiceTime | None, gap: float,
-                     gap_note: str) -> tuple[ServiceTime, str, str, tuple]:
+                     gap_note: str, drift: Drift | None = None
+                     ) -> tuple[ServiceTime, str, str, tuple]:
     """(service law, its note, the jitter's note, the jitter's (how, source)) from the
     statistics' means per size and,
     where the metrics have them, compute_infer's summary quantiles; each execution plus the
-    pickup gap ``gap`` (``gap_note`` says where it comes from)."""
+    pickup gap ``gap`` (``gap_note`` says where it comes from). The quantiles' spread holds
+    the ``drift`` too: the jitter keeps the rest (lognormal factors: 1 + cv² divides)."""
     means = {k: v for k, v in s.batch_time().items() if s.executions[k] >= MIN_EXECUTIONS}
     if not means:
         raise ValueError(f"no batch size was executed {MIN_EXECUTIONS} times between the "
@@ -200,13 +203,24 @@ def _summary_service(s, m, cfg: TritonConfig, shape: ServiceTime | None, gap: fl
     infer_q = (m.quantiles.get("compute_infer") if m is not None else None) or {}
     if len(infer_q) >= 2:
         cv = _summary_jitter({k: s.executions[k] for k in means}, s.compute_infer, infer_q)
+        whole = cv
+        if drift is not None and cv > 0:
+            cv = math.sqrt(max((1.0 + cv * cv) / (1.0 + drift.cv ** 2) - 1.0, 0.0))
         jitter = ("lognormal", cv) if cv > 0 else "deterministic"
-        jitter_note = (f"lognormal cv {cv:.2f}, fitted to the server's compute_infer "
-                       f"summary quantiles {sorted(infer_q)} as a mixture over the "
-                       f"executed batch sizes" if cv > 0 else
-                       "none: the compute_infer summary quantiles are explained by the "
-                       "batch sizes alone")
-        if cv >= MAX_JITTER_CV:
+        if cv > 0:
+            jitter_note = (f"lognormal cv {cv:.2f}, fitted to the server's compute_infer "
+                           f"summary quantiles {sorted(infer_q)} as a mixture over the "
+                           f"executed batch sizes")
+        elif whole > 0:
+            jitter_note = (f"none: the compute_infer summary quantiles' spread beyond the "
+                           f"batch sizes (cv {whole:.2f}) is no more than the drift's")
+        else:
+            jitter_note = ("none: the compute_infer summary quantiles are explained by the "
+                           "batch sizes alone")
+        if drift is not None and cv > 0:
+            jitter_note += (f", less the drift's cv {drift.cv:.3f} the quantiles also hold "
+                            f"(cv {whole:.2f} in all)")
+        if whole >= MAX_JITTER_CV:
             jitter_note += (f" (at the search's bound: the quantiles call for more spread "
                             f"than a lognormal of cv {MAX_JITTER_CV:g} gives; a trace "
                             f"would measure it)")
@@ -323,7 +337,7 @@ def calibrate(config=None, stats=None, metrics=None, trace=None, perf_analyzer=N
               service: ServiceTime | None = None, gap: float | None = None,
               url: str | None = None, model: str | None = None,
               version: str | int | None = None, metrics_url: str | None = None,
-              window: float = 60.0) -> Node:
+              window: float = 60.0, series=None, poll: float | None = DRIFT_PERIOD) -> Node:
     """The Node a Triton server's reports describe: from their files, or sampled from the
     running server (``url=``).
 
@@ -379,6 +393,17 @@ def calibrate(config=None, stats=None, metrics=None, trace=None, perf_analyzer=N
         With ``url``: the metrics endpoint, e.g. ``"localhost:8002/metrics"``.
     window : float
         With ``url``: seconds between the snapshots (default 60).
+    series : list of (seconds, snapshot), or path, optional
+        The statistics polled every tenth of a second or so during the measurement
+        (:func:`qmodel.triton.read_stats_series`; ``qmodel.triton.check.record_run(...,
+        poll=0.1)`` writes stats_series.json.gz): where no trace measures the drift
+        (:attr:`qmodel.Node.drift`), it is fitted from the windows between polls
+        (:func:`qmodel.drift.fit_drift_windows`), and the jitter fitted from the summary
+        quantiles, which hold the drift too, keeps only the rest. ``stats`` may then be
+        left out: the series' first and last snapshots are taken.
+    poll : float or None
+        With ``url``: seconds between statistics polls during the window, the series above
+        (default :data:`DRIFT_PERIOD`; None: only the two snapshots, and no drift).
 
     Returns
     -------
@@ -393,16 +418,25 @@ def calibrate(config=None, stats=None, metrics=None, trace=None, perf_analyzer=N
                              f"metrics from the server: drop {', '.join(given)}")
         from .live import sample_server
 
+        if series is not None:
+            raise ValueError("calibrate(url=...) polls the server's statistics itself "
+                             "(poll=); drop series")
         sampled = sample_server(url, model, version=version, metrics_url=metrics_url,
-                                window=window)
+                                window=window, poll=poll)
         config, stats, metrics = sampled.config, sampled.stats, sampled.metrics
+        series = sampled.series
     elif model is not None or metrics_url is not None:
         raise ValueError("model= and metrics_url= go with url= (a running server); for files "
                          "give config, stats and metrics")
-    elif config is None or stats is None:
+    elif config is None or (stats is None and series is None):
         raise ValueError("calibrate needs the model's config and the (before, after) "
-                         "statistics snapshots, or url= of a running server to sample them "
-                         "from")
+                         "statistics snapshots (or a series of them), or url= of a running "
+                         "server to sample them from")
+    polled = None
+    if series is not None:
+        polled = read_stats_series(series, model=None, version=version)
+        if stats is None:
+            stats = (polled.first, polled.last)
     if service is not None and not isinstance(service, ServiceTime):
         raise ValueError(f"calibrate(service=...) takes a ServiceTime (the shape of S(k), e.g. "
                          f"qmodel.profile(...).fit()[0]), got {type(service).__name__}")
@@ -439,17 +473,28 @@ def calibrate(config=None, stats=None, metrics=None, trace=None, perf_analyzer=N
         gap_origin = ("modelled", f"a line in the statistics API's mean batch size "
                                   f"{s.mean_batch_size:.2f}, fitted to the committed "
                                   f"campaign's traced runs")
-    drift, drift_note, drift_origin = None, "none (no trace to measure it)", \
-        ("assumed", "none: no trace")
+    drift, drift_note, drift_origin = None, "none (no trace or statistics series to measure " \
+        "it)", ("assumed", "none: no trace or statistics series")
+    if t is None and polled is not None:
+        drift, drift_note, drift_origin = _series_drift(polled)
     if t is not None:
         # the steady executions make the service law only: the batcher's measures need
         # the batches' real end times
         drift, steady, drift_note, drift_origin = _drift(t)
+        if drift is None and polled is not None:
+            # a trace too short for the drift, a series long enough: the traced spread
+            # holds the drift's too, and keeps the rest
+            short_note = drift_note
+            drift, drift_note, drift_origin = _series_drift(polled)
+            if drift is not None:
+                steady = _less_spread(t, drift)
+                drift_note += (f" (the trace was too short: {short_note.removeprefix('none: ')}"
+                               f"; its executions' spread keeps what the drift leaves)")
         service, service_note, jitter_note = _traced_service(steady, s, cfg, gap, shape)
         jitter_origin = ("measured", "the trace")
     else:
         service, service_note, jitter_note, jitter_origin = _summary_service(
-            s, m, cfg, shape, gap, f"{gap_origin[0]}: {gap_origin[1]}")
+            s, m, cfg, shape, gap, f"{gap_origin[0]}: {gap_origin[1]}", drift)
     overhead, overhead_note, overhead_origin = _overhead(rows, t, m)
 
     node = cfg.node(service)
@@ -494,6 +539,42 @@ def _drift(t: TritonTrace):
             f"the traced executions are divided by their window's factor before they become "
             f"the service law")
     return drift, replace(t, executions=steady), note, ("measured", "the trace")
+
+
+def _less_spread(t: TritonTrace, drift: Drift) -> TritonTrace:
+    """The trace with each size's executions drawn in towards their mean in logs, so that
+    their log variance loses the drift's σ² (none left where it held less), each size's
+    mean kept: the spread of executions that a separate drift multiplies."""
+    executions = np.array(t.executions, dtype=float)
+    for k in np.unique(t.sizes):
+        mine = t.sizes == k
+        logs = np.log(executions[mine])
+        var = float(logs.var())
+        shrink = math.sqrt(max(var - drift.sigma ** 2, 0.0) / var) if var > 0 else 0.0
+        drawn = np.exp(logs.mean() + shrink * (logs - logs.mean()))
+        executions[mine] = drawn * executions[mine].mean() / drawn.mean()
+    return replace(t, executions=executions)
+
+
+def _series_drift(polled):
+    """(Node.drift or None, the sentence, (how, source)) from statistics polled during the
+    run: :func:`qmodel.drift.fit_drift_windows` over the windows between polls, the drift's
+    step their median length (to a tenth of a millisecond: the polls' timer)."""
+    period = max(round(polled.period, 4), 1e-4)
+    source = (f"the statistics polled every {period * 1e3:.0f} ms "
+              f"({polled.counts.shape[0]} windows)")
+    try:
+        drift = fit_drift_windows(polled.counts, polled.totals, period)
+    except ValueError as err:
+        why = f"none: {err}"
+        return None, why, ("assumed", why)
+    if drift.cv == 0.0:
+        return (None, f"none: the windows of {source} vary no more than their executions' "
+                      f"own spread", ("measured", source))
+    note = (f"{drift.describe()} (correlation time {drift.correlation_time * 1e3:.0f} ms), "
+            f"from the lag-1 and lag-2 covariances of the mean execution time in the windows "
+            f"of {source}")
+    return drift, note, ("measured", source)
 
 
 def _prefetch(cfg: TritonConfig, node: Node, t: TritonTrace | None, gap: float,

@@ -9,13 +9,16 @@ keeps each run's raw files in a folder of its own:
 - ``run.json``: what was run (the node, the rate, the repeat, perf_analyzer's settings);
 - ``config.pbtxt``, ``stats_before.json``, ``stats_after.json``, ``metrics_before.txt``,
   ``metrics_after.txt``, ``perf_analyzer.csv``, ``perf_analyzer.txt`` and ``trace.json.gz``
-  (the first ``traced`` requests of the measured window), as in tests/data/triton.
+  (the first ``traced`` requests of the measured window), as in tests/data/triton;
+- ``stats_series.json.gz`` where the statistics were polled during the run (``poll``): the
+  seconds of each poll and its snapshot (:func:`qmodel.triton.read_stats_series`).
 
 Each run starts a fresh server, so its trace and its summary quantiles cover that run only.
 
 :func:`compare` reads such folders (no server needed) and, per run, calibrates the node from
-what the server reported (:func:`qmodel.triton.calibrate`: the trace's executions and
-perf_analyzer's time outside the batcher), predicts and simulates it at the measured
+what the server reported (:func:`qmodel.triton.calibrate`: the trace's executions,
+perf_analyzer's time outside the batcher and, where the statistics were polled, their
+drift), predicts and simulates it at the measured
 throughput, and sets both beside perf_analyzer's p50/p95/p99, Triton's own summary
 quantiles, the node calibrated with the trace withheld (untraced: the pickup gap and prefetch
 share modelled) and the mean-only model (the statistics' mean batch times alone).
@@ -37,6 +40,8 @@ import math
 import numbers
 import shutil
 import statistics
+import threading
+import time
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,14 +58,16 @@ MODEL = "model"
 def record_run(repository, model: str, rate: float, folder, *, interval_ms: int = 5000,
                windows: int = 3, traced: int = 1500, installation=None,
                about: dict | None = None, server_cpus: str | None = None,
-               client_cpus: str | None = None) -> Path:
+               client_cpus: str | None = None, poll: float | None = None) -> Path:
     """One run: a fresh server on ``repository``, perf_analyzer at ``rate`` over
     ``windows`` windows of ``interval_ms`` (after its own warm-up), the statistics and
     metrics around it and the trace of its first ``traced`` requests (0: the server runs
     untraced, as production servers do, and no trace is written), written to ``folder``.
     The server is stopped also on error. ``server_cpus`` and ``client_cpus`` pin the server
     and perf_analyzer to CPUs (taskset's list, "0" or "1"), so that they do not share a
-    core."""
+    core. ``poll``: seconds between statistics polls while perf_analyzer runs (a thread
+    beside it), written as stats_series.json.gz, the windows the drift is fitted from
+    where the server is not traced (:func:`qmodel.triton.calibrate` ``series=``)."""
     from .server import TritonServer, run_perf_analyzer
 
     if isinstance(traced, bool) or not isinstance(traced, numbers.Integral) or traced < 0:
@@ -75,9 +82,19 @@ def record_run(repository, model: str, rate: float, folder, *, interval_ms: int 
             before = server.stats(model), server.metrics()
             if traced:
                 server.trace("TIMESTAMPS")
-            text = run_perf_analyzer(server, model, rate, folder / "perf_analyzer.csv",
-                                     interval_ms=interval_ms, repeats=windows,
-                                     cpus=client_cpus)
+            polls, stop = [], threading.Event()
+            poller = threading.Thread(target=_poll_stats, args=(server, model, poll, polls,
+                                                                stop), daemon=True)
+            if poll is not None:
+                poller.start()
+            try:
+                text = run_perf_analyzer(server, model, rate, folder / "perf_analyzer.csv",
+                                         interval_ms=interval_ms, repeats=windows,
+                                         cpus=client_cpus)
+            finally:
+                stop.set()
+                if poll is not None:
+                    poller.join()
             if traced:
                 server.trace("OFF")
             after = server.stats(model), server.metrics()
@@ -95,17 +112,35 @@ def record_run(repository, model: str, rate: float, folder, *, interval_ms: int 
     if traced:
         with gzip.open(folder / "trace.json.gz", "wt") as packed:
             json.dump(events, packed, separators=(",", ":"))
+    if poll is not None:
+        with gzip.open(folder / "stats_series.json.gz", "wt") as packed:
+            json.dump({"poll": poll, "seconds": [t for t, _ in polls],
+                       "snapshots": [snap for _, snap in polls]}, packed,
+                      separators=(",", ":"))
     run = dict(about or {}, model=model, rate=rate, interval_ms=interval_ms, windows=windows,
                traced=traced, server_cpus=server_cpus, client_cpus=client_cpus)
+    if poll is not None:
+        run["poll"] = poll
     (folder / "run.json").write_text(json.dumps(run, indent=1) + "\n")
     return folder
+
+
+def _poll_stats(server, model: str, poll: float, polls: list, stop) -> None:
+    """Append (seconds, statistics) every ``poll`` seconds, on a fixed grid of ticks, until
+    ``stop`` is set."""
+    start = time.monotonic()
+    tick = 0
+    while not stop.is_set():
+        polls.append((time.monotonic() - start, server.stats(model)))
+        tick = max(tick + 1, int((time.monotonic() - start) / poll) + 1)
+        stop.wait(max(start + tick * poll - time.monotonic(), 0.0))
 
 
 def measure(node, rates, out, *, repeats: int = 2, cv: float = 0.0, interval_ms: int = 5000,
             windows: int = 3, traced: int = 1500, seed: int = 0, installation=None,
             server_cpus: str | None = None, client_cpus: str | None = None,
             workload: str | None = None, blas_threads: int = 1,
-            backend: str = "numpy") -> list:
+            backend: str = "numpy", poll: float | None = None) -> list:
     """Every rate ``repeats`` times on a real server serving ``node`` as a sleeping model
     (S(k) of ``node.service``, an affine law, times a lognormal factor of cv ``cv``); the runs
     go to ``out/<rate>-<repeat>/``. Returns their folders.
@@ -152,7 +187,7 @@ def measure(node, rates, out, *, repeats: int = 2, cv: float = 0.0, interval_ms:
                             repo, MODEL, rate, folder, interval_ms=interval_ms,
                             windows=windows, traced=traced, installation=installation,
                             about=dict(about, repeat=repeat, attempt=attempt + 1),
-                            server_cpus=server_cpus, client_cpus=client_cpus))
+                            server_cpus=server_cpus, client_cpus=client_cpus, poll=poll))
                         break
                     except RuntimeError:
                         shutil.rmtree(folder, ignore_errors=True)
@@ -261,14 +296,19 @@ def compare(folder, *, requests: int = 400_000, seed: int = 1,
         # its statistics, metrics and perf_analyzer, the gap and prefetch share modelled (with
         # a trace, the metrics add nothing the trace and perf_analyzer do not give)
         trace = run / "trace.json.gz"
+        # statistics polled during the run (record_run's poll): the drift, where no trace
+        # long enough measures it
+        series = run / "stats_series.json.gz"
+        series = series if series.exists() else None
         # every file a run needs is read here: what is missing or malformed is named with
         # the run it belongs to
         try:
             node = calibrate(run / "config.pbtxt", stats, metrics,
                              trace if trace.exists() else None, perf_analyzer=pa,
-                             prefetch=prefetch)
+                             prefetch=prefetch, series=series)
             mean_only = calibrate(run / "config.pbtxt", stats, prefetch=False, gap=0.0)
-            untraced = calibrate(run / "config.pbtxt", stats, metrics, perf_analyzer=pa)
+            untraced = calibrate(run / "config.pbtxt", stats, metrics, perf_analyzer=pa,
+                                 series=series)
             m = read_metrics(*metrics, model=read_stats(*stats).model)
         except (ValueError, OSError) as err:
             raise ValueError(f"run {run}: {err}") from None

@@ -55,6 +55,9 @@ class ServerSample:
         Seconds between the two snapshots, as timed here.
     version : str or None
         The model version sampled, where one was named.
+    series : tuple of (seconds, dict) or None
+        The statistics polled during the window, the first and last snapshots included
+        (seconds from the first), where polling was asked for.
     """
 
     url: str
@@ -64,6 +67,7 @@ class ServerSample:
     metrics: tuple | None
     window: float
     version: str | None = None
+    series: tuple | None = None
 
 
 def normal_url(url: str) -> str:
@@ -147,7 +151,8 @@ def _versions_note(url: str, model: str) -> str:
 
 
 def sample_server(url: str, model: str | None = None, *, version: str | int | None = None,
-                  metrics_url: str | None = None, window: float = 60.0) -> ServerSample:
+                  metrics_url: str | None = None, window: float = 60.0,
+                  poll: float | None = None) -> ServerSample:
     """A model's configuration, and its statistics and metrics around ``window`` seconds of
     the server's own traffic.
 
@@ -168,11 +173,19 @@ def sample_server(url: str, model: str | None = None, *, version: str | int | No
     window : float
         Seconds between the snapshots (at least 1; a minute or more on a server of
         moderate load, so that every common batch size runs often).
+    poll : float, optional
+        Seconds between statistics polls within the window (``series``), at most a tenth of
+        the window; None (default): only the two snapshots. The statistics API answers from
+        counters, so a poll every tenth of a second costs the server little.
     """
     if isinstance(window, bool) or not isinstance(window, numbers.Real) or \
             not math.isfinite(window) or window < SHORTEST_WINDOW:
         raise ValueError(f"window={window!r}: give the seconds to sample the server over, "
                          f"at least {SHORTEST_WINDOW:g} (a minute or more is typical)")
+    if poll is not None and (isinstance(poll, bool) or not isinstance(poll, numbers.Real)
+                             or not math.isfinite(poll) or not 0 < poll <= window / 10):
+        raise ValueError(f"poll={poll!r}: give the seconds between statistics polls, > 0 and "
+                         f"at most a tenth of the window ({window:g} s), e.g. 0.1; or None")
     url = normal_url(url)
     metrics_url = normal_url(metrics_url) if metrics_url is not None else None
     version = checked_version(version)
@@ -196,6 +209,9 @@ def sample_server(url: str, model: str | None = None, *, version: str | int | No
     config = config_text(served)
     stats_url = f"{url}/v2/models/{path}/stats"
 
+    def stats_now():
+        return _json(stats_url, f"the statistics of {what}")
+
     def snapshot():
         scrape = None
         if metrics_url:
@@ -204,7 +220,7 @@ def sample_server(url: str, model: str | None = None, *, version: str | int | No
                 raise ValueError(f"the metrics endpoint {metrics_url} returned no Prometheus "
                                  f"text (check the URL: Triton serves it at "
                                  f"<host>:8002/metrics)")
-        return _json(stats_url, f"the statistics of {what}"), scrape
+        return stats_now(), scrape
 
     stats_before, metrics_before = snapshot()
     # Triton answers /v2/models/<model>/stats with every version it serves, one entry each
@@ -216,9 +232,25 @@ def sample_server(url: str, model: str | None = None, *, version: str | int | No
                          f"{'versions ' + ', '.join(versions) if versions else 'several versions'}"
                          f": name one with version=")
     start = _clock()
-    _sleep(float(window))
+    series = [(0.0, stats_before)] if poll is not None else None
+    if poll is not None:
+        # polls on a fixed grid of ticks (a slow answer does not shift the later ones)
+        tick = 1
+        while tick * poll < window:
+            wait = start + tick * poll - _clock()
+            if wait > 0:
+                _sleep(wait)
+            series.append((_clock() - start, stats_now()))
+            tick = max(tick + 1, int((_clock() - start) / poll) + 1)
+    left = start + float(window) - _clock()
+    if left > 0:
+        _sleep(left)
     stats_after, metrics_after = snapshot()
     elapsed = _clock() - start
+    if series is not None:
+        if elapsed <= series[-1][0]:       # the last poll was the window's end
+            series.pop()
+        series.append((elapsed, stats_after))
     return ServerSample(url, model, config, (stats_before, stats_after),
                         (metrics_before, metrics_after) if metrics_url else None, elapsed,
-                        version)
+                        version, tuple(series) if series is not None else None)

@@ -27,15 +27,18 @@ Examples
 
 from __future__ import annotations
 
+import gzip
 import json
 import numbers
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from ..checks import read_json
 from .http import fetch, is_url
 
-__all__ = ["TritonStats", "read_stats"]
+__all__ = ["TritonStats", "read_stats", "StatsSeries", "read_stats_series"]
 
 PHASES = ("compute_input", "compute_infer", "compute_output")
 
@@ -225,3 +228,116 @@ def read_stats(before, after, model: str | None = None,
         compute_output={k: means["compute_output"][k] for k in order},
         requests=requests, queue=queue_ns / queued * 1e-9 if queued else 0.0,
         request_compute_infer=infer_ns / infer_n * 1e-9 if infer_n else 0.0)
+
+
+@dataclass(frozen=True)
+class StatsSeries:
+    """A model's statistics polled during a run, window by window.
+
+    Attributes
+    ----------
+    seconds : numpy array
+        The polls' times (seconds, any origin), increasing.
+    sizes : tuple of int
+        The batch sizes executed over the series.
+    counts : numpy array (windows, sizes)
+        Executions of each size that ended between successive polls.
+    totals : numpy array (windows, sizes)
+        Their summed compute_input + compute_infer + compute_output seconds.
+    first, last : dict
+        The first and last snapshots (the statistics over the whole series).
+    """
+
+    seconds: np.ndarray
+    sizes: tuple
+    counts: np.ndarray
+    totals: np.ndarray
+    first: dict
+    last: dict
+
+    @property
+    def period(self) -> float:
+        """The median seconds between polls."""
+        return float(np.median(np.diff(self.seconds)))
+
+
+def read_stats_series(series, model: str | None = None,
+                      version: str | int | None = None) -> StatsSeries:
+    """Statistics snapshots polled during a run, as windows of executions by batch size.
+
+    Parameters
+    ----------
+    series : list of (seconds, snapshot), or a path
+        Each poll's time and the body of ``GET /v2/models/<model>/stats`` then, in time
+        order; or a JSON file (``.gz`` read compressed) holding ``{"seconds": [...],
+        "snapshots": [...]}`` (:func:`qmodel.triton.check.record_run` with ``poll=`` writes
+        one as stats_series.json.gz).
+    model, version : optional
+        Which model (and version), where a snapshot holds several.
+
+    Examples
+    --------
+    >>> def snap(n, ns):
+    ...     phase = {"count": n, "ns": ns}
+    ...     return {"model_stats": [{"name": "m", "version": "1", "batch_stats": [
+    ...         {"batch_size": 1, "compute_input": phase, "compute_infer": phase,
+    ...          "compute_output": {"count": n, "ns": 0}}]}]}
+    >>> s = read_stats_series([(0.0, snap(0, 0)), (0.1, snap(30, 30_000_000)),
+    ...                        (0.2, snap(55, 60_000_000))])
+    >>> s.sizes, s.counts[:, 0].tolist(), (s.totals[:, 0] * 1e3).round(3).tolist()
+    ((1,), [30.0, 25.0], [60.0, 60.0])
+    >>> round(s.period, 3)
+    0.1
+    """
+    version = checked_version(version)
+    if isinstance(series, (str, Path)):
+        path = Path(series)
+        try:
+            opener = gzip.open if path.suffix == ".gz" else open
+            with opener(path, "rt") as handle:
+                data = json.load(handle)
+            pairs = list(zip(data["seconds"], data["snapshots"]))
+        except (OSError, ValueError, KeyError, TypeError) as err:
+            raise ValueError(f"read_stats_series: {path} is not a statistics series (a JSON "
+                             f"object with 'seconds' and 'snapshots' lists): {err}") from None
+    else:
+        try:
+            pairs = [(float(t), snapshot) for t, snapshot in series]
+        except (TypeError, ValueError):
+            raise ValueError("read_stats_series takes a list of (seconds, snapshot) pairs or "
+                             "the path of a stats_series.json(.gz) file") from None
+    if len(pairs) < 2:
+        raise ValueError(f"read_stats_series: {len(pairs)} snapshot(s); a series needs at "
+                         f"least two polls (one window)")
+    seconds = np.array([float(t) for t, _ in pairs])
+    if not np.all(np.isfinite(seconds)) or np.any(np.diff(seconds) <= 0):
+        raise ValueError("read_stats_series: the polls' seconds must be finite and increase")
+    first = _model_entry(pairs[0][1], model, "series snapshot 0", version)
+    # every snapshot of the one model (and version) the first names
+    name, held = first["name"], str(first.get("version", ""))
+    entries = [first]
+    for i, (_, snapshot) in enumerate(pairs[1:], start=1):
+        try:
+            entries.append(_model_entry(snapshot, name, f"series snapshot {i}",
+                                        held if held else None))
+        except ValueError:
+            raise ValueError(f"read_stats_series: snapshot {i} holds no statistics of "
+                             f"{name!r} (version {held or 'unnamed'}), which snapshot 0 "
+                             f"holds: take every snapshot of a series from one server run, "
+                             f"and pass model= (and version=) where it serves several") from None
+    sizes = sorted({int(b["batch_size"]) for e in entries for b in e.get("batch_stats", [])})
+    column = {k: j for j, k in enumerate(sizes)}
+    executions = np.zeros((len(entries), len(sizes)))
+    time_ns = np.zeros((len(entries), len(sizes)))
+    for i, entry in enumerate(entries):
+        for b in entry.get("batch_stats", []):
+            k = int(b["batch_size"])
+            where = f"series snapshot {i}: batch_stats[{k}]"
+            executions[i, column[k]] = _count_ns(b, "compute_infer", where)[0]
+            time_ns[i, column[k]] = sum(_count_ns(b, p, where)[1] for p in PHASES)
+    counts, totals = np.diff(executions, axis=0), np.diff(time_ns, axis=0) * 1e-9
+    if np.any(counts < 0) or np.any(totals < 0):
+        i = int(np.flatnonzero((counts < 0).any(axis=1) | (totals < 0).any(axis=1))[0])
+        raise ValueError(f"read_stats_series: the counters fell between snapshots {i} and "
+                         f"{i + 1}: take the series from one server run, in time order")
+    return StatsSeries(seconds, tuple(sizes), counts, totals, pairs[0][1], pairs[-1][1])
