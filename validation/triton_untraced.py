@@ -21,7 +21,11 @@ the runs of runs-heldout/ (``validation/triton_campaign.py --heldout``), measure
 were fitted (stored in triton_untraced_heldout.json); ``--long`` the same on runs-long/, the
 configurations whose two repeats disagreed (20-73% on p99) measured again with windows four
 times longer (``validation/triton_campaign.py --interval-ms 20000 --out .../runs-long``;
-stored in triton_untraced_long.json).
+stored in triton_untraced_long.json). ``--polled`` the same on runs-polled/, runs whose
+statistics were polled every 0.1 s (``validation/triton_campaign.py --poll 0.1``), with two
+more columns: ``traced+drift`` and ``modelled+drift``, the drift fitted from the polled
+statistics (``calibrate(..., series=...)``; the 1,000-request traces are too short for
+their own); a drifting node is simulated (stored in triton_untraced_polled.json).
 """
 
 import argparse
@@ -46,6 +50,8 @@ HELDOUT = Path(__file__).parent / "reports" / "triton" / "runs-heldout"
 OUT_HELDOUT = Path(__file__).parent / "results" / "triton_untraced_heldout.json"
 LONG = Path(__file__).parent / "reports" / "triton" / "runs-long"
 OUT_LONG = Path(__file__).parent / "results" / "triton_untraced_long.json"
+POLLED = Path(__file__).parent / "reports" / "triton" / "runs-polled"
+OUT_POLLED = Path(__file__).parent / "results" / "triton_untraced_polled.json"
 
 
 def runs(folder=RUNS):
@@ -88,11 +94,12 @@ def fit(found, leave_out=None):
     return share, float(base), float(per_item)
 
 
-def modelled_node(run, gap, share):
+def modelled_node(run, gap, share, series=None):
     """The run calibrated without its trace: pickup ``gap`` (seconds) and, where Triton
-    prefetches (calibrate's rule), prefetch ``share``, both modelled."""
+    prefetches (calibrate's rule), prefetch ``share``, both modelled; with ``series`` (the
+    polled statistics), its drift."""
     cfg, stats, metrics, pa = inputs(run)
-    node = calibrate(cfg, stats, metrics, perf_analyzer=pa, gap=gap)
+    node = calibrate(cfg, stats, metrics, perf_analyzer=pa, gap=gap, series=series)
     return replace(node, prefetch=share) if node.prefetch is not None else node
 
 
@@ -120,6 +127,9 @@ def main():
                              "of runs-heldout/, measured after the fit")
     parser.add_argument("--long", action="store_true",
                         help="the same on the runs of runs-long/ (four times longer windows)")
+    parser.add_argument("--polled", action="store_true",
+                        help="the same on the runs of runs-polled/, with the drift fitted "
+                             "from their polled statistics")
     args = parser.parse_args()
     warnings.simplefilter("ignore")
     found = {run: measured(run) for run in runs()}
@@ -128,7 +138,8 @@ def main():
               "runs": len(found)}
     print(f"over all {len(found)} traced runs: prefetch share {share:.3f} (median), pickup "
           f"gap {base * 1e3:.4f} ms + {per_item * 1e3:.4f} ms x (mean batch - 1)")
-    judged = HELDOUT if args.heldout else LONG if args.long else None
+    judged = HELDOUT if args.heldout else LONG if args.long else POLLED if args.polled \
+        else None
     if judged is not None:
         found = {run: measured(run) for run in runs(judged)}
     rows = []
@@ -149,17 +160,28 @@ def main():
         out = {"run": str(run.relative_to(run.parent.parent)), "rate": rate,
                "measured": [row.p50, row.p99], "share": share, "gap": gap,
                "model_share": modelled.prefetch, "model_gap": model_gap}
-        for name, node in (("traced", traced), ("untraced", plain), ("modelled", modelled)):
+        kinds = [("traced", traced), ("untraced", plain), ("modelled", modelled)]
+        if args.polled:
+            series = run / "stats_series.json.gz"
+            drifting = calibrate(cfg, stats, metrics, trace=run / "trace.json.gz",
+                                 perf_analyzer=pa, series=series)
+            kinds += [("traced+drift", drifting),
+                      ("modelled+drift", modelled_node(run, model_gap, model_share, series))]
+            out["drift"] = drifting.calibration.drift
+        for name, node in kinds:
             p50, p99 = quantiles(node, rate)
             out[name] = [p50 / row.p50 - 1, p99 / row.p99 - 1]
         out["utilization"] = utilization(traced, rate)
         rows.append(out)
         print(f"{out['run']:32} util {out['utilization']:.2f}  "
               + "  ".join(f"{k} {out[k][0]:+.1%}/{out[k][1]:+.1%}"
-                          for k in ("traced", "untraced", "modelled")), flush=True)
+                          for k, _ in kinds), flush=True)
+        if args.polled:
+            print(f"    {out['drift']}", flush=True)
     steady = [r for r in rows if r["utilization"] < 0.95]
     summary = {}
-    for k in ("traced", "untraced", "modelled"):
+    for k in [k for k in ("traced", "untraced", "modelled", "traced+drift", "modelled+drift")
+              if k in rows[0]]:
         e50 = [abs(r[k][0]) for r in steady if not math.isnan(r[k][0])]
         e99 = [abs(r[k][1]) for r in steady if not math.isnan(r[k][1])]
         summary[k] = {"median_p50": statistics.median(e50), "median_p99": statistics.median(e99),
@@ -170,7 +192,8 @@ def main():
               f"{summary[k]['median_p50']:.1%}, p99 {summary[k]['median_p99']:.1%}; "
               f"{summary[k]['within_10_15']} within 10% / 15%")
     if args.write:
-        out = OUT_HELDOUT if args.heldout else OUT_LONG if args.long else OUT
+        out = OUT_HELDOUT if args.heldout else OUT_LONG if args.long else \
+            OUT_POLLED if args.polled else OUT
         out.write_text(json.dumps({"fit": fitted, "summary": summary, "rows": rows}, indent=1)
                        + "\n")
         print(f"wrote {out}")
