@@ -43,7 +43,8 @@ import numpy as np
 
 from .checks import parse_duration, shown
 
-__all__ = ["Drift", "fit_drift", "fit_drift_windows", "MIN_DRIFT_WINDOWS"]
+__all__ = ["Drift", "fit_drift", "fit_drift_windows", "MIN_DRIFT_WINDOWS",
+           "MAX_CORRELATION"]
 
 # the fewest windows (periods) a trace must cover before its drift is measured: fewer give a
 # variance whose own spread is as large as the effect (50 windows: a standard error of about a
@@ -59,6 +60,15 @@ PHASES = 8
 # (1.4826 median absolute deviations) from the median is left out of the counters' fit: a
 # stall or a size's cold start (10-19 times its median on a fresh server) in one window
 OUTLIER_SIGMAS = 6.0
+# a counter window's size whose executions are fewer than this is left out of the counters'
+# fit: the log of a mean of few jittered executions is biased by about -cv² / (2n), and n
+# follows the queue (slow stretches run fewer, larger batches), which read as a drift that
+# is not there (B 32 with lognormal jitter 0.3 near capacity, no drift: cv 0.12 with cells
+# of one execution and more, 0.012 with three and more)
+MIN_CELL_EXECUTIONS = 3
+# the counters' fit clips the correlation here: a fit at the bound saw the speed move over the
+# whole series (a trend, a level shift), which a stationary drift does not describe
+MAX_CORRELATION = 0.99
 
 
 @dataclass(frozen=True)
@@ -296,9 +306,20 @@ def fit_drift_windows(counts, totals, period: float) -> Drift:
     that noise, so the fit matches the lag-1 and lag-2 covariances of the window means,
     which the noise does not reach (the windows' executions are disjoint): for windows as
     long as the steps, at a random phase to them, C_k = σ² ρ^(k - 1) (1 + 4ρ + ρ²) / 6, so
-    ρ = C_2 / C_1 and σ² = 6 C_1 / (1 + 4ρ + ρ²). Windows beyond :data:`OUTLIER_SIGMAS`
-    robust standard deviations (stalls, cold starts) are left out. ValueError where fewer
-    than :data:`MIN_DRIFT_WINDOWS` windows held two executions or more.
+    ρ = C_2 / C_1 (up to :data:`MAX_CORRELATION`) and σ² = 6 C_1 / (1 + 4ρ + ρ²). A size's
+    executions in a window count where they are :data:`MIN_CELL_EXECUTIONS` or more; windows
+    beyond :data:`OUTLIER_SIGMAS` robust standard deviations (stalls, cold starts) are left
+    out. ValueError where fewer than :data:`MIN_DRIFT_WINDOWS` pairs of windows one apart,
+    or two apart, are left.
+
+    What it reads is an AR(1) through the lag-1 and lag-2 covariances: a real server's wander
+    has a fast and a slow part (the committed full traces' window means correlate 0.67, 0.61,
+    0.50 and 0.50 at lags 1, 2, 3 and 5), and there the counters weight the slow part, so
+    they read a longer correlation than a trace's fit (:func:`fit_drift`, lag 0 against lag
+    1) of the same executions. A trend or a level shift over the series reads as a
+    correlation at :data:`MAX_CORRELATION`. Without correlation between steps the lag-1
+    covariance depends on the steps' unknown phase to the polls, so the cv read varies from
+    run to run (0.03 to 0.12 for a true 0.1).
 
     Examples
     --------
@@ -325,7 +346,7 @@ def fit_drift_windows(counts, totals, period: float) -> Drift:
             or np.any((counts > 0) & ~(totals > 0)):
         raise ValueError("fit_drift_windows takes two arrays of one shape (windows, sizes): "
                          "executions per window and size, and their positive summed seconds")
-    cell = counts > 0
+    cell = counts >= MIN_CELL_EXECUTIONS
     weights = np.where(cell, counts, 0.0)
     logs = np.where(cell, np.log(np.where(cell, totals, 1.0) / np.where(cell, counts, 1.0)),
                     0.0)
@@ -339,25 +360,37 @@ def fit_drift_windows(counts, totals, period: float) -> Drift:
                              / np.where(per_size > 0, per_size, 1.0), 0.0)
             means = np.where(per_window > 0, (weights * (logs - level[None, :])).sum(axis=1)
                              / np.where(per_window > 0, per_window, 1.0), 0.0)
-    use = per_window >= 2
-    if int(use.sum()) >= 1:
+    use = per_window > 0
+    if use.any():
         centre = float(np.median(means[use]))
-        spread = 1.4826 * float(np.median(np.abs(means[use] - centre)))
+        deviation = np.abs(means[use] - centre)
+        spread = 1.4826 * float(np.median(deviation))
+        if spread == 0 and np.any(deviation > 0):
+            # more than half the windows alike: the spread of those that differ
+            spread = 1.4826 * float(np.median(deviation[deviation > 0]))
         if spread > 0:
             use &= np.abs(means - centre) <= OUTLIER_SIGMAS * spread
-    if int(use.sum()) < MIN_DRIFT_WINDOWS:
-        raise ValueError(f"the counters give {int(use.sum())} windows of {period:g} s with two "
-                         f"executions or more; the drift needs {MIN_DRIFT_WINDOWS}: read "
-                         f"them over a longer run")
+    pairs = [int(np.sum(use[:-k] & use[k:])) for k in (1, 2)]
+    if min(pairs) < MIN_DRIFT_WINDOWS:
+        raise ValueError(f"the counters give {pairs[0]} pairs of neighbouring windows of "
+                         f"{period:g} s and {pairs[1]} two apart, each window with a batch "
+                         f"size executed {MIN_CELL_EXECUTIONS} times or more; the drift needs "
+                         f"{MIN_DRIFT_WINDOWS} of each: read them over a longer run, or "
+                         f"poll less often")
     centred = np.where(use, means - means[use].mean(), 0.0)
 
     def lag(k):
         both = use[:-k] & use[k:]
-        return float(np.mean(centred[:-k][both] * centred[k:][both])) if both.any() else 0.0
+        return float(np.mean(centred[:-k][both] * centred[k:][both]))
 
     c1, c2 = lag(1), lag(2)
     if not c1 > 0:
         return Drift(0.0, period, 0.0)
-    rho = min(max(c2 / c1, 0.0), 0.99)
+    rho = min(max(c2 / c1, 0.0), MAX_CORRELATION)
     sigma2 = 6.0 * c1 / (1.0 + 4.0 * rho + rho * rho)
-    return Drift(math.sqrt(math.expm1(sigma2)), period, rho)
+    cv = math.sqrt(math.expm1(sigma2))
+    if cv > 10:
+        raise ValueError(f"the counters' windows vary by a factor of cv {cv:.3g} from one to "
+                         f"the next, beyond any drift (cv <= 10): the series spans runs or "
+                         f"states of the server too unlike to be one")
+    return Drift(cv, period, rho)

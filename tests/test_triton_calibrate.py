@@ -28,16 +28,40 @@ def errors(node, row):
     return {name: r.quantile(q) / getattr(row, name) - 1 for name, q in LEVELS}
 
 
+def test_without_a_trace_the_gap_is_fitted_to_the_statistics_time_in_the_batcher():
+    """With perf_analyzer's throughput, the pickup gap makes the calibrated node's mean
+    sojourn (without the time outside the batcher) equal the statistics API's mean queue
+    time (which holds the gap) plus the request-weighted mean execution; the same node at
+    the line's gap does not."""
+    from dataclasses import replace
+
+    node = calibrate(DATA / "config.pbtxt", STATS, perf_analyzer=DATA / "perf_analyzer.csv")
+    s = read_stats(*STATS)
+    row, = read_perf_analyzer(DATA / "perf_analyzer.csv")
+    how, source = node.calibration.origin("pickup gap")
+    assert how == "measured" and "mean time in the batcher" in source
+    assert "perf_analyzer" in source
+    times = s.batch_time()
+    k0 = min(k for k in times if s.executions[k] >= 5)
+    gap = float(node.service.mean(k0)) - times[k0]
+    assert 0 < gap < 0.5 * times[k0]
+    requests = sum(k * n for k, n in s.executions.items())
+    inside = s.queue + sum(k * n * times[k] for k, n in s.executions.items()) / requests
+
+    def mean(n):
+        return qm.predict(replace(n, overhead=0.0), rate=row.throughput).mean
+
+    assert mean(node) == pytest.approx(inside, rel=1e-3)
+    line = calibrate(DATA / "config.pbtxt", STATS, perf_analyzer=DATA / "perf_analyzer.csv",
+                     gap=MODELLED_GAP_BASE + MODELLED_GAP_PER_REQUEST * (s.mean_batch_size - 1))
+    assert abs(mean(line) / inside - 1) > 0.02
+
+
 def test_calibrated_node_takes_each_quantity_from_its_source():
     node = calibrate(DATA / "config.pbtxt", STATS, perf_analyzer=DATA / "perf_analyzer.csv")
     s = read_stats(*STATS)
     row, = read_perf_analyzer(DATA / "perf_analyzer.csv")
     assert (node.max_batch_size, node.max_queue_delay, node.instances) == (8, 2e-3, 1)
-    # no trace: the pickup gap is modelled from the mean batch size and joins every execution
-    gap = MODELLED_GAP_BASE + MODELLED_GAP_PER_REQUEST * (s.mean_batch_size - 1)
-    for k, seconds in s.batch_time().items():
-        if s.executions[k] >= 5:
-            assert node.service.mean(k) == pytest.approx(seconds + gap)
     assert node.overhead == pytest.approx(row.client_send + row.network + row.client_recv)
     c = node.calibration
     assert "perf_analyzer" in c.overhead and "statistics API" in c.service
@@ -47,9 +71,18 @@ def test_calibrated_node_takes_each_quantity_from_its_source():
     assert c.origin("execution means") == ("measured", "the statistics API")
     assert c.origin("overhead") == ("measured", "perf_analyzer")
     assert c.origin("jitter")[0] == "assumed"
-    assert c.origin("pickup gap")[0] == "modelled" and f"{gap * 1e3:.3f} ms" in c.service
+    assert c.origin("pickup gap")[0] == "measured"
     # a delay and the default queue policy: Triton prefetches, and no trace measures how much
     assert node.prefetch == MODELLED_PREFETCH and c.origin("prefetch")[0] == "modelled"
+    # no trace and no rate (the snapshots alone say nothing of how long they lay apart): the
+    # pickup gap is modelled from the mean batch size and joins every execution
+    bare = calibrate(DATA / "config.pbtxt", STATS)
+    gap = MODELLED_GAP_BASE + MODELLED_GAP_PER_REQUEST * (s.mean_batch_size - 1)
+    for k, seconds in s.batch_time().items():
+        if s.executions[k] >= 5:
+            assert bare.service.mean(k) == pytest.approx(seconds + gap)
+    assert bare.calibration.origin("pickup gap")[0] == "modelled"
+    assert f"{gap * 1e3:.3f} ms" in bare.calibration.service
     traced = calibrate(DATA / "config.pbtxt", STATS, trace=DATA / "trace.json.gz").calibration
     assert traced.origin("pickup gap") == traced.origin("prefetch") == ("measured", "the trace")
     with pytest.raises(KeyError, match="names execution means, jitter"):
@@ -89,6 +122,10 @@ def test_untraced_calibration_meets_the_campaign_medians():
     assert summary["modelled"]["median_p50"] <= 0.05
     assert summary["modelled"]["median_p99"] <= 0.08
     assert summary["modelled"]["median_p99"] < summary["untraced"]["median_p99"]
+    # calibrate's own default without a trace: the gap fitted to the statistics' queue time
+    assert summary["queue"]["runs"] == summary["modelled"]["runs"]
+    assert summary["queue"]["median_p50"] <= 0.05 and summary["queue"]["median_p99"] <= 0.08
+    assert summary["queue"]["within_10_15"] >= summary["modelled"]["within_10_15"]
 
 
 def test_overhead_sources_in_order():

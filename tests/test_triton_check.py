@@ -275,3 +275,11 @@ def test_triton_check_takes_the_knobs_from_a_config_pbtxt(tmp_path, monkeypatch,
                  "--service-base", "2ms", "--config", str(config),
                  "--instances", "3"]) == 2
     assert "drop --instances" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("poll", [0, -0.1, 1e-6, True, float("nan"), "0.1"])
+def test_record_run_refuses_a_poll_it_cannot_keep(tmp_path, poll):
+    from qmodel.triton.check import record_run
+
+    with pytest.raises(ValueError, match="poll=.*at least 0.01"):
+        record_run(tmp_path, "m", 100.0, tmp_path / "run", poll=poll)

@@ -6,6 +6,7 @@ after it. The live calibration must equal the one from the files."""
 import json
 import re
 import threading
+from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -111,17 +112,27 @@ def server(monkeypatch):
 def test_a_live_calibration_is_the_calibration_of_the_same_reports(server):
     live = calibrate(url=server, metrics_url=f"{server}/metrics", window=1.0, poll=None)
     files = calibrate(DATA / "config.pbtxt", STATS, METRICS)
+    # the window's length gives the rate, at which the pickup gap is fitted, as
+    # perf_analyzer's throughput gives it to the files (the stand-in's window is the run's
+    # requests over that throughput)
+    rated = calibrate(DATA / "config.pbtxt", STATS, METRICS,
+                      perf_analyzer=DATA / "perf_analyzer.csv")
     assert (live.max_batch_size, live.max_queue_delay, live.instances) == \
         (files.max_batch_size, files.max_queue_delay, files.instances) == (8, 2e-3, 1)
     for k in range(1, 9):
-        assert float(live.service.mean(k)) == pytest.approx(float(files.service.mean(k)))
+        assert float(live.service.mean(k)) == pytest.approx(float(rated.service.mean(k)))
     law, law_files = live.service.jitter_law, files.service.jitter_law
     assert (law.name, law.cv) == (law_files.name, law_files.cv)
     assert live.overhead == pytest.approx(files.overhead) and live.prefetch == files.prefetch
-    assert live.calibration.origins == files.calibration.origins
+    assert live.calibration.origin("pickup gap") == (
+        "measured", rated.calibration.origin("pickup gap")[1].replace(
+            "perf_analyzer's throughput", "the statistics' requests over the sampled window"))
+    assert [o for o in live.calibration.origins if o[0] != "pickup gap"] == \
+        [o for o in files.calibration.origins if o[0] != "pickup gap"]
     # the snapshots were taken once before the window and once after it
     assert _Triton.calls["/v2/models/affine/stats"] == 2 and _Triton.calls["/metrics"] == 2
-    assert qm.predict(live, rate=100.0).p99 == pytest.approx(qm.predict(files, rate=100.0).p99)
+    same = replace(rated, overhead=files.overhead)
+    assert qm.predict(live, rate=100.0).p99 == pytest.approx(qm.predict(same, rate=100.0).p99)
 
 
 def test_the_served_model_is_found_or_asked_for(server):
@@ -195,10 +206,13 @@ def test_a_model_served_at_two_versions_is_sampled_at_the_one_named(server, caps
     one = calibrate(url=server, version=1, metrics_url=f"{server}/metrics", window=1.0,
                     poll=None)
     assert _Triton.calls["/v2/models/affine/versions/1/stats"] == 2
-    files = calibrate(DATA / "config.pbtxt", STATS, METRICS)
+    # the window's rate fits the gap as perf_analyzer's throughput does for the files
+    files = calibrate(DATA / "config.pbtxt", STATS, METRICS,
+                      perf_analyzer=DATA / "perf_analyzer.csv")
     for k in range(1, 9):
         assert float(one.service.mean(k)) == pytest.approx(float(files.service.mean(k)))
-    assert one.calibration.origins == files.calibration.origins
+    assert [o[:2] for o in one.calibration.origins if o[0] != "overhead"] == \
+        [o[:2] for o in files.calibration.origins if o[0] != "overhead"]
     _Triton.calls = {}
     two = calibrate(url=server, version="2", metrics_url=f"{server}/metrics", window=1.0)
     assert float(two.service.mean(1)) > 1.5 * float(one.service.mean(1))

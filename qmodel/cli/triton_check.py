@@ -175,7 +175,7 @@ def _from_server(args) -> int:
     rate against the server's own summary quantiles of the request duration."""
     from ..checks import UnstableError
     from ..predict import predict
-    from ..triton.calibrate import calibrate
+    from ..triton.calibrate import DRIFT_PERIOD, calibrate
     from ..triton.live import sample_server
     from ..triton.metrics import read_metrics
     from ..triton.stats import read_stats
@@ -183,9 +183,13 @@ def _from_server(args) -> int:
     try:
         if args.source is not None or args.rates is not None:
             raise ValueError("--from-server samples a running server: drop --from and --rates")
+        # the statistics polled as calibrate(url=...) polls them: the drift, and the rate
+        # the pickup gap is fitted at
         sample = sample_server(args.server, args.model, version=args.model_version,
-                               metrics_url=args.metrics_url, window=args.window)
-        node = calibrate(sample.config, sample.stats, sample.metrics, version=sample.version)
+                               metrics_url=args.metrics_url, window=args.window,
+                               poll=min(DRIFT_PERIOD, args.window / 10))
+        node = calibrate(sample.config, sample.stats, sample.metrics, version=sample.version,
+                         series=sample.series)
         stats = read_stats(*sample.stats, model=sample.model, version=sample.version)
         rate = stats.requests / sample.window
         result = predict(node, rate=rate)

@@ -20,7 +20,8 @@ import numpy as np
 from scipy import optimize, stats as sps
 
 from ..checks import parse_duration
-from ..drift import MIN_DRIFT_WINDOWS, Drift, fit_drift, fit_drift_windows
+from ..drift import (MAX_CORRELATION, MIN_DRIFT_WINDOWS, Drift, fit_drift,
+                     fit_drift_windows)
 from ..profiling import fit_line
 from ..system import Node, ServiceTime
 from .config import TritonConfig, read_config
@@ -43,8 +44,9 @@ MAX_JITTER_CV = 10.0
 COLD_FACTOR = 3.0
 # Without a trace, the two quantities only a trace measures are modelled from the committed
 # campaign's 72 traced runs (validation/reports/triton/runs; validation/triton_untraced.py
-# prints the fit): the share of requests queued behind a batch formed ahead that join it, the
-# median of the 47 runs where Triton prefetched (0.09-0.66), and the pickup gap, a line in
+# prints the fit; the gap only where no rate is known to fit it to the queue time): the
+# share of requests queued behind a batch formed ahead that join it, the median of the 47
+# runs where Triton prefetched (0.09-0.66), and the pickup gap, a line in
 # the mean batch size (the Python backend takes in a batch's requests one by one: 0.06-0.09
 # ms at mean batches near 1, 0.2-0.3 ms near 6). Calibrated so, with the trace withheld, the
 # campaign's 32 runs below 0.95 utilization came within a median 2.0% on p50 and 4.4% on
@@ -377,9 +379,14 @@ def calibrate(config=None, stats=None, metrics=None, trace=None, perf_analyzer=N
     gap : float or str, optional
         The pickup gap (an instance held from its freeing to its next batch's start), in
         seconds or with a unit ("0.1ms"), added to every execution; shorter than every
-        measured mean execution. None (default): measured from the trace, or,
-        without one, modelled from the mean batch size (:data:`MODELLED_GAP_BASE` +
-        :data:`MODELLED_GAP_PER_REQUEST` x (mean batch - 1)); 0 leaves it out.
+        measured mean execution. None (default): measured from the trace; without one,
+        fitted so that the calibrated node's mean sojourn equals the statistics API's mean
+        time in the batcher (its queue time, which holds the gap, plus the request-weighted
+        execution) at the measured rate (perf_analyzer's throughput, a live window's or a
+        series' requests per second; up to half the shortest execution and 0.98 of
+        capacity; ``predict`` is called a dozen times, seconds where it simulates); where no
+        rate is known, modelled from the mean batch size (:data:`MODELLED_GAP_BASE` +
+        :data:`MODELLED_GAP_PER_REQUEST` x (mean batch - 1)). 0 leaves it out.
     url : str, optional
         A running server's HTTP endpoint (``"localhost:8000"``): the configuration, the
         statistics and, with ``metrics_url``, the metrics are read from it around ``window``
@@ -399,7 +406,10 @@ def calibrate(config=None, stats=None, metrics=None, trace=None, perf_analyzer=N
         poll=0.1)`` writes stats_series.json.gz): where no trace measures the drift
         (:attr:`qmodel.Node.drift`), it is fitted from the windows between polls
         (:func:`qmodel.drift.fit_drift_windows`), and the jitter fitted from the summary
-        quantiles, which hold the drift too, keeps only the rest. ``stats`` may then be
+        quantiles, which hold the drift too, keeps only the rest. A trace long enough for
+        its own drift (:data:`MIN_DRIFT_WINDOWS` steps of :data:`DRIFT_PERIOD`) is used
+        instead, the series then ignored; a shorter one keeps its executions' spread less
+        what the series' drift puts in a stretch as long as the trace. ``stats`` may then be
         left out: the series' first and last snapshots are taken.
     poll : float or None
         With ``url``: seconds between statistics polls during the window, the series above
@@ -425,6 +435,7 @@ def calibrate(config=None, stats=None, metrics=None, trace=None, perf_analyzer=N
                                 window=window, poll=poll)
         config, stats, metrics = sampled.config, sampled.stats, sampled.metrics
         series = sampled.series
+        sampled_seconds = sampled.window
     elif model is not None or metrics_url is not None:
         raise ValueError("model= and metrics_url= go with url= (a running server); for files "
                          "give config, stats and metrics")
@@ -433,6 +444,8 @@ def calibrate(config=None, stats=None, metrics=None, trace=None, perf_analyzer=N
                          "statistics snapshots (or a series of them), or url= of a running "
                          "server to sample them from")
     polled = None
+    if url is None:
+        sampled_seconds = None
     if series is not None:
         polled = read_stats_series(series, model=None, version=version)
         if stats is None:
@@ -450,6 +463,16 @@ def calibrate(config=None, stats=None, metrics=None, trace=None, perf_analyzer=N
                                  f"snapshots around the measurement, got {value!r}")
     before, after = stats
     s = read_stats(before, after, model=cfg.name or None, version=version)
+    if polled is not None:
+        # the series of the model the statistics describe (a series holding several models
+        # is read for that one)
+        try:
+            polled = read_stats_series(series, model=s.model,
+                                       version=version or s.version or None)
+        except ValueError as err:
+            raise ValueError(f"calibrate(series=...) holds no statistics of {s.model!r} (the "
+                             f"model the statistics describe) in every snapshot: give the "
+                             f"series polled from that model, in the same run ({err})") from None
     m = (read_metrics(*metrics, model=s.model, version=version) if metrics is not None
          else None)
     t = (trace if isinstance(trace, TritonTrace) or trace is None
@@ -469,7 +492,7 @@ def calibrate(config=None, stats=None, metrics=None, trace=None, perf_analyzer=N
     elif t is not None:
         gap, gap_origin = pickup_gap(t, cfg.max_queue_delay), ("measured", "the trace")
     else:
-        gap = MODELLED_GAP_BASE + MODELLED_GAP_PER_REQUEST * max(s.mean_batch_size - 1, 0.0)
+        gap = None                     # fitted to the queue below where the rate is known
         gap_origin = ("modelled", f"a line in the statistics API's mean batch size "
                                   f"{s.mean_batch_size:.2f}, fitted to the committed "
                                   f"campaign's traced runs")
@@ -477,19 +500,34 @@ def calibrate(config=None, stats=None, metrics=None, trace=None, perf_analyzer=N
         "it)", ("assumed", "none: no trace or statistics series")
     if t is None and polled is not None:
         drift, drift_note, drift_origin = _series_drift(polled)
+    if gap is None:
+        line = MODELLED_GAP_BASE + MODELLED_GAP_PER_REQUEST * max(s.mean_batch_size - 1, 0.0)
+        rate, rate_source = _served_rate(s, rows, sampled_seconds, polled)
+        gap = line
+        if rate is not None and s.queue > 0:
+            steady, _, _, _ = _summary_service(s, m, cfg, shape, 0.0, "", drift)
+            fitted = _queue_gap(cfg, steady, s, rate, prefetch, drift)
+            if fitted is not None:
+                gap, how = fitted
+                gap_origin = ("measured", f"fitted so that the model's mean time in the "
+                                          f"batcher equals the statistics API's (mean "
+                                          f"queue {s.queue * 1e3:.3f} ms and execution) at "
+                                          f"{rate:.6g} req/s ({rate_source}){how}")
     if t is not None:
         # the steady executions make the service law only: the batcher's measures need
         # the batches' real end times
         drift, steady, drift_note, drift_origin = _drift(t)
-        if drift is None and polled is not None:
+        if drift is None and drift_origin[0] == "assumed" and polled is not None:
             # a trace too short for the drift, a series long enough: the traced spread
             # holds the drift's too, and keeps the rest
-            short_note = drift_note
+            short_note = drift_note.removeprefix("none: ")
             drift, drift_note, drift_origin = _series_drift(polled)
             if drift is not None:
                 steady = _less_spread(t, drift)
-                drift_note += (f" (the trace was too short: {short_note.removeprefix('none: ')}"
-                               f"; its executions' spread keeps what the drift leaves)")
+                drift_note += (f" (the trace was too short: {short_note}; its executions' "
+                               f"spread keeps what the drift leaves over its span)")
+            else:
+                drift_note += f"; and the trace was too short: {short_note}"
         service, service_note, jitter_note = _traced_service(steady, s, cfg, gap, shape)
         jitter_origin = ("measured", "the trace")
     else:
@@ -541,16 +579,91 @@ def _drift(t: TritonTrace):
     return drift, replace(t, executions=steady), note, ("measured", "the trace")
 
 
+def _served_rate(s, rows, seconds, polled) -> tuple:
+    """(requests per second over the measurement, where from) or (None, why not):
+    perf_analyzer's throughput, else the statistics' requests over a live window or over a
+    polled series' span; the snapshots alone do not say how long they lay apart."""
+    if rows:
+        return float(np.mean([r.throughput for r in rows])), "perf_analyzer's throughput"
+    if seconds:
+        return s.requests / seconds, "the statistics' requests over the sampled window"
+    if polled is not None:
+        span = float(polled.seconds[-1] - polled.seconds[0])
+        requests = read_stats(polled.first, polled.last).requests
+        if span > 0 and requests > 0:
+            return requests / span, "the polled statistics' requests over their span"
+    return None, "no rate"
+
+
+# the largest pickup gap the queue fit tries: this fraction of the shortest mean execution,
+# and no more than leaves the node below this utilization of its capacity at the rate
+QUEUE_GAP_MOST = 0.5
+QUEUE_GAP_LOAD = 0.98
+
+
+def _queue_gap(cfg: TritonConfig, steady: ServiceTime, s, rate: float, prefetch,
+               drift) -> tuple | None:
+    """(pickup gap, a clause for the note) such that the calibrated node's mean sojourn
+    equals the statistics API's mean time in the batcher: its mean queue time (from a
+    request's arrival to its batch's start, so the gap included) plus the request-weighted
+    mean execution; None where the model cannot say (a solver failing). The gap joins every
+    execution of ``steady`` (the service law without one); the node is the one calibrate
+    returns, prefetch share and drift included, without its overhead."""
+    from ..predict import predict
+    from ..system import UnstableError
+
+    points = dict(steady.points)
+    jitter = steady.jitter if steady.jitter in ("deterministic", "exponential") \
+        else (steady.jitter, steady.cv)
+    times = s.batch_time()
+    requests = sum(k * n for k, n in s.executions.items())
+    inside = s.queue + sum(k * n * times[k] for k, n in s.executions.items()) / requests
+
+    def node(g):
+        n = cfg.node(ServiceTime.table({k: v + g for k, v in points.items()}, jitter=jitter))
+        chance = _prefetch(cfg, n, None, g, prefetch)[0]
+        return replace(n, prefetch=chance, drift=drift)
+
+    def excess(g):
+        return float(predict(node(g), rate=rate, extrapolate=True).mean) - inside
+
+    most = QUEUE_GAP_MOST * min(points.values())
+    if rate >= QUEUE_GAP_LOAD * node(most).capacity:
+        low, high = 0.0, most
+        for _ in range(40):        # the largest gap that keeps the load below the bound
+            middle = (low + high) / 2
+            low, high = (middle, high) if rate < QUEUE_GAP_LOAD * node(middle).capacity \
+                else (low, middle)
+        most = low
+    try:
+        at_zero = excess(0.0)
+        if at_zero >= 0:
+            return 0.0, (f": the model without a gap already spends as long, "
+                         f"{(at_zero + inside) * 1e3:.3f} ms")
+        at_most = excess(most)
+        if at_most <= 0:
+            return most, (f" as near as the gap can bring it (at its bound, "
+                          f"{(at_most + inside) * 1e3:.3f} ms)")
+        return float(optimize.brentq(excess, 0.0, most, xtol=1e-7)), ""
+    except (UnstableError, NotImplementedError, ArithmeticError, ValueError):
+        return None
+
+
 def _less_spread(t: TritonTrace, drift: Drift) -> TritonTrace:
     """The trace with each size's executions drawn in towards their mean in logs, so that
-    their log variance loses the drift's σ² (none left where it held less), each size's
-    mean kept: the spread of executions that a separate drift multiplies."""
+    their log variance loses the part of the drift's σ² a trace of its span holds: σ² less
+    the variance of the log factor averaged over the span (:meth:`Drift.window_cv`; none
+    left where the spread held less), each size's mean kept: the spread of executions that
+    a separate drift multiplies."""
     executions = np.array(t.executions, dtype=float)
+    span = float(t.starts.max() - t.starts.min()) if t.starts.size else 0.0
+    held = drift.sigma ** 2 - (drift.window_cv(span) ** 2 if span >= drift.period
+                               else drift.sigma ** 2)
     for k in np.unique(t.sizes):
         mine = t.sizes == k
         logs = np.log(executions[mine])
         var = float(logs.var())
-        shrink = math.sqrt(max(var - drift.sigma ** 2, 0.0) / var) if var > 0 else 0.0
+        shrink = math.sqrt(max(var - held, 0.0) / var) if var > 0 else 0.0
         drawn = np.exp(logs.mean() + shrink * (logs - logs.mean()))
         executions[mine] = drawn * executions[mine].mean() / drawn.mean()
     return replace(t, executions=executions)
@@ -574,6 +687,11 @@ def _series_drift(polled):
     note = (f"{drift.describe()} (correlation time {drift.correlation_time * 1e3:.0f} ms), "
             f"from the lag-1 and lag-2 covariances of the mean execution time in the windows "
             f"of {source}")
+    if drift.correlation >= MAX_CORRELATION:
+        note += (" — at the fit's bound on the correlation: the executions' speed moved over "
+                 "the whole series (a trend or a level shift, not a stationary wander), and "
+                 "a prediction with this drift overstates the tail (a run that slowed by "
+                 "13-17% read +145% on p99); measure again over a steady stretch")
     return drift, note, ("measured", source)
 
 

@@ -73,6 +73,10 @@ def record_run(repository, model: str, rate: float, folder, *, interval_ms: int 
     if isinstance(traced, bool) or not isinstance(traced, numbers.Integral) or traced < 0:
         raise ValueError(f"traced={traced!r}: give how many requests to trace from the start "
                          f"of the run, or 0 to run the server untraced")
+    if poll is not None and (isinstance(poll, bool) or not isinstance(poll, numbers.Real)
+                             or not math.isfinite(poll) or poll < SHORTEST_POLL):
+        raise ValueError(f"poll={poll!r}: give the seconds between statistics polls, at "
+                         f"least {SHORTEST_POLL:g} (e.g. 0.1), or None")
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="qmodel-check-") as scratch:
@@ -82,9 +86,9 @@ def record_run(repository, model: str, rate: float, folder, *, interval_ms: int 
             before = server.stats(model), server.metrics()
             if traced:
                 server.trace("TIMESTAMPS")
-            polls, stop = [], threading.Event()
+            polls, stop, failed = [], threading.Event(), []
             poller = threading.Thread(target=_poll_stats, args=(server, model, poll, polls,
-                                                                stop), daemon=True)
+                                                                stop, failed), daemon=True)
             if poll is not None:
                 poller.start()
             try:
@@ -95,6 +99,10 @@ def record_run(repository, model: str, rate: float, folder, *, interval_ms: int 
                 stop.set()
                 if poll is not None:
                     poller.join()
+            if failed:
+                # measure() tries a failed run once more on a fresh server
+                raise RuntimeError(f"polling the statistics failed after {len(polls)} "
+                                   f"poll(s): {failed[0]}")
             if traced:
                 server.trace("OFF")
             after = server.stats(model), server.metrics()
@@ -125,13 +133,21 @@ def record_run(repository, model: str, rate: float, folder, *, interval_ms: int 
     return folder
 
 
-def _poll_stats(server, model: str, poll: float, polls: list, stop) -> None:
+# the shortest interval between statistics polls (each is an HTTP request to the server)
+SHORTEST_POLL = 0.01
+
+
+def _poll_stats(server, model: str, poll: float, polls: list, stop, failed: list) -> None:
     """Append (seconds, statistics) every ``poll`` seconds, on a fixed grid of ticks, until
-    ``stop`` is set."""
+    ``stop`` is set; a failed poll ends it with the error in ``failed``."""
     start = time.monotonic()
     tick = 0
     while not stop.is_set():
-        polls.append((time.monotonic() - start, server.stats(model)))
+        try:
+            polls.append((time.monotonic() - start, server.stats(model)))
+        except Exception as err:           # noqa: BLE001 (reported by the caller)
+            failed.append(err)
+            return
         tick = max(tick + 1, int((time.monotonic() - start) / poll) + 1)
         stop.wait(max(start + tick * poll - time.monotonic(), 0.0))
 

@@ -31,6 +31,8 @@ __all__ = ["ServerSample", "sample_server", "config_text", "normal_url"]
 
 # A window shorter than this sees too few executions to calibrate from on most servers.
 SHORTEST_WINDOW = 1.0
+# the shortest interval between statistics polls (each is an HTTP request to the server)
+SHORTEST_POLL = 0.01
 # waiting and timing the window (replaced in tests)
 _sleep = time.sleep
 _clock = time.monotonic
@@ -183,9 +185,11 @@ def sample_server(url: str, model: str | None = None, *, version: str | int | No
         raise ValueError(f"window={window!r}: give the seconds to sample the server over, "
                          f"at least {SHORTEST_WINDOW:g} (a minute or more is typical)")
     if poll is not None and (isinstance(poll, bool) or not isinstance(poll, numbers.Real)
-                             or not math.isfinite(poll) or not 0 < poll <= window / 10):
-        raise ValueError(f"poll={poll!r}: give the seconds between statistics polls, > 0 and "
-                         f"at most a tenth of the window ({window:g} s), e.g. 0.1; or None")
+                             or not math.isfinite(poll)
+                             or not SHORTEST_POLL <= poll <= window / 10):
+        raise ValueError(f"poll={poll!r}: give the seconds between statistics polls, at "
+                         f"least {SHORTEST_POLL:g} and at most a tenth of the window "
+                         f"({window:g} s), e.g. 0.1; or None")
     url = normal_url(url)
     metrics_url = normal_url(metrics_url) if metrics_url is not None else None
     version = checked_version(version)
@@ -245,8 +249,8 @@ def sample_server(url: str, model: str | None = None, *, version: str | int | No
     left = start + float(window) - _clock()
     if left > 0:
         _sleep(left)
+    elapsed = _clock() - start      # timed before the call, as every poll is
     stats_after, metrics_after = snapshot()
-    elapsed = _clock() - start
     if series is not None:
         if elapsed <= series[-1][0]:       # the last poll was the window's end
             series.pop()

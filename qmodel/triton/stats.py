@@ -296,10 +296,14 @@ def read_stats_series(series, model: str | None = None,
             opener = gzip.open if path.suffix == ".gz" else open
             with opener(path, "rt") as handle:
                 data = json.load(handle)
-            pairs = list(zip(data["seconds"], data["snapshots"]))
+            seconds, snapshots = data["seconds"], data["snapshots"]
+            if len(seconds) != len(snapshots):
+                raise ValueError(f"{len(seconds)} seconds for {len(snapshots)} snapshots")
+            pairs = list(zip(seconds, snapshots))
         except (OSError, ValueError, KeyError, TypeError) as err:
             raise ValueError(f"read_stats_series: {path} is not a statistics series (a JSON "
-                             f"object with 'seconds' and 'snapshots' lists): {err}") from None
+                             f"object with 'seconds' and 'snapshots' lists of one length): "
+                             f"{err}") from None
     else:
         try:
             pairs = [(float(t), snapshot) for t, snapshot in series]
@@ -309,7 +313,10 @@ def read_stats_series(series, model: str | None = None,
     if len(pairs) < 2:
         raise ValueError(f"read_stats_series: {len(pairs)} snapshot(s); a series needs at "
                          f"least two polls (one window)")
-    seconds = np.array([float(t) for t, _ in pairs])
+    try:
+        seconds = np.array([float(t) for t, _ in pairs])
+    except (TypeError, ValueError):
+        raise ValueError("read_stats_series: each poll's seconds must be a number") from None
     if not np.all(np.isfinite(seconds)) or np.any(np.diff(seconds) <= 0):
         raise ValueError("read_stats_series: the polls' seconds must be finite and increase")
     first = _model_entry(pairs[0][1], model, "series snapshot 0", version)
@@ -325,7 +332,12 @@ def read_stats_series(series, model: str | None = None,
                              f"{name!r} (version {held or 'unnamed'}), which snapshot 0 "
                              f"holds: take every snapshot of a series from one server run, "
                              f"and pass model= (and version=) where it serves several") from None
-    sizes = sorted({int(b["batch_size"]) for e in entries for b in e.get("batch_stats", [])})
+    try:
+        sizes = sorted({int(b["batch_size"]) for e in entries
+                        for b in e.get("batch_stats", [])})
+    except (KeyError, TypeError, ValueError, AttributeError):
+        raise ValueError("read_stats_series: a snapshot's batch_stats entry has no whole "
+                         "batch_size: give the bodies of GET /v2/models/<model>/stats") from None
     column = {k: j for j, k in enumerate(sizes)}
     executions = np.zeros((len(entries), len(sizes)))
     time_ns = np.zeros((len(entries), len(sizes)))
