@@ -412,8 +412,9 @@ def report(rows) -> str:
                   "|---|---|---|"]
         for which, label in (("calibrated", "calibrated prediction"),
                              ("simulated", "calibrated simulation"),
-                             ("untraced", "untraced prediction (trace withheld; gap "
-                                          "and share modelled by calibrate's constants)"),
+                             ("untraced", "untraced prediction (trace withheld; the "
+                                          "gap fitted to the statistics' queue time, the "
+                                          "share calibrate's constant)"),
                              ("mean_only", "mean-only prediction")):
             cells = []
             for key in ("p50", "p99"):
