@@ -290,9 +290,10 @@ def test_counter_fit_finds_no_drift_leaves_out_a_stall_and_refuses_short_series(
 
 
 # ---------------------------------------------------------------- calibration from a series
-def polled_series(node, rate, seconds, period, seed, name="affine"):
+def polled_series(node, rate, seconds, period, seed, name="affine", queue=0.0):
     """A replay of ``node`` for ``seconds`` at ``rate``, as a server's statistics polled every
-    ``period``: [(seconds, snapshot)], each snapshot the cumulative counters by batch size."""
+    ``period``: [(seconds, snapshot)], each snapshot the cumulative counters by batch size
+    (and ``queue`` seconds of queue time per request)."""
     times = np.cumsum(np.random.default_rng(seed).exponential(1 / rate,
                                                               int(rate * seconds)))
     r = qm.replay(node, times, seed=seed)
@@ -313,7 +314,8 @@ def polled_series(node, rate, seconds, period, seed, name="affine"):
             "name": name, "version": "1", "inference_count": requests,
             "execution_count": int(done.sum()),
             "inference_stats": {"success": {"count": requests, "ns": 0},
-                                "queue": {"count": requests, "ns": 0}},
+                                "queue": {"count": requests,
+                                          "ns": int(requests * queue * 1e9)}},
             "batch_stats": sizes}]}))
     return series
 

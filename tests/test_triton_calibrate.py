@@ -392,3 +392,34 @@ def test_the_modelled_constants_are_the_stored_fit():
     assert MODELLED_PREFETCH == pytest.approx(stored["prefetch"], abs=5e-4)
     assert MODELLED_GAP_BASE == pytest.approx(stored["gap_base"], abs=5e-8)
     assert MODELLED_GAP_PER_REQUEST == pytest.approx(stored["gap_per_request"], abs=5e-8)
+
+
+def test_statistics_and_perf_analyzer_of_two_runs_are_refused(tmp_path):
+    """Found by review: the gap was fitted at one run's rate to another run's queue time
+    (0 or its bound, silently). One run's statistics and perf_analyzer's server queue agree
+    within 3% on the 165 committed runs."""
+    row, = read_perf_analyzer(DATA / "perf_analyzer.csv")
+    text = (DATA / "perf_analyzer.csv").read_text()
+    queue_us = f"{row.queue * 1e6:g}"
+    assert queue_us in text
+    other = tmp_path / "other.csv"
+    other.write_text(text.replace(queue_us, f"{row.queue * 4e6:g}", 1))
+    with pytest.raises(ValueError, match="differ by more than half: give the statistics "
+                                         "snapshots and the perf_analyzer CSV of one run"):
+        calibrate(DATA / "config.pbtxt", STATS, perf_analyzer=other)
+
+
+def test_a_series_alone_gives_the_rate_the_gap_is_fitted_at():
+    """Without perf_analyzer the polled series' requests over its span are the rate."""
+    import sys
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_drift import polled_series
+
+    node = qm.Node(qm.ServiceTime.affine(2e-3, 0.5e-3), max_batch_size=8,
+                   max_queue_delay=2e-3)
+    series = polled_series(node, 600.0, 20.0, 0.1, seed=11, queue=3e-3)
+    out = calibrate(DATA / "config.pbtxt", series=series)
+    how, source = out.calibration.origin("pickup gap")
+    assert how == "measured" and "polled statistics' requests over their span" in source
+    rate = float(source.split(" req/s")[0].rsplit(" ", 1)[1])
+    assert rate == pytest.approx(600.0, rel=0.05)

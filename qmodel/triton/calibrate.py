@@ -478,6 +478,15 @@ def calibrate(config=None, stats=None, metrics=None, trace=None, perf_analyzer=N
     t = (trace if isinstance(trace, TritonTrace) or trace is None
          else read_trace(trace, model=s.model, version=version))
     rows = read_perf_analyzer(perf_analyzer) if perf_analyzer is not None else None
+    queued = [r.queue for r in rows or () if r.queue]
+    if queued and s.queue > 0 and not QUEUE_AGREEMENT[0] <= s.queue / np.mean(queued) \
+            <= QUEUE_AGREEMENT[1]:
+        # one run's statistics and perf_analyzer's server queue agree within 3% (165
+        # committed runs; 45% on one overloaded GPU run): these describe two runs
+        raise ValueError(f"the statistics' mean queue time ({s.queue * 1e3:.3g} ms) and "
+                         f"perf_analyzer's server queue ({np.mean(queued) * 1e3:.3g} ms) "
+                         f"differ by more than half: give the statistics snapshots and the "
+                         f"perf_analyzer CSV of one run")
 
     # the instance is held from freeing until it starts its next batch, too
     if gap is not None:
@@ -599,6 +608,9 @@ def _served_rate(s, rows, seconds, polled) -> tuple:
 # and no more than leaves the node below this utilization of its capacity at the rate
 QUEUE_GAP_MOST = 0.5
 QUEUE_GAP_LOAD = 0.98
+# the range of the statistics' mean queue time over perf_analyzer's server queue within
+# which the two are taken to describe one run
+QUEUE_AGREEMENT = (2 / 3, 1.5)
 
 
 def _queue_gap(cfg: TritonConfig, steady: ServiceTime, s, rate: float, prefetch,
