@@ -515,9 +515,13 @@ def calibrate(config=None, stats=None, metrics=None, trace=None, perf_analyzer=N
         gap = line
         if rate is not None and s.queue > 0:
             steady, _, _, _ = _summary_service(s, m, cfg, shape, 0.0, "", drift)
-            fitted = _queue_gap(cfg, steady, s, rate, prefetch, drift)
-            if fitted is not None:
-                gap, how = fitted
+            gap_fit, how = _queue_gap(cfg, steady, s, rate, prefetch, drift)
+            if gap_fit is None:
+                gap_origin = (gap_origin[0], f"{gap_origin[1]} (a rate was known, "
+                                             f"{rate:.6g} req/s, but the fit to the queue "
+                                             f"time failed: {how[:200]})")
+            else:
+                gap = gap_fit
                 gap_origin = ("measured", f"fitted so that the model's mean time in the "
                                           f"batcher equals the statistics API's (mean "
                                           f"queue {s.queue * 1e3:.3f} ms and execution) at "
@@ -614,15 +618,16 @@ QUEUE_AGREEMENT = (2 / 3, 1.5)
 
 
 def _queue_gap(cfg: TritonConfig, steady: ServiceTime, s, rate: float, prefetch,
-               drift) -> tuple | None:
+               drift) -> tuple:
     """(pickup gap, a clause for the note) such that the calibrated node's mean sojourn
     equals the statistics API's mean time in the batcher: its mean queue time (from a
     request's arrival to its batch's start, so the gap included) plus the request-weighted
-    mean execution; None where the model cannot say (a solver failing). The gap joins every
+    mean execution; (None, why) where the model cannot say (a solver failing). The gap joins every
     execution of ``steady`` (the service law without one); the node is the one calibrate
     returns, prefetch share and drift included, without its overhead."""
     from ..predict import predict
     from ..system import UnstableError
+    from ..theory.budget import OverBudget
 
     points = dict(steady.points)
     jitter = steady.jitter if steady.jitter in ("deterministic", "exponential") \
@@ -637,9 +642,12 @@ def _queue_gap(cfg: TritonConfig, steady: ServiceTime, s, rate: float, prefetch,
         return replace(n, prefetch=chance, drift=drift)
 
     def excess(g):
-        return float(predict(node(g), rate=rate, extrapolate=True).mean) - inside
+        # predict as a user calls it (outside a family's domain it simulates): the gap is
+        # fitted to the answer the calibrated node will give
+        return float(predict(node(g), rate=rate).mean) - inside
 
     most = QUEUE_GAP_MOST * min(points.values())
+    bound = f"half the shortest execution, {most * 1e3:.3f} ms"
     if rate >= QUEUE_GAP_LOAD * node(most).capacity:
         low, high = 0.0, most
         for _ in range(40):        # the largest gap that keeps the load below the bound
@@ -647,6 +655,8 @@ def _queue_gap(cfg: TritonConfig, steady: ServiceTime, s, rate: float, prefetch,
             low, high = (middle, high) if rate < QUEUE_GAP_LOAD * node(middle).capacity \
                 else (low, middle)
         most = low
+        bound = (f"the gap that keeps the rate below {QUEUE_GAP_LOAD:g} of capacity, "
+                 f"{most * 1e3:.3f} ms")
     try:
         at_zero = excess(0.0)
         if at_zero >= 0:
@@ -654,11 +664,12 @@ def _queue_gap(cfg: TritonConfig, steady: ServiceTime, s, rate: float, prefetch,
                          f"{(at_zero + inside) * 1e3:.3f} ms")
         at_most = excess(most)
         if at_most <= 0:
-            return most, (f" as near as the gap can bring it (at its bound, "
+            return most, (f" as near as the gap can bring it (at its bound, {bound}: "
                           f"{(at_most + inside) * 1e3:.3f} ms)")
         return float(optimize.brentq(excess, 0.0, most, xtol=1e-7)), ""
-    except (UnstableError, NotImplementedError, ArithmeticError, ValueError):
-        return None
+    except (UnstableError, NotImplementedError, ArithmeticError, ValueError,
+            OverBudget) as err:
+        return None, f"{type(err).__name__}: {err}"
 
 
 def _less_spread(t: TritonTrace, drift: Drift) -> TritonTrace:
