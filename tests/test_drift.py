@@ -127,24 +127,34 @@ def test_predict_simulates_a_drifting_node_and_says_so():
 
 
 # ---------------------------------------------------------------- the fit
+def drifting_replays(first_seed):
+    """Twelve replays, a minute each at 900 req/s, of a batching node drifting with cv 0.05
+    over 0.1 s steps, correlation 0.6."""
+    node = qm.Node(qm.ServiceTime.affine(1 * ms, 0.3 * ms, jitter=("gamma", 0.1)),
+                   max_batch_size=4, max_queue_delay=0.2 * ms, drift=qm.Drift(0.05, 0.1, 0.6))
+    for seed in range(12):
+        times = np.cumsum(np.random.default_rng(first_seed + seed).exponential(1 / 900,
+                                                                              54_000))
+        yield qm.replay(node, times, seed=seed)
+
+
+def assert_recovered(fits, cv, rho):
+    """The fits' mean cv and correlation within 4 standard errors between them (plus 0.001
+    and 0.01) of the truth."""
+    cvs = np.array([f.cv for f in fits])
+    rhos = np.array([f.correlation for f in fits])
+    se_cv = cvs.std(ddof=1) / np.sqrt(cvs.size)
+    se_rho = rhos.std(ddof=1) / np.sqrt(rhos.size)
+    assert abs(cvs.mean() - cv) < 4 * se_cv + 1e-3, (cvs.mean(), se_cv)
+    assert abs(rhos.mean() - rho) < 4 * se_rho + 0.01, (rhos.mean(), se_rho)
+
+
 def test_fit_recovers_the_drift_over_twelve_seeds():
     """Replays of a drifting node (cv 0.05, 0.1 s steps, correlation 0.6; a minute each):
     the fit's mean over 12 seeds lies within 4 standard errors of the truth (the spread
     between seeds measured 0.0022 on cv and 0.034 on the correlation)."""
-    d = qm.Drift(0.05, 0.1, 0.6)
-    node = qm.Node(qm.ServiceTime.affine(1 * ms, 0.3 * ms, jitter=("gamma", 0.1)),
-                   max_batch_size=4, max_queue_delay=0.2 * ms, drift=d)
-    cvs, rhos = [], []
-    for seed in range(12):
-        times = np.cumsum(np.random.default_rng(100 + seed).exponential(1 / 900, 54_000))
-        r = qm.replay(node, times, seed=seed)
-        fit = qm.Drift.fit(r.batch_start, r.batch_size, r.batch_service, period=0.1)
-        cvs.append(fit.cv)
-        rhos.append(fit.correlation)
-    se_cv = np.std(cvs, ddof=1) / np.sqrt(12)
-    se_rho = np.std(rhos, ddof=1) / np.sqrt(12)
-    assert abs(np.mean(cvs) - 0.05) < 4 * se_cv + 1e-3, (np.mean(cvs), se_cv)
-    assert abs(np.mean(rhos) - 0.6) < 4 * se_rho + 0.01, (np.mean(rhos), se_rho)
+    assert_recovered([qm.Drift.fit(r.batch_start, r.batch_size, r.batch_service, period=0.1)
+                      for r in drifting_replays(100)], 0.05, 0.6)
 
 
 def test_fit_finds_no_drift_in_independent_executions_and_refuses_short_traces():
@@ -217,19 +227,8 @@ def test_counter_fit_recovers_the_drift_over_twelve_seeds():
     """Replays of a drifting batching node (cv 0.05, 0.1 s steps, correlation 0.6; a minute
     each), seen only through counters per 0.1 s window: the fit's mean over 12 seeds lies
     within 4 standard errors of the truth."""
-    d = qm.Drift(0.05, 0.1, 0.6)
-    node = qm.Node(qm.ServiceTime.affine(1 * ms, 0.3 * ms, jitter=("gamma", 0.1)),
-                   max_batch_size=4, max_queue_delay=0.2 * ms, drift=d)
-    cvs, rhos = [], []
-    for seed in range(12):
-        times = np.cumsum(np.random.default_rng(200 + seed).exponential(1 / 900, 54_000))
-        fit = fit_drift_windows(*counter_windows(qm.replay(node, times, seed=seed), 0.1), 0.1)
-        cvs.append(fit.cv)
-        rhos.append(fit.correlation)
-    se_cv = np.std(cvs, ddof=1) / np.sqrt(12)
-    se_rho = np.std(rhos, ddof=1) / np.sqrt(12)
-    assert abs(np.mean(cvs) - 0.05) < 4 * se_cv + 1e-3, (np.mean(cvs), se_cv)
-    assert abs(np.mean(rhos) - 0.6) < 4 * se_rho + 0.01, (np.mean(rhos), se_rho)
+    assert_recovered([fit_drift_windows(*counter_windows(r, 0.1), 0.1)
+                      for r in drifting_replays(200)], 0.05, 0.6)
 
 
 def model_windows(seed, windows, executions, jitter, cv, rho):
@@ -255,12 +254,8 @@ def test_counter_fit_is_unbiased_on_the_model_over_24_seeds():
     mean over 24 seeds lies within 4 standard errors (plus 0.01) of the truth; the
     correlation through the windows' variance instead (C_1 / V, V holding the executions'
     noise) reads 0.46."""
-    fits = [fit_drift_windows(*model_windows(seed, 3000, 30, 0.2, 0.05, 0.6), 0.1)
-            for seed in range(24)]
-    cvs = np.array([f.cv for f in fits])
-    rhos = np.array([f.correlation for f in fits])
-    assert abs(cvs.mean() - 0.05) < 4 * cvs.std(ddof=1) / np.sqrt(24) + 1e-3, cvs.mean()
-    assert abs(rhos.mean() - 0.6) < 4 * rhos.std(ddof=1) / np.sqrt(24) + 0.01, rhos.mean()
+    assert_recovered([fit_drift_windows(*model_windows(seed, 3000, 30, 0.2, 0.05, 0.6), 0.1)
+                      for seed in range(24)], 0.05, 0.6)
 
 
 def test_counter_fit_finds_no_drift_leaves_out_a_stall_and_refuses_short_series():
