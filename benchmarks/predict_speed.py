@@ -52,6 +52,17 @@ def grid(quick: bool = False, smoke: bool = False):
             for d in ((0.0,) if B == 1 else (0.0, 2.0)) for c in (1, 4) for load in loads]
 
 
+def cluster_grid(smoke: bool = False):
+    """(router, N, B) of the timed clusters: one deterministic instance per node, D = 0."""
+    return [(router, N, B) for router in ("random", "round_robin", "power_of_two")
+            for N in ((8,) if smoke else (8, 128)) for B in ((8,) if smoke else (8, 32))]
+
+
+def cluster_of(router, N, B, package=qm):
+    """The timed cluster; ``package`` as in :func:`node_of`."""
+    return package.Cluster(node_of(B, 0.0, 1, "det", package), count=N, router=router)
+
+
 def warm_time(fn, repeat=3):
     fn()
     best = float("inf")
@@ -131,14 +142,12 @@ def main(argv=None):
               f"{ratio(simpy_s)} than SimPy")
 
     print("\nClusters (one instance per node, D = 0, load 0.7 of the cluster's capacity):")
-    for router in ("random", "round_robin", "power_of_two"):
-        for N in (8,) if args.smoke else (8, 128):
-            for B in (8,) if args.smoke else (8, 32):
-                cluster = qm.Cluster(node_of(B, 0.0, 1, "det"), count=N, router=router)
-                rate = 0.7 * cluster.capacity
-                seconds = warm_time(lambda: model(cluster, rate), repeat=1)
-                print(f"  {router:13} N={N:<4} B={B:<3} predict {seconds * 1e3:9.1f} ms"
-                      f"{extrapolated(model(cluster, rate))}", flush=True)
+    for router, N, B in cluster_grid(args.smoke):
+        cluster = cluster_of(router, N, B)
+        rate = 0.7 * cluster.capacity
+        seconds = warm_time(lambda: model(cluster, rate), repeat=1)
+        print(f"  {router:13} N={N:<4} B={B:<3} predict {seconds * 1e3:9.1f} ms"
+              f"{extrapolated(model(cluster, rate))}", flush=True)
 
     # the default budget (20 s of estimated work) declines the 128-node run, which needs about
     # 30 s: the benchmark measures what the fallback takes, so it gives it more

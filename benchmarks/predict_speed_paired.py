@@ -5,9 +5,11 @@ more than many single changes move the model. So this script imports the package
 ``--rev`` (exported with ``git archive`` into a temporary folder, as ``qmodel_old``) next to
 the working tree's, and times both on each node of benchmarks/predict_speed.py's grid in turn
 (best of three warm calls each), so that both see the same machine. It prints both
-distributions and the median ratio.
+distributions and the median ratio. ``--clusters`` times the script's clusters instead (the
+static routers and power of two, load 0.7; one warm call each, after one warm-up).
 
-Run: ``.venv/bin/python benchmarks/predict_speed_paired.py --rev <commit> [--quick | --smoke]``
+Run: ``.venv/bin/python benchmarks/predict_speed_paired.py --rev <commit> [--quick | --smoke]
+[--clusters]``
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from predict_speed import grid, node_of, warm_time  # noqa: E402
+from predict_speed import cluster_grid, cluster_of, grid, node_of, warm_time  # noqa: E402
 
 
 def export(rev: str, into: Path) -> None:
@@ -53,6 +55,8 @@ def main(argv=None) -> None:
     ap.add_argument("--smoke", action="store_true", help="two nodes (seconds)")
     ap.add_argument("--show", type=int, default=0, metavar="N",
                     help="also list the N nodes that slowed down most and the N that sped up most")
+    ap.add_argument("--clusters", action="store_true",
+                    help="time the clusters of benchmarks/predict_speed.py instead of nodes")
     args = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT))
     import qmodel as new
@@ -60,6 +64,8 @@ def main(argv=None) -> None:
         export(args.rev, Path(tmp))
         sys.path.insert(0, tmp)
         import qmodel_old as old
+        if args.clusters:
+            return clusters(old, new, args.rev, args.smoke)
         times = {"old": [], "new": []}
         nodes = list(grid(args.quick, args.smoke))
         for jitter, B, d, c, load in nodes:
@@ -86,6 +92,22 @@ def main(argv=None) -> None:
             jitter, B, d, c, load = nodes[i]
             print(f"    B = {B:2}, D = {d} S(1), {c} instance(s), {jitter}, load {load}: "
                   f"{times['old'][i] * 1e3:7.1f} -> {times['new'][i] * 1e3:7.1f} ms")
+
+
+def clusters(old, new, rev: str, smoke: bool) -> None:
+    """Each cluster timed on both revisions in turn, with the two answers' p99."""
+    print(f"predict() on clusters (load 0.7), one warm call each, {rev} against the working "
+          f"tree:")
+    for router, N, B in cluster_grid(smoke):
+        seconds, p99 = {}, {}
+        for name, package in (("old", old), ("new", new)):
+            cluster = cluster_of(router, N, B, package)
+            rate = 0.7 * cluster.capacity
+            seconds[name] = warm_time(lambda: model(package, cluster, rate), repeat=1)
+            p99[name] = model(package, cluster, rate).p99
+        print(f"  {router:13} N={N:<4} B={B:<3} {seconds['old'] * 1e3:8.1f} -> "
+              f"{seconds['new'] * 1e3:8.1f} ms ({seconds['old'] / seconds['new']:.2f}x); p99 "
+              f"{p99['old'] * 1e3:.6f} -> {p99['new'] * 1e3:.6f} ms", flush=True)
 
 
 if __name__ == "__main__":

@@ -353,6 +353,34 @@ def test_power_of_two_mean_field_inside_its_domain(B, load, bound, assert_within
     assert_within(pred, qm.simulate(cluster, rate=rate, requests=600_000, seed=12), bound)
 
 
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_the_compiled_birth_sums_equal_numpy_s_products_bit_for_bit(seed):
+    # the cavity model's node law sums V_t[start] over the lattice in a compiled loop; the
+    # numpy products it replaced (_Cavity._steps, still used for the arrivals' view) are the
+    # oracle: equal to the last bit, so answers do not move
+    from qmodel.theory import routing
+    node = qm.Node(qm.ServiceTime.affine(2e-3, 0.2e-3, jitter=("lognormal", 0.3)),
+                   max_batch_size=8)
+    cav = routing._Cavity(node, 0.7 * 4 * node.capacity, 4, 2, 30, 1e-9)
+    rng = np.random.default_rng(seed)
+    M = 40 + 10 * seed
+    lam = rng.uniform(0.05, 3.0, M) * cav.per_node
+    q = np.arange(M)
+    k_of, start = np.minimum(np.maximum(q, 1), cav.B), np.maximum(q, 1)
+    w_end, w_surv = cav.ps[k_of - 1], cav.surv[k_of - 1] * cav.h
+    after, occ = np.zeros((M, M)), np.zeros((M, M))
+    for t, V in cav._steps(lam, 3.0, "oracle"):
+        after += w_end[:, t][:, None] * V[start]
+        occ += w_surv[:, t][:, None] * V[start]
+    bands, width = cav._propagator(lam, 3.0, "compiled")
+    assert width >= 2                                 # several births per step: bands used
+    got_after, got_occ = np.zeros((M, M)), np.zeros((M, M))
+    routing._birth_sums()(bands, start, np.ascontiguousarray(w_end),
+                          np.ascontiguousarray(w_surv), got_after, got_occ)
+    assert np.array_equal(got_after, after) and np.array_equal(got_occ, occ)
+    assert after.sum() > 0.5 * M                      # the laws carry their mass
+
+
 def test_dynamic_routers_outside_the_model_say_why():
     node = _node(8, 0, 1)
     # max_batch_size 2: the round-robin surrogate ran up to twice the simulated p99

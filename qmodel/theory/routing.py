@@ -95,6 +95,53 @@ def _pick_rate(pmf: np.ndarray, total_per_node: float, d: int) -> np.ndarray:
     return total_per_node * ratio
 
 
+def _birth_sums_source(bands, start, w_end, w_surv, after, occ):
+    """after[i] += sum_t w_end[i, t] V_t[start[i]] and occ[i] += sum_t w_surv[i, t]
+    V_t[start[i]], V_t the t-step law of the births (:meth:`_Cavity._steps`), each row
+    carried as a vector from its start over its support only. The sums run in the order of
+    :meth:`_Cavity._steps`' numpy products, so the two agree to the last bit."""
+    width = bands.shape[0] - 1
+    M = start.size
+    steps = w_end.shape[1]
+    row = np.zeros(M)
+    nxt = np.zeros(M)
+    for i in range(M):
+        s = start[i]
+        row[:] = 0.0
+        row[s] = 1.0
+        hi = s                                       # the row is zero past hi
+        for t in range(steps):
+            we = w_end[i, t]
+            ws = w_surv[i, t]
+            for j in range(s, hi + 1):
+                after[i, j] += we * row[j]
+                occ[i, j] += ws * row[j]
+            if t == steps - 1:
+                break
+            top = min(hi + width, M - 1)
+            for j in range(s, top + 1):
+                acc = row[j] * bands[0, j]
+                for w in range(1, width + 1):
+                    if j - w < s:
+                        break
+                    acc += row[j - w] * bands[w, j - w]
+                nxt[j] = acc
+            for j in range(s, top + 1):
+                row[j] = nxt[j]
+            hi = top
+
+
+_compiled = {}
+
+
+def _birth_sums():
+    """:func:`_birth_sums_source` compiled (numba, cached beside the source on first use)."""
+    if "birth_sums" not in _compiled:
+        import numba
+        _compiled["birth_sums"] = numba.njit(cache=True)(_birth_sums_source)
+    return _compiled["birth_sums"]
+
+
 class _Cavity:
     """The computation behind :func:`dynamic_router`."""
 
@@ -115,10 +162,12 @@ class _Cavity:
         self.smeans = self.ps @ (np.arange(self.Ls) * self.h)
 
     # --- the node under state-dependent arrivals -----------------------------------------
-    def _steps(self, lam: np.ndarray, extra: float, what: str):
-        """Yield (t, V_t) with V_t[n0, n] = P(count n after t steps | count n0), births only.
+    def _propagator(self, lam: np.ndarray, extra: float, what: str):
+        """(bands, width): the one-step transition law of the births, E = exp(G h), as its
+        ``width + 1`` diagonals (``bands[w, m] = E[m, m + w]``, zero past the matrix), E upper
+        triangular and banded (births only).
 
-        Before the first, charge the budget for the steps: the banded products, and the
+        Charge the budget for the ``self.Ls`` steps that follow: the banded products, and the
         caller's own ``extra`` element operations per count pair and step, for ``what``.
         """
         M = lam.size
@@ -132,13 +181,22 @@ class _Cavity:
         budget.charge(budget.elements(2.0 * self.Ls * M * M * (width + 1 + extra)), MODEL,
                       f"{what} ({M} outstanding counts, up to {width} births in each of "
                       f"{self.Ls} lattice steps)")
-        bands = [np.diag(E, w)[None, :] for w in range(width + 1)]   # E is upper triangular
+        bands = np.zeros((width + 1, M))
+        for w in range(width + 1):
+            bands[w, :M - w] = np.diag(E, w)
+        return bands, width
+
+    def _steps(self, lam: np.ndarray, extra: float, what: str):
+        """Yield (t, V_t) with V_t[n0, n] = P(count n after t steps | count n0), births only
+        (the budget charged first, as :meth:`_propagator` says)."""
+        bands, width = self._propagator(lam, extra, what)
+        M = lam.size
         V = np.eye(M)
         for t in range(self.Ls):
             yield t, V
             nxt = V * bands[0]
             for w in range(1, width + 1):
-                nxt[:, w:] += V[:, :-w] * bands[w]
+                nxt[:, w:] += V[:, :-w] * bands[w, :M - w]
             V = nxt
 
     def _solve_node(self, lam: np.ndarray):
@@ -154,10 +212,11 @@ class _Cavity:
         # the matrix exponential and the least-squares solve: a few dozen M^3 flops
         budget.charge(budget.flops(25.0 * M ** 3), MODEL,
                       f"the node's law under routed arrivals ({M} outstanding counts)")
-        for t, V in self._steps(lam, 3.0, "the node's law under routed arrivals"):
-            rows = V[start]
-            after += w_end[:, t][:, None] * rows
-            occ += w_surv[:, t][:, None] * rows
+        bands, width = self._propagator(lam, 3.0, "the node's law under routed arrivals")
+        # the rows V_t[start] summed over the steps, compiled: numpy's products over whole
+        # count matrices took 80% of a power-of-two prediction (benchmarks/predict_speed.py)
+        _birth_sums()(bands, start, np.ascontiguousarray(w_end),
+                      np.ascontiguousarray(w_surv), after, occ)
         # next q = count at the end minus the batch that leaves
         P = np.zeros((M, M))
         for i in range(M):
