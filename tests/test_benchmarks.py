@@ -15,7 +15,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# script -> (arguments of its smallest run, lines its output must hold)
+# script (and a label where one script has two runs) -> (arguments of its smallest run,
+# lines its output must hold)
 SMOKE = {
     "sim_speed.py": (["--quick", "--no-peers", "--cases", "a", "--repeat", "1", "--big",
                       "200000"], ["qmodel (a)", "exact M/M/1 p99"]),
@@ -23,6 +24,8 @@ SMOKE = {
                                        "simulation", "power_of_two", "simulation fallback"]),
     "size_speed.py": (["--smoke"], ["baseline, every candidate predicted"]),
     "predict_speed_paired.py": (["--rev", "HEAD", "--smoke"], ["median speed-up per node"]),
+    "predict_speed_paired.py --clusters": (["--rev", "HEAD", "--smoke", "--clusters"],
+                                           ["power_of_two  N=8    B=8"]),
     "sim_cost.py": (["--smoke"], ["least_outstanding"]),
     "kernel_timings.py": (["--workloads", "matmul", "--batch-sizes", "1,2", "--concurrency",
                            "1", "--repeats", "3", "--warmup", "1", "--out", "{tmp}/k"],
@@ -55,10 +58,10 @@ def test_every_named_benchmark_has_a_run_here(named_scripts):
 
 @pytest.mark.parametrize("script", sorted(SMOKE))
 def test_benchmark_smoke_run(script, tmp_path):
-    if script == "predict_speed_paired.py" and not (ROOT / ".git").exists():
+    if script.startswith("predict_speed_paired.py") and not (ROOT / ".git").exists():
         pytest.skip("compares with a git revision: needs a git checkout")
     args, lines = SMOKE[script]
-    out = _run(script, args, tmp_path)
+    out = _run(script.split()[0], args, tmp_path)
     for line in lines:
         assert line in out, f"{script} did not print {line!r}:\n{out[-3000:]}"
 

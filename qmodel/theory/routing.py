@@ -107,6 +107,8 @@ def _birth_sums_source(bands, start, w_end, w_surv, after, occ):
     nxt = np.zeros(M)
     for i in range(M):
         s = start[i]
+        if s < 0 or s >= M:
+            raise IndexError("a start row lies outside the outstanding counts")
         row[:] = 0.0
         row[s] = 1.0
         hi = s                                       # the row is zero past hi
@@ -135,10 +137,23 @@ _compiled = {}
 
 
 def _birth_sums():
-    """:func:`_birth_sums_source` compiled (numba, cached beside the source on first use)."""
+    """:func:`_birth_sums_source` compiled (numba, cached beside the source on first use;
+    uncached where no cache directory is writable), or None where numba is missing or its
+    JIT is off (NUMBA_DISABLE_JIT): the caller then takes numpy's products, the same sums."""
     if "birth_sums" not in _compiled:
-        import numba
-        _compiled["birth_sums"] = numba.njit(cache=True)(_birth_sums_source)
+        try:
+            import numba
+        except ImportError:
+            _compiled["birth_sums"] = None
+            return None
+        if numba.config.DISABLE_JIT:
+            # interpreted, the loop is 30-60x slower than numpy's products
+            return None
+        try:
+            kernel = numba.njit(cache=True)(_birth_sums_source)
+        except RuntimeError:                 # "cannot cache function ...: no locator"
+            kernel = numba.njit(cache=False)(_birth_sums_source)
+        _compiled["birth_sums"] = kernel
     return _compiled["birth_sums"]
 
 
@@ -189,8 +204,11 @@ class _Cavity:
     def _steps(self, lam: np.ndarray, extra: float, what: str):
         """Yield (t, V_t) with V_t[n0, n] = P(count n after t steps | count n0), births only
         (the budget charged first, as :meth:`_propagator` says)."""
-        bands, width = self._propagator(lam, extra, what)
-        M = lam.size
+        yield from self._products(self._propagator(lam, extra, what)[0])
+
+    def _products(self, bands: np.ndarray):
+        """(t, V_t) for t < Ls from the one-step law's ``bands``: V_{t+1} = V_t E."""
+        width, M = bands.shape[0] - 1, bands.shape[1]
         V = np.eye(M)
         for t in range(self.Ls):
             yield t, V
@@ -212,11 +230,18 @@ class _Cavity:
         # the matrix exponential and the least-squares solve: a few dozen M^3 flops
         budget.charge(budget.flops(25.0 * M ** 3), MODEL,
                       f"the node's law under routed arrivals ({M} outstanding counts)")
-        bands, width = self._propagator(lam, 3.0, "the node's law under routed arrivals")
+        bands, _ = self._propagator(lam, 3.0, "the node's law under routed arrivals")
         # the rows V_t[start] summed over the steps, compiled: numpy's products over whole
         # count matrices took 80% of a power-of-two prediction (benchmarks/predict_speed.py)
-        _birth_sums()(bands, start, np.ascontiguousarray(w_end),
-                      np.ascontiguousarray(w_surv), after, occ)
+        kernel = _birth_sums()
+        if kernel is not None:
+            kernel(bands, start, np.ascontiguousarray(w_end), np.ascontiguousarray(w_surv),
+                   after, occ)
+        else:
+            for t, V in self._products(bands):
+                rows = V[start]
+                after += w_end[:, t][:, None] * rows
+                occ += w_surv[:, t][:, None] * rows
         # next q = count at the end minus the batch that leaves
         P = np.zeros((M, M))
         for i in range(M):
