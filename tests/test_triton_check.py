@@ -43,16 +43,18 @@ def _runs(tmp_path, repeats=2):
 def test_compare_reproduces_the_calibrated_errors_of_the_committed_run():
     row, = compare(DATA, requests=200_000)
     # the committed run (issue 22, held out of the campaign): Triton's prefetching batcher,
-    # 37 of 213 late requests joined, brings p50/p99 within 2% (measured: -0.5%, -1.2%)
+    # 37 of 213 late requests joined, brings p50/p99 within 2% (measured: -0.7%, -1.4%, the
+    # pickup gap fitted to the statistics' queue time; -0.5%, -1.2% with the trace's own)
     assert row.prefetch == pytest.approx(37 / 213)
     assert abs(row.error("calibrated", "p50")) < 0.03
     assert abs(row.error("calibrated", "p99")) < 0.05
     assert row.error("mean_only", "p99") == pytest.approx(-0.212, abs=0.005)
-    # batches formed when an instance frees instead: p99 15% low (-15.4%; the prediction is
-    # analytic there, so the figure is exact)
+    # batches formed when an instance frees instead: p99 10% low (-10.0%; the prediction is
+    # analytic there, so the figure is exact; -15.0% with the trace's own gap: the fitted gap
+    # takes up part of the mean the rule misses, not the tail)
     at_free, = compare(DATA, requests=200_000, prefetch=False)
     assert at_free.prefetch is None
-    assert at_free.error("calibrated", "p99") == pytest.approx(-0.150, abs=0.005)
+    assert at_free.error("calibrated", "p99") == pytest.approx(-0.100, abs=0.005)
     # the calibrated simulation agrees with the calibrated prediction (the model is checked
     # against the simulator elsewhere; here they must tell the same story)
     assert row.simulated["p99"] == pytest.approx(row.calibrated["p99"], rel=0.05)

@@ -3,7 +3,11 @@
 Every run of validation/reports/triton/runs is calibrated three ways and predicted at its
 measured throughput, against perf_analyzer's client-side p50 and p99:
 
-- ``traced``: statistics, metrics, perf_analyzer and the trace (``calibrate``'s full input);
+- ``traced``: statistics, metrics, perf_analyzer and the trace (``calibrate``'s full input:
+  the pickup gap fitted to the statistics' queue time, as below, the rest from the trace);
+- ``trace_gap``: the same with the pickup gap the trace measures
+  (:func:`qmodel.triton.batcher.pickup_gap`; ``calibrate``'s default before 2026-11-29), the
+  node whose prefetch share and gap the ``modelled`` column's fits read;
 - ``untraced``: the same without the trace, as a production server reports (statistics API,
   Prometheus metrics, perf_analyzer), with nothing modelled in its place: batches formed
   when an instance frees, no pickup gap;
@@ -43,7 +47,8 @@ from pathlib import Path
 import numpy as np
 
 import qmodel as qm
-from qmodel.triton import calibrate, read_perf_analyzer, read_stats, read_trace
+from qmodel.triton import (calibrate, read_config, read_perf_analyzer, read_stats,
+                           read_trace)
 from qmodel.triton.batcher import pickup_gap
 from qmodel.triton.calibrate import (MODELLED_GAP_BASE, MODELLED_GAP_PER_REQUEST,
                                      MODELLED_PREFETCH)
@@ -73,9 +78,9 @@ def measured(run):
     statistics' mean batch size)."""
     config, stats, metrics, pa = inputs(run)
     trace = read_trace(run / "trace.json.gz")          # read once, for calibrate and the gap
-    node = calibrate(config, stats, metrics, trace=trace, perf_analyzer=pa)
-    return (node, node.prefetch, pickup_gap(trace, node.max_queue_delay),
-            read_stats(*stats).mean_batch_size)
+    gap = pickup_gap(trace, read_config(config).max_queue_delay)
+    node = calibrate(config, stats, metrics, trace=trace, perf_analyzer=pa, gap=gap)
+    return node, node.prefetch, gap, read_stats(*stats).mean_batch_size
 
 
 def knobs(node):
@@ -168,8 +173,9 @@ def main():
         # queue time (its prefetch share MODELLED_PREFETCH, the median over all 72 runs)
         queue = calibrate(cfg, stats, metrics, perf_analyzer=pa)
         out["queue_gap"] = float(queue.service.mean(1) - plain.service.mean(1))
-        kinds = [("traced", traced), ("untraced", plain), ("modelled", modelled),
-                 ("queue", queue)]
+        full = calibrate(cfg, stats, metrics, trace=run / "trace.json.gz", perf_analyzer=pa)
+        kinds = [("traced", full), ("trace_gap", traced), ("untraced", plain),
+                 ("modelled", modelled), ("queue", queue)]
         if args.polled:
             series = run / "stats_series.json.gz"
             drifting = calibrate(cfg, stats, metrics, trace=run / "trace.json.gz",
@@ -191,8 +197,8 @@ def main():
             print(f"    {out['drift']}", flush=True)
     steady = [r for r in rows if r["utilization"] < 0.95]
     summary = {}
-    for k in [k for k in ("traced", "untraced", "modelled", "queue", "traced+drift",
-                          "modelled+drift", "queue+drift") if k in rows[0]]:
+    for k in [k for k in ("traced", "trace_gap", "untraced", "modelled", "queue",
+                          "traced+drift", "modelled+drift", "queue+drift") if k in rows[0]]:
         e50 = [abs(r[k][0]) for r in steady if not math.isnan(r[k][0])]
         e99 = [abs(r[k][1]) for r in steady if not math.isnan(r[k][1])]
         summary[k] = {"median_p50": statistics.median(e50), "median_p99": statistics.median(e99),
