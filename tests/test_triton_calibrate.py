@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import qmodel as qm
-from qmodel.triton import calibrate, read_perf_analyzer, read_stats
+from qmodel.triton import calibrate, read_perf_analyzer, read_stats, read_trace
 from qmodel.triton.calibrate import (MODELLED_GAP_BASE, MODELLED_GAP_PER_REQUEST,
                                      MODELLED_PREFETCH)
 
@@ -75,6 +75,8 @@ def test_with_a_trace_and_a_rate_the_gap_is_fitted_too_and_the_trace_s_is_said()
     how, source = node.calibration.origin("pickup gap")
     assert how == "measured" and "mean time in the batcher" in source
     assert f"the trace, {own * 1e3:.3f} ms" in source
+    assert f"fitted to the statistics' queue time; the trace's own {own * 1e3:.3f} ms" \
+        in node.calibration.service
     assert node.calibration.origin("jitter") == ("measured", "the trace")
     gap = float(node.service.mean(1)) - s.batch_time()[1]
     assert 0 <= gap < 0.5 * s.batch_time()[1] and abs(gap - own) > 1e-6
@@ -91,6 +93,36 @@ def test_with_a_trace_and_a_rate_the_gap_is_fitted_too_and_the_trace_s_is_said()
     bare = calibrate(DATA / "config.pbtxt", STATS, trace=trace)
     assert bare.calibration.origin("pickup gap") == ("measured", "the trace")
     assert float(bare.service.mean(1)) == pytest.approx(times[1] + own)
+
+
+CAMPAIGN = Path(__file__).parent.parent / "validation" / "reports" / "triton"
+
+
+def _run_files(run):
+    return dict(config=run / "config.pbtxt",
+                stats=(run / "stats_before.json", run / "stats_after.json"),
+                metrics=(run / "metrics_before.txt", run / "metrics_after.txt"),
+                trace=read_trace(run / "trace.json.gz"), perf_analyzer=run / "perf_analyzer.csv")
+
+
+def test_with_a_fitted_gap_the_prefetch_share_is_measured_at_that_gap():
+    """Found by review: the share a trace gives depends on the gap (a late request is one
+    queued after the formed batch's pickup); it is measured at the gap fitted, and
+    prefetch=True holds for that gap, not for every gap the fit tries (held-out B 8 with 1
+    ms on two instances at 500 req/s was refused)."""
+    from qmodel.triton.batcher import pickup_gap, prefetch_join
+
+    files = _run_files(CAMPAIGN / "runs" / "b16-d0.5-i2-cv0.3" / "920-1")
+    node = calibrate(**files)
+    bare = calibrate(**files, gap=0.0)
+    fitted = float(node.service.mean(1) - bare.service.mean(1))
+    own = pickup_gap(files["trace"], 0.5e-3)
+    assert fitted > own * 1.1
+    at_fitted = prefetch_join(files["trace"], 0.5e-3, 16, lag=fitted)[0]
+    assert node.prefetch == pytest.approx(at_fitted, abs=1e-12)
+    assert abs(prefetch_join(files["trace"], 0.5e-3, 16, lag=own)[0] - at_fitted) > 1e-3
+    held = _run_files(CAMPAIGN / "runs-heldout" / "b8-d1-i2" / "500-1")
+    assert calibrate(**held, prefetch=True).prefetch == calibrate(**held).prefetch > 0
 
 
 def test_calibrated_node_takes_each_quantity_from_its_source():

@@ -3,7 +3,9 @@
 :func:`calibrate` reads the knobs from the model's config.pbtxt, the batch execution time of
 each batch size from the statistics API (input + infer + output, the time an instance is
 held) or, with a trace, every traced execution (its spread kept, its mean the statistics'),
-plus the pickup gap and Triton's prefetching (:mod:`qmodel.triton.batcher`), and the time a
+plus the pickup gap (fitted to the statistics' mean queue time where the rate is known,
+else the trace's, :mod:`qmodel.triton.batcher`, or a line in the mean batch size) and
+Triton's prefetching (from the trace, else the campaign's median share), and the time a
 request spends outside the batcher (:attr:`qmodel.Node.overhead`) from perf_analyzer's
 per-component means, the trace, or the metrics, and the drift of the executions' speed from
 a long trace or from the statistics polled during the run. perf_analyzer's latency
@@ -281,10 +283,12 @@ def _cold_starts(executions: list, instances: int) -> int:
 
 
 def _traced_service(t: TritonTrace, s, cfg: TritonConfig, gap: float,
-                    shape: ServiceTime | None) -> tuple[ServiceTime, str, str]:
+                    shape: ServiceTime | None, gap_note: str = "") -> tuple[ServiceTime, str,
+                                                                           str]:
     """(service law, its note, the jitter's note) from a trace's executions: each size's
     spread from the trace, its mean from the statistics over the whole run where they have
-    it, plus the pickup gap."""
+    it, plus the pickup gap (``gap_note`` says where it comes from; by default the
+    trace)."""
     samples, cold = {}, 0
     for k, runs in t.samples().items():
         lead = _cold_starts(runs, cfg.instances)
@@ -327,8 +331,9 @@ def _traced_service(t: TritonTrace, s, cfg: TritonConfig, gap: float,
                f"(the trace holds its first requests only)" if scaled else "")
             + (f", sizes {borrowed} (executed often, traced rarely) at the statistics "
                f"API's mean with the spread of the nearest traced size" if borrowed else "")
-            + f"{filled_note}, each plus the mean pickup gap {gap * 1e3:.3f} ms (an "
-            f"instance's next batch waiting, from its freeing to that batch's start)")
+            + f"{filled_note}, each plus the mean pickup gap {gap * 1e3:.3f} ms ("
+            + (gap_note or "an instance's next batch waiting, from its freeing to that "
+                           "batch's start, traced") + ")")
     jitter = ("the traced executions, drawn independently (their correlation over windows of "
               f"{DRIFT_PERIOD:g} s or more is the drift, where the trace measures it)")
     return ServiceTime.empirical(table), note, jitter
@@ -513,9 +518,14 @@ def calibrate(config=None, stats=None, metrics=None, trace=None, perf_analyzer=N
         drift, drift_note, drift_origin = _series_drift(polled)
     rate, rate_source = _served_rate(s, rows, sampled_seconds, polled)
     fit = gap_origin[0] != "given" and rate is not None and s.queue > 0
+    # the gaps the fit tries take the share where it is measurable at that gap: prefetch=True
+    # (an error where it is not) holds for the gap fitted, below
+    trial = None if prefetch is True else prefetch
+    gap_note = ""
     if gap is None:
         gap = MODELLED_GAP_BASE + MODELLED_GAP_PER_REQUEST * max(s.mean_batch_size - 1, 0.0)
         if fit:
+            gap_origin = (gap_origin[0], f"{gap_origin[1]}, {gap * 1e3:.3f} ms")
             steady, _, _, _ = _summary_service(s, m, cfg, shape, 0.0, "", drift)
             points = dict(steady.points)
             jitter = steady.jitter if steady.jitter in ("deterministic", "exponential") \
@@ -524,7 +534,7 @@ def calibrate(config=None, stats=None, metrics=None, trace=None, perf_analyzer=N
             def summarised(g):
                 n = cfg.node(ServiceTime.table({k: v + g for k, v in points.items()},
                                                jitter=jitter))
-                return replace(n, prefetch=_prefetch(cfg, n, None, g, prefetch)[0],
+                return replace(n, prefetch=_prefetch(cfg, n, None, g, trial)[0],
                                drift=drift)
             gap, gap_origin = _fitted_gap(summarised, s, rate, rate_source, gap, gap_origin)
     if t is not None:
@@ -549,11 +559,16 @@ def calibrate(config=None, stats=None, metrics=None, trace=None, perf_analyzer=N
             # (validation/triton_untraced.py)
             def traced(g):
                 n = cfg.node(_traced_service(steady, s, cfg, g, shape)[0])
-                return replace(n, prefetch=_prefetch(cfg, n, t, g, prefetch)[0], drift=drift)
+                return replace(n, prefetch=_prefetch(cfg, n, t, g, trial)[0], drift=drift)
+            own = gap
             gap, gap_origin = _fitted_gap(traced, s, rate, rate_source, gap,
                                           (gap_origin[0], f"{gap_origin[1]}, "
                                                           f"{gap * 1e3:.3f} ms"))
-        service, service_note, jitter_note = _traced_service(steady, s, cfg, gap, shape)
+            if gap != own:
+                gap_note = (f"fitted to the statistics' queue time; the trace's own "
+                            f"{own * 1e3:.3f} ms")
+        service, service_note, jitter_note = _traced_service(steady, s, cfg, gap, shape,
+                                                             gap_note)
         jitter_origin = ("measured", "the trace")
     else:
         service, service_note, jitter_note, jitter_origin = _summary_service(
@@ -562,6 +577,13 @@ def calibrate(config=None, stats=None, metrics=None, trace=None, perf_analyzer=N
 
     node = cfg.node(service)
     chance, batcher_note, prefetch_origin = _prefetch(cfg, node, t, gap, prefetch)
+    if chance is None and prefetch_origin[0] == "measured" and gap_origin[1].startswith(
+            "fitted"):
+        # Triton prefetches here, but the trace showed too few late requests to say how
+        # much: the fitted gap then also takes up the prefetching's share of the mean
+        gap_origin = (gap_origin[0], f"{gap_origin[1]}; no prefetch share measured, so the "
+                                     f"gap also stands for the prefetching batcher's effect "
+                                     f"on the mean")
     origins = (("execution means", "measured", "the statistics API"),
                ("jitter", *jitter_origin), ("drift", *drift_origin),
                ("pickup gap", *gap_origin),
@@ -738,7 +760,8 @@ def _series_drift(polled):
 def _prefetch(cfg: TritonConfig, node: Node, t: TritonTrace | None, gap: float,
               wanted: bool | None):
     """(Node.prefetch, the sentence saying where it comes from, (how, source)); ``gap`` is
-    the pickup gap, the batcher's lag in forming a batch."""
+    the pickup gap (the trace's own or the one fitted to the queue time), by which
+    :func:`~qmodel.triton.batcher.prefetch_join` tells the requests that came too late."""
     if wanted is not None and not isinstance(wanted, bool):
         raise ValueError(f"calibrate(prefetch={wanted!r}): give True, False or None (auto)")
     if wanted is False:
