@@ -114,11 +114,12 @@ def test_live_calibration_samples_a_server_under_load(tmp_path):
             time.sleep(3.0)                       # perf_analyzer's own warm-up
             sample = sample_server(server.http_url, metrics_url=server.metrics_url,
                                    window=8.0, poll=0.1)
-            live = calibrate(sample.config, sample.stats, sample.metrics,
-                             series=sample.series)
+            # sampled while the load lasts; calibrating the first sample (seconds where the
+            # gap's fit simulates) waits until after, or the load may be over by then
             by_url = calibrate(url=server.http_url, window=2.0)
         finally:
             load.join()
+    live = calibrate(sample.config, sample.stats, sample.metrics, series=sample.series)
     assert sample.model == "live"
     # the statistics polled every 0.1 s: 80 windows, the drift fitted from them (or, where
     # the windows vary no more than their executions' own spread, none: measured either way)
