@@ -442,7 +442,6 @@ def calibrate(config=None, stats=None, metrics=None, trace=None, perf_analyzer=N
                                 window=window, poll=poll)
         config, stats, metrics = sampled.config, sampled.stats, sampled.metrics
         series = sampled.series
-        sampled_seconds = sampled.window
     elif model is not None or metrics_url is not None:
         raise ValueError("model= and metrics_url= go with url= (a running server); for files "
                          "give config, stats and metrics")
@@ -451,8 +450,7 @@ def calibrate(config=None, stats=None, metrics=None, trace=None, perf_analyzer=N
                          "statistics snapshots (or a series of them), or url= of a running "
                          "server to sample them from")
     polled = None
-    if url is None:
-        sampled_seconds = None
+    sampled_seconds = sampled.window if url is not None else None
     if series is not None:
         polled = read_stats_series(series, model=None, version=version)
         if stats is None:
@@ -521,7 +519,7 @@ def calibrate(config=None, stats=None, metrics=None, trace=None, perf_analyzer=N
     # the gaps the fit tries take the share where it is measurable at that gap: prefetch=True
     # (an error where it is not) holds for the gap fitted, below
     trial = None if prefetch is True else prefetch
-    gap_note = ""
+    gap_note, gap_fitted = "", False
     if gap is None:
         gap = MODELLED_GAP_BASE + MODELLED_GAP_PER_REQUEST * max(s.mean_batch_size - 1, 0.0)
         if fit:
@@ -530,13 +528,10 @@ def calibrate(config=None, stats=None, metrics=None, trace=None, perf_analyzer=N
             points = dict(steady.points)
             jitter = steady.jitter if steady.jitter in ("deterministic", "exponential") \
                 else (steady.jitter, steady.cv)
-
-            def summarised(g):
-                n = cfg.node(ServiceTime.table({k: v + g for k, v in points.items()},
-                                               jitter=jitter))
-                return replace(n, prefetch=_prefetch(cfg, n, None, g, trial)[0],
-                               drift=drift)
-            gap, gap_origin = _fitted_gap(summarised, s, rate, rate_source, gap, gap_origin)
+            summarised = _at_gap(cfg, lambda g: ServiceTime.table(
+                {k: v + g for k, v in points.items()}, jitter=jitter), None, trial, drift)
+            gap, gap_origin, gap_fitted = _fitted_gap(summarised, s, rate, rate_source, gap,
+                                                      gap_origin)
     if t is not None:
         # the steady executions make the service law only: the batcher's measures need
         # the batches' real end times
@@ -557,14 +552,13 @@ def calibrate(config=None, stats=None, metrics=None, trace=None, perf_analyzer=N
             # also takes up what the model misses of the mean (instances slowing each other,
             # the batcher's timing): held-out runs within 10% / 15% 14 -> 16 of 17
             # (validation/triton_untraced.py)
-            def traced(g):
-                n = cfg.node(_traced_service(steady, s, cfg, g, shape)[0])
-                return replace(n, prefetch=_prefetch(cfg, n, t, g, trial)[0], drift=drift)
+            traced = _at_gap(cfg, lambda g: _traced_service(steady, s, cfg, g, shape)[0], t,
+                             trial, drift)
             own = gap
-            gap, gap_origin = _fitted_gap(traced, s, rate, rate_source, gap,
-                                          (gap_origin[0], f"{gap_origin[1]}, "
-                                                          f"{gap * 1e3:.3f} ms"))
-            if gap != own:
+            gap, gap_origin, gap_fitted = _fitted_gap(traced, s, rate, rate_source, gap,
+                                                      (gap_origin[0], f"{gap_origin[1]}, "
+                                                                      f"{gap * 1e3:.3f} ms"))
+            if gap_fitted:
                 gap_note = (f"fitted to the statistics' queue time; the trace's own "
                             f"{own * 1e3:.3f} ms")
         service, service_note, jitter_note = _traced_service(steady, s, cfg, gap, shape,
@@ -577,8 +571,7 @@ def calibrate(config=None, stats=None, metrics=None, trace=None, perf_analyzer=N
 
     node = cfg.node(service)
     chance, batcher_note, prefetch_origin = _prefetch(cfg, node, t, gap, prefetch)
-    if chance is None and prefetch_origin[0] == "measured" and gap_origin[1].startswith(
-            "fitted"):
+    if chance is None and prefetch_origin[0] == "measured" and gap_fitted:
         # Triton prefetches here, but the trace showed too few late requests to say how
         # much: the fitted gap then also takes up the prefetching's share of the mean
         gap_origin = (gap_origin[0], f"{gap_origin[1]}; no prefetch share measured, so the "
@@ -651,18 +644,28 @@ QUEUE_GAP_LOAD = 0.98
 QUEUE_AGREEMENT = (2 / 3, 1.5)
 
 
+def _at_gap(cfg: TritonConfig, service_at, t: TritonTrace | None, wanted, drift):
+    """node(g): the node calibrate returns with pickup gap g, its service law
+    ``service_at(g)``, the prefetch share at that gap (:func:`_prefetch`) and ``drift``,
+    without its overhead: what :func:`_queue_gap` fits."""
+    def node(g):
+        n = cfg.node(service_at(g))
+        return replace(n, prefetch=_prefetch(cfg, n, t, g, wanted)[0], drift=drift)
+    return node
+
+
 def _fitted_gap(build, s, rate: float, rate_source: str, gap: float, origin: tuple) -> tuple:
-    """(gap, (how, source)): the pickup gap fitted to the statistics' queue time
+    """(gap, (how, source), fitted): the pickup gap fitted to the statistics' queue time
     (:func:`_queue_gap`), or ``gap`` from ``origin`` where the fit fails, the note saying
     why."""
     fitted, how = _queue_gap(build, s, rate)
     if fitted is None:
         return gap, (origin[0], f"{origin[1]} (a rate was known, {rate:.6g} req/s, but the "
-                                f"fit to the queue time failed: {how[:200]})")
+                                f"fit to the queue time failed: {how[:200]})"), False
     return fitted, ("measured", f"fitted so that the model's mean time in the batcher "
                                 f"equals the statistics API's (mean queue {s.queue * 1e3:.3f} "
                                 f"ms and execution) at {rate:.6g} req/s ({rate_source}){how}; "
-                                f"without the fit, {origin[1]}")
+                                f"without the fit, {origin[1]}"), True
 
 
 def _queue_gap(node, s, rate: float) -> tuple:
