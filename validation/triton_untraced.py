@@ -128,6 +128,17 @@ def quantiles(node, rate):
     return r.p50, r.p99
 
 
+def medians(rows, kind) -> dict:
+    """Median |error| on p50 and p99 of ``kind`` over ``rows`` (NaN, an unstable node, left
+    out) and how many rows lie within 10% on p50 and 15% on p99."""
+    e50 = [abs(r[kind][0]) for r in rows if not math.isnan(r[kind][0])]
+    e99 = [abs(r[kind][1]) for r in rows if not math.isnan(r[kind][1])]
+    return {"median_p50": statistics.median(e50), "median_p99": statistics.median(e99),
+            "within_10_15": sum(1 for r in rows if abs(r[kind][0]) <= 0.10
+                                and abs(r[kind][1]) <= 0.15),
+            "runs": len(rows)}
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--write", action="store_true")
@@ -199,26 +210,16 @@ def main():
     summary = {}
     for k in [k for k in ("traced", "trace_gap", "untraced", "modelled", "queue",
                           "traced+drift", "modelled+drift", "queue+drift") if k in rows[0]]:
-        e50 = [abs(r[k][0]) for r in steady if not math.isnan(r[k][0])]
-        e99 = [abs(r[k][1]) for r in steady if not math.isnan(r[k][1])]
-        summary[k] = {"median_p50": statistics.median(e50), "median_p99": statistics.median(e99),
-                      "within_10_15": sum(1 for r in steady if abs(r[k][0]) <= 0.10
-                                          and abs(r[k][1]) <= 0.15),
-                      "runs": len(steady)}
+        summary[k] = medians(steady, k)
         print(f"{k:9} over {len(steady)} runs below 0.95 utilization: median |error| p50 "
               f"{summary[k]['median_p50']:.1%}, p99 {summary[k]['median_p99']:.1%}; "
               f"{summary[k]['within_10_15']} within 10% / 15%")
     if args.polled:              # every run, those at capacity included
-        for k in [k for k in ("modelled", "queue", "modelled+drift", "queue+drift")]:
-            e50 = [abs(r[k][0]) for r in rows if not math.isnan(r[k][0])]
-            e99 = [abs(r[k][1]) for r in rows if not math.isnan(r[k][1])]
-            within = sum(1 for r in rows if abs(r[k][0]) <= 0.10 and abs(r[k][1]) <= 0.15)
-            summary[f"all {k}"] = {"median_p50": statistics.median(e50),
-                                   "median_p99": statistics.median(e99),
-                                   "within_10_15": within, "runs": len(rows)}
+        for k in ("modelled", "queue", "modelled+drift", "queue+drift"):
+            summary[f"all {k}"] = got = medians(rows, k)
             print(f"{k:9} over all {len(rows)} runs: median |error| p50 "
-                  f"{statistics.median(e50):.1%}, p99 {statistics.median(e99):.1%}; {within} "
-                  f"within 10% / 15%")
+                  f"{got['median_p50']:.1%}, p99 {got['median_p99']:.1%}; "
+                  f"{got['within_10_15']} within 10% / 15%")
     if args.write:
         out = OUT_HELDOUT if args.heldout else OUT_LONG if args.long else \
             OUT_POLLED if args.polled else OUT
