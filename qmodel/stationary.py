@@ -86,6 +86,7 @@ from .sim.ensemble import arrivals_per_replica
 from .system import (Cluster, Node, Poisson, Renewal, Trace, arrivals_from, as_cluster,
                      check_stable)
 from .theory.batch import DEFAULT_RESOLUTION, batch_node, check_resolution
+from .theory.batch.bunched import bunched_batch_node, bunches
 from .theory.budget import (ADVICE, OverBudget, charge, fits, format_bytes, format_seconds,
                             hold, limits, memory_limit, remaining)
 from .theory.classical import mdc, mg1, mmc
@@ -457,6 +458,9 @@ def _batcher(node: Node, rate: float, resolution: int, scv: float = 1.0) -> Late
     if node.max_batch_size == 1 and not node.max_queue_size:
         # one request per batch: a classical queue with c servers
         return _single_request(node, rate, scv)
+    if bunches(node, rate, scv):
+        # deterministic instances that free together, not in turn
+        return bunched_batch_node(node, rate, resolution)
     return batch_node(node, rate, resolution=resolution, arrival_scv=scv)
 
 

@@ -69,15 +69,18 @@ def test_case4_round_robin_at_light_load_lies_outside_its_domain():
     assert "outside_measured_domain" in r.accuracy.approximation_keys
 
 
-def test_case5_flat_service_over_several_instances_lies_outside_its_domain():
-    # the wide draws found the model up to 37% low near here; the ordinary draws (2,400) then
-    # measured this corner: at load 0.3 the answer holds its stated range (-17% against
-    # 2 M simulated requests), at 0.6 and 0.9 a measured miss lies near and it is refused
+@pytest.mark.parametrize("load, family", [
+    (0.3, "batch_several_deterministic_no_delay"), (0.6, "batch_several_bunched"),
+    (0.9, "batch_several_bunched")])
+def test_case5_flat_service_over_several_instances_holds_its_stated_range(load, family):
+    # the wide draws found the staggered model up to 37% low near here, and the ordinary
+    # draws measured misses at 0.6 and 0.9, which the domain then refused: there the
+    # instances bunch, and the bunched model answers; at 0.3 (2.2 arrivals per instance in
+    # S(1)) the staggered one still does
     node = qm.Node(AFF(2.64e-4, 2.9e-6), max_batch_size=8, instances=7)
-    for load in (0.6, 0.9):
-        _refused(node, load, "family 'batch_several_deterministic_no_delay' missed by more")
-    rate = 0.3 * node.capacity
+    rate = load * node.capacity
     r = qm.predict(node, rate=rate, fallback="raise")
+    assert [m.family for m in r.accuracy.measured] == [family]
     low, high = r.accuracy.p99_bounds(r.p99)
     s_low, s_high = qm.simulate(node, rate=rate, requests=400_000, seed=7).ci(0.99, level=0.99)
     assert low <= s_high and high >= s_low

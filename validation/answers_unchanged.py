@@ -22,7 +22,8 @@ The node definitions are written out here on purpose: this script must not move 
 it checks does.
 
 Run: ``.venv/bin/python validation/answers_unchanged.py --check
-validation/results/answers_baseline.json`` (about 2 minutes).
+validation/results/answers_baseline.json`` (about 2 minutes). After a change that moves some
+answers on purpose, ``--update`` that file replaces those answers only (each printed).
 """
 
 from __future__ import annotations
@@ -217,12 +218,25 @@ def main(argv=None) -> int:
     act = ap.add_mutually_exclusive_group(required=True)
     act.add_argument("--record", type=Path, help="write the answers to this JSON file")
     act.add_argument("--check", type=Path, help="compare with the answers in this JSON file")
+    act.add_argument("--update", type=Path,
+                     help="in this JSON file, replace only the predictions that changed by "
+                          "more than --rtol (after a model change: the others keep their "
+                          "recorded last bits); prints each one replaced")
     ap.add_argument("--backend", choices=("numpy", "cupy"), default="numpy")
     ap.add_argument("--sims-only", action="store_true", help="skip the predictions")
     ap.add_argument("--rtol", type=float, default=1e-9)
     args = ap.parse_args(argv)
     key = "numpy" if args.backend == "numpy" else "cupy"
     now = collect(args.backend, args.sims_only)
+    if args.update:
+        stored = json.loads(args.update.read_text())
+        recorded = stored[key].setdefault("predict", {})
+        for name, answer in now["predict"].items():
+            if name not in recorded or not _close(recorded[name], answer, args.rtol):
+                print(f"UPDATED predict {name}: {recorded.get(name)} -> {answer}")
+                recorded[name] = answer
+        args.update.write_text(json.dumps(stored, indent=1, sort_keys=True) + "\n")
+        return 0
     if args.record:
         stored = json.loads(args.record.read_text()) if args.record.exists() else {}
         if args.sims_only:

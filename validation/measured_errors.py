@@ -43,6 +43,7 @@ from qmodel.campaign.summaries import (figures, mean_errors, printed_errors, rou
                                        router_error, several_instance_error)
 from qmodel.latency import ErrorRange, MeasuredError
 from qmodel.theory import measured as table
+from qmodel.theory.batch.bunched import FAMILY as BUNCHED, bunches
 
 GRID = "validation/predict_accuracy.py"
 
@@ -84,17 +85,26 @@ def _cv(service, jitter: str) -> float:
 
 
 # ---- the batch model ----------------------------------------------------------------------
+def _grid_family(r, service) -> str:
+    """The family of a grid or holdout row's batch node (``service``'s): the bunched model's
+    where its instances bunch, else by instances, jitter and delay."""
+    node = service.node(r["B"], r["D_over_S1"], r["c"], r["jitter"])
+    if bunches(node, r["load"] * node.capacity):
+        return BUNCHED
+    return table.family_of(r["c"], r["jitter"] == "deterministic", r["D_over_S1"] > 0)
+
+
 def _batch_rows():
     """(family, Row) of every batch-model approximation the grids ran."""
     for r in stored_results("predict_accuracy.json"):
         # every batching node (max_batch_size > 1) is the batch model's
         if r["family"] == "approximation" and r["B"] > 1:
-            fam = table.family_of(r["c"], r["jitter"] == "deterministic", r["D_over_S1"] > 0)
+            fam = _grid_family(r, GRID_SERVICE)
             yield fam, Row(None, r["p95"]["error"], r["p99"]["error"], _features(
                 r["B"], r["load"], r["D_over_S1"], r["c"], _cv(GRID_SERVICE, r["jitter"])),
                 GRID)
     for r in stored_results("multi_instance_holdout.json"):    # with the shipped pass count
-        fam = table.family_of(r["c"], r["jitter"] == "deterministic", r["D_over_S1"] > 0)
+        fam = _grid_family(r, HOLDOUT_SERVICE)
         yield fam, Row(None, several_instance_error(r, "p95"), several_instance_error(r, "p99"),
                        _features(r["B"], r["load"], r["D_over_S1"], r["c"],
                                  _cv(HOLDOUT_SERVICE, r["jitter"]), service=HOLDOUT_SERVICE),
@@ -121,8 +131,7 @@ def _batch_mean_rows():
     the renewal campaign."""
     for r in stored_results("batch_size_accuracy.json"):
         if r["c"] > 1 or r["D_over_S1"] > 0:
-            fam = table.family_of(r["c"], r["jitter"] == "deterministic", r["D_over_S1"] > 0)
-            yield fam, *mean_errors(r)
+            yield _grid_family(r, GRID_SERVICE), *mean_errors(r)
     for r in stored_results("renewal_batch.json"):
         yield table.family_of(r["c"], True, True, renewal=True), *mean_errors(r)
 

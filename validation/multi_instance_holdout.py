@@ -32,6 +32,7 @@ from qmodel.campaign.results import add_output_arguments, stored_rows, write_out
 from qmodel.campaign.summaries import (HOLDOUT_MISS, several_instance_error,
                                        several_instance_groups, worst_rows)
 from qmodel.theory.batch import batch_node
+from qmodel.theory.batch.bunched import bunches
 
 REQUESTS, MAX_REQUESTS, SEED = 4_000_000, 64_000_000, 5
 
@@ -41,13 +42,15 @@ def predictions(row, passes) -> dict:
 
     ``predict`` answers these nodes (c > 1, Poisson arrivals) with ``batch_node`` at its
     default resolution, so calling it with each pass count gives what ``predict`` would with
-    that count.
+    that count; a node whose instances bunch (qmodel.theory.batch.bunched) has no passes, and
+    each count gets predict's answer.
     """
     node = HOLDOUT_SERVICE.node(row["B"], row["D_over_S1"], row["c"], row["jitter"])
     rate = row["load"] * node.capacity
     out = {}
     for n in passes:
-        pred = batch_node(node, rate, passes=n)
+        pred = (qm.predict(node, rate=rate, fallback="raise") if bunches(node, rate)
+                else batch_node(node, rate, passes=n))
         out[str(n)] = [float(pred.quantile(p)) for p in (0.95, 0.99)]
     return out
 

@@ -43,6 +43,9 @@ DESCRIPTIONS = {
         "several-instance batching nodes, deterministic service, no delay",
     "batch_several_deterministic_delay":
         "several-instance batching nodes, deterministic service, with a delay",
+    "batch_several_bunched":
+        "several-instance batching nodes, deterministic service, no delay, whose instances "
+        "free together (the bunched model)",
     "batch_several_jittery_no_delay":
         "several-instance batching nodes, jittery service, no delay",
     "batch_several_jittery_delay":
