@@ -106,36 +106,63 @@ class _DeterministicService(QueueLatency):
         return out
 
     def _quantile(self, p):
-        return np.array([self.service_time + self._wait_quantile(float(pi))
-                         for pi in p.ravel()]).reshape(p.shape)
+        q = 1.0 - p.ravel()
+        wait = np.zeros(q.size)
+        waits = q < self.waiting_probability              # the others are 0
+        if waits.any():
+            wait[waits] = self._wait_quantiles(q[waits])
+        return (self.service_time + wait).reshape(p.shape)
 
-    def _wait_guess(self, q: float) -> float:
+    def _wait_guess(self, q):
         """A first guess of the waiting time with P(Wq > t) = q (exponential tail)."""
-        return math.log(self.waiting_probability / q) / self.tail_rate
+        return np.log(self.waiting_probability / q) / self.tail_rate
 
-    def _wait_quantile(self, p: float) -> float:
-        # The waiting-time cdf is continuous on (0, inf) and smooth between multiples of D:
-        # find the D-interval that holds the quantile, starting from the exponential-tail guess,
-        # then solve inside it with Brent's method.
-        q = 1.0 - p
-        if q >= self.waiting_probability:
-            return 0.0
+    def _wait_sf_at(self, w: np.ndarray) -> np.ndarray:
+        return np.asarray(self._wait_sf(np.asarray(w, dtype=float)), dtype=float)
+
+    def _wait_quantiles(self, q: np.ndarray) -> np.ndarray:
+        """The waiting times t with P(Wq > t) = q, for every level of ``q`` (each below the
+        waiting probability) at once.
+
+        The waiting-time cdf is continuous on (0, inf) and smooth between multiples of D: each
+        level's D-interval is found from the exponential-tail guess, then solved inside it
+        by the Illinois variant of regula falsi (Dowell and Jarratt 1971), one evaluation of
+        the sf for all levels per step, to the last bits of float64 (the bracket within 4
+        ulps, as Brent's method was asked for before).
+        """
         d = self.service_time
-        cache = {}
-
-        def sf(w):
-            if w not in cache:
-                cache[w] = float(self._wait_sf(np.array([w]))[0])
-            return cache[w]
-
-        k = max(0, int(math.floor(self._wait_guess(q) / d)))
-        while k > 0 and sf(k * d) <= q:
-            k -= 1
-        while sf((k + 1) * d) > q:
-            k += 1
-        lo, hi = k * d, (k + 1) * d
-        return optimize.brentq(lambda w: sf(w) - q, lo, hi, xtol=1e-15 * hi, rtol=1e-15,
-                               maxiter=500)
+        k = np.maximum(np.floor(self._wait_guess(q) / d), 0.0)
+        # the interval [k D, (k + 1) D] with sf(k D) > q >= sf((k + 1) D), both ends in one
+        # evaluation (sf(0) is the waiting probability, above every level here)
+        while True:
+            ends = self._wait_sf_at(np.concatenate([k * d, (k + 1) * d]))
+            fa, fb = ends[:k.size] - q, ends[k.size:] - q
+            down = (k > 0) & (fa <= 0)
+            up = ~down & (fb > 0)
+            if not (down.any() or up.any()):
+                break
+            k = k - down + up
+        a, b = k * d, (k + 1) * d
+        side = np.zeros(q.size)                # +1: b moved last, -1: a moved last
+        for _ in range(200):
+            open_ = (b - a) > 4 * np.finfo(float).eps * b
+            if not open_.any():
+                break
+            denominator = fb - fa
+            c = np.where(denominator != 0, (a * fb - b * fa) / np.where(
+                denominator != 0, denominator, 1.0), 0.5 * (a + b))
+            c = np.where((c > a) & (c < b), c, 0.5 * (a + b))   # rounding: bisect
+            fc = np.where(open_, self._wait_sf_at(np.where(open_, c, a)) - q, 0.0)
+            exact = open_ & (fc == 0.0)
+            right = open_ & (fc < 0.0)           # the root lies left of c: c becomes b
+            left = open_ & (fc > 0.0)
+            fa = np.where(right & (side == 1), fa / 2, fa)
+            fb = np.where(left & (side == -1), fb / 2, fb)
+            b, fb = np.where(right, c, b), np.where(right, fc, fb)
+            a, fa = np.where(left, c, a), np.where(left, fc, fa)
+            side = np.where(right, 1.0, np.where(left, -1.0, side))
+            a, b = np.where(exact, c, a), np.where(exact, c, b)
+        return 0.5 * (a + b)
 
     @property
     def mean(self) -> float:
@@ -211,8 +238,8 @@ class MD1Latency(_DeterministicService):
     def _wait_sf(self, w):
         return np.array([self._erlang(float(x))[1] for x in np.ravel(w)]).reshape(np.shape(w))
 
-    def _wait_guess(self, q: float) -> float:
-        return math.log(self._tail_constant / q) / self.tail_rate
+    def _wait_guess(self, q):
+        return np.log(self._tail_constant / q) / self.tail_rate
 
     @property
     def waiting_mean(self) -> float:
@@ -392,23 +419,27 @@ class MDcLatency(_DeterministicService):
                      - mean[:, None])
         return m, mean, j, pmf
 
-    def _wait_both(self, w):
-        """(P(Wq <= w), P(Wq > w)), each summed directly over positive terms."""
+    def _wait_both(self, w, with_cdf: bool = True):
+        """(P(Wq <= w), P(Wq > w)), each summed directly over positive terms; without
+        ``with_cdf`` the first is None (the quantiles' root search needs the sf only)."""
         # W <= kD + u  <=>  B + N(lambda (D - u)) <= (k+1)c - 1  (derivation in mdc's docstring)
         w = np.asarray(w, dtype=float).ravel()
         cdf, sf = np.empty(w.size), np.empty(w.size)
         for s in range(0, w.size, 512):
             m, mean, j, pmf = self._wait_terms(w[s:s + 512])
             idx = m[:, None] - j[None, :]
-            cdf[s:s + 512] = (pmf * self._head_at(idx)).sum(axis=1)
+            if with_cdf:
+                cdf[s:s + 512] = (pmf * self._head_at(idx)).sum(axis=1)
             sf[s:s + 512] = (np.where(idx >= 0, pmf * self._tail_at(idx), 0.0).sum(axis=1)
                              + special.pdtrc(m, mean))       # P(Poisson(mean) > m)
+        if not with_cdf:
+            return None, np.clip(sf, 0.0, 1.0)
         # The smaller of the two is accurate relative to its size; take the other from it.
         cdf = np.where(sf < 0.5, 1.0 - sf, cdf)
         return np.clip(cdf, 0.0, 1.0), np.clip(sf, 0.0, 1.0)
 
     def _wait_sf(self, w):
-        return self._wait_both(w)[1]
+        return self._wait_both(w, with_cdf=False)[1]
 
     def _wait_cdf(self, w):
         return self._wait_both(w)[0]
