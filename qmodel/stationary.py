@@ -86,7 +86,7 @@ from .sim.ensemble import arrivals_per_replica
 from .system import (Cluster, Node, Poisson, Renewal, Trace, arrivals_from, as_cluster,
                      check_stable)
 from .theory.batch import DEFAULT_RESOLUTION, batch_node, check_resolution
-from .theory.batch.bunched import bunched_batch_node, bunches
+from .theory.batch.bunched import bunched_batch_node, bunches, too_wide
 from .theory.budget import (ADVICE, OverBudget, charge, fits, format_bytes, format_seconds,
                             hold, limits, memory_limit, remaining)
 from .theory.classical import mdc, mg1, mmc
@@ -250,6 +250,9 @@ def _outside_measured_domain(system, process, result: Latency) -> str | None:
         checks = []
         for (node, share), part in zip(served, parts):
             node_scv = cluster.router.kind.node_arrival_scv(share, scv, N) if N > 1 else scv
+            wide = too_wide(node, rate * share, node_scv)
+            if wide is not None:
+                return wide
             features = configuration_features(node, rate * share / node.capacity, node_scv)
             checks += [(m, features) for m in part.accuracy.measured]
     for family, features in checks:

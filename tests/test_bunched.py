@@ -6,34 +6,63 @@ import pytest
 
 import qmodel as qm
 from qmodel.theory.batch import batch_node
-from qmodel.theory.batch.bunched import (BUNCH_ARRIVALS, BUNCH_ITEM_WORK, FAMILY, bunched_node,
-                                         bunches, instance_batches)
+from qmodel.theory.batch.bunched import (BUNCH_ARRIVALS, BUNCH_ITEM_WORK, FAMILY,
+                                         FLAT_ARRIVALS, FLAT_ITEM_WORK, MAX_WIDE_BATCH,
+                                         bunched_node, bunches, instance_batches, too_wide)
 from qmodel.theory.measured import measured_table
 
-# Flat deterministic service (S(16) only 0.8% above S(1)), four instances at half capacity:
-# 7.9 arrivals per instance in S(1), per-item work 0.016 of an instance.
+# Flat deterministic service (S(16) only 0.8% above S(1)), four instances at 0.7 of capacity:
+# 11 arrivals per instance in S(1), per-item work 0.022 of an instance.
 FLAT = qm.Node(qm.ServiceTime.affine(2e-3, 1e-6), max_batch_size=16, instances=4)
-HALF = 0.5 * FLAT.capacity
+RATE = 0.7 * FLAT.capacity
 
 
 def test_which_nodes_bunch():
-    assert bunches(FLAT, HALF)
+    assert bunches(FLAT, RATE)
     # each condition alone turns it off
-    assert not bunches(replace(FLAT, instances=1), HALF / 4)
-    assert not bunches(replace(FLAT, max_queue_delay=1e-3), HALF)
-    assert not bunches(replace(FLAT, preferred_batch_sizes=(8, 16)), HALF)
-    assert not bunches(replace(FLAT, max_queue_size=64), HALF)
-    assert not bunches(FLAT, HALF, arrival_scv=0.5)
+    assert not bunches(replace(FLAT, instances=1), RATE / 4)
+    assert not bunches(replace(FLAT, max_queue_delay=1e-3), RATE)
+    assert not bunches(replace(FLAT, preferred_batch_sizes=(8, 16)), RATE)
+    assert not bunches(replace(FLAT, max_queue_size=64), RATE)
+    assert not bunches(FLAT, RATE, arrival_scv=0.5)
     jittery = replace(FLAT, service=qm.ServiceTime.affine(2e-3, 1e-6, jitter=("lognormal", 0.1)))
-    assert not bunches(jittery, HALF)
-    # the two thresholds, each on its boundary
+    assert not bunches(jittery, RATE)
+    # the thresholds, each on its boundary: a flat S(k) asks for more arrivals
     s1 = float(FLAT.service.mean(1))
-    assert bunches(FLAT, BUNCH_ARRIVALS * 4 / s1)
-    assert not bunches(FLAT, 0.999 * BUNCH_ARRIVALS * 4 / s1)
+    assert bunches(FLAT, FLAT_ARRIVALS * 4 / s1)
+    assert not bunches(FLAT, 0.999 * FLAT_ARRIVALS * 4 / s1)
     per_item = 1e-4
     steep = replace(FLAT, service=qm.ServiceTime.affine(2e-3, per_item))
+    s1 = float(steep.service.mean(1))
     assert bunches(steep, BUNCH_ITEM_WORK / per_item)
     assert not bunches(steep, 1.001 * BUNCH_ITEM_WORK / per_item)
+    rate = BUNCH_ARRIVALS * 4 / s1                     # per-item work 0.57: growth
+    assert rate * per_item >= FLAT_ITEM_WORK
+    assert bunches(steep, rate) and not bunches(steep, 0.999 * rate)
+    assert not bunches(steep, FLAT_ITEM_WORK / per_item * 0.999)   # flat, 0.7 arrivals
+    # a measured table: its steepest step counts, not its mean growth
+    table = {1: 2e-3, 15: 2.014e-3, 16: 2.4e-3}          # mean 0.027 ms per item, last 0.39
+    stepped = replace(FLAT, service=qm.ServiceTime.table(table))
+    rate = 0.5 * stepped.capacity
+    assert rate * 2e-3 / 4 >= BUNCH_ARRIVALS                    # enough arrivals
+    assert rate * (2.4e-3 - 2e-3) / 15 <= BUNCH_ITEM_WORK       # the mean growth would pass
+    assert not bunches(stepped, rate)
+    # a table that falls (a larger batch faster) and a wide instance past the cap do not
+    falling = replace(FLAT, service=qm.ServiceTime.table({1: 3e-3, 16: 2e-3}))
+    assert not bunches(falling, 0.5 * falling.capacity)
+    wide = replace(FLAT, max_batch_size=MAX_WIDE_BATCH // 4 + 1)
+    assert not bunches(wide, 0.7 * wide.capacity)
+    assert too_wide(wide, 0.7 * wide.capacity) is not None
+    assert too_wide(FLAT, RATE) is None and too_wide(wide, 0.01 * wide.capacity) is None
+
+
+def test_past_the_width_the_staggered_answer_is_declined():
+    """The staggered chain was 26-41% low on such nodes (review of the bunched model)."""
+    wide = replace(FLAT, max_batch_size=128, instances=8)
+    with pytest.raises(NotImplementedError, match="bunched model is solved up to"):
+        qm.predict(wide, rate=0.7 * wide.capacity, fallback="raise")
+    r = qm.predict(wide, rate=0.7 * wide.capacity, fallback="raise", extrapolate=True)
+    assert "outside_measured_domain" in r.accuracy.approximation_keys
 
 
 def test_the_wide_instance_and_its_batches():
@@ -48,7 +77,7 @@ def test_the_wide_instance_and_its_batches():
 
 
 def test_predict_answers_with_the_bunched_model_and_states_it():
-    r = qm.predict(FLAT, rate=HALF, fallback="raise", extrapolate=True)
+    r = qm.predict(FLAT, rate=RATE, fallback="raise", extrapolate=True)
     assert r.method == "batch node, 4 bunched instances as one of max_batch_size 64"
     assert r.accuracy.exactness == "approximation"
     assert "bunched_instances" in r.accuracy.approximation_keys
@@ -60,20 +89,23 @@ def test_predict_answers_with_the_bunched_model_and_states_it():
     assert max(r.batch_size_distribution) <= 16
     # a random router's nodes see a Poisson share of the rate: the same model
     cluster = qm.Cluster(FLAT, count=3, router="random")
-    rc = qm.predict(cluster, rate=3 * HALF, fallback="raise", extrapolate=True)
+    rc = qm.predict(cluster, rate=3 * RATE, fallback="raise", extrapolate=True)
     assert rc.p99 == pytest.approx(r.p99, rel=1e-9)
 
 
-def test_the_family_is_measured_and_has_no_misses():
+def test_the_family_is_measured_inside_its_tolerance():
+    # validation/bunched_draws.py and the stored campaigns: few misses (rows beyond 20% on
+    # p95 or p99, whose neighbourhoods the domain keeps out)
     m = measured_table()[FAMILY]
-    assert m.configurations >= 60 and not m.misses
-    assert m.p99.worst < 0.2
+    assert m.configurations >= 500 and len(m.misses) < 0.05 * m.configurations
+    assert m.p99.worst <= 0.2 and m.p95.worst <= 0.2
 
 
 @pytest.mark.parametrize("base, per_item, B, c, load", [
-    (2e-3, 1e-6, 16, 4, 0.5),                # flat: the staggered model was 33% low on p99
-    (2e-3, 0.0, 26, 6, 0.31),                # as the wide draws' row 357: 33.5% low
-    (1.8874e-3, 0.1438e-3, 8, 2, 0.7),       # the accuracy grid's B 8 on two instances
+    (2e-3, 1e-6, 16, 4, 0.7),                # flat: the staggered chain is 35% low on p99
+    (2e-3, 0.0, 26, 6, 0.31),                # as the wide draws' row 357: 33.5% low (8.06
+                                             # arrivals per instance in S(1))
+    (2e-3, 0.05e-3, 8, 2, 0.8),              # some growth: 2.5% of S(1) per item
 ])
 def test_bunched_nodes_against_the_simulator(base, per_item, B, c, load):
     """The simulated p99 lies in the interval the answer states (its family's measured range

@@ -69,21 +69,25 @@ def test_case4_round_robin_at_light_load_lies_outside_its_domain():
     assert "outside_measured_domain" in r.accuracy.approximation_keys
 
 
-@pytest.mark.parametrize("load, family", [
-    (0.3, "batch_several_deterministic_no_delay"), (0.6, "batch_several_bunched"),
-    (0.9, "batch_several_bunched")])
-def test_case5_flat_service_over_several_instances_holds_its_stated_range(load, family):
+@pytest.mark.parametrize("load", [0.6, 0.9])
+def test_case5_flat_service_over_several_instances_holds_its_stated_range(load):
     # the wide draws found the staggered model up to 37% low near here, and the ordinary
     # draws measured misses at 0.6 and 0.9, which the domain then refused: there the
-    # instances bunch, and the bunched model answers; at 0.3 (2.2 arrivals per instance in
-    # S(1)) the staggered one still does
+    # instances bunch, and the bunched model answers
     node = qm.Node(AFF(2.64e-4, 2.9e-6), max_batch_size=8, instances=7)
     rate = load * node.capacity
     r = qm.predict(node, rate=rate, fallback="raise")
-    assert [m.family for m in r.accuracy.measured] == [family]
+    assert [m.family for m in r.accuracy.measured] == ["batch_several_bunched"]
     low, high = r.accuracy.p99_bounds(r.p99)
     s_low, s_high = qm.simulate(node, rate=rate, requests=400_000, seed=7).ci(0.99, level=0.99)
     assert low <= s_high and high >= s_low
+
+
+def test_case5_below_the_bunching_rule_a_measured_miss_near_refuses_it():
+    # at 0.3 (2.2 arrivals per instance in S(1), below the rule) the staggered chain answers,
+    # and validation/bunched_draws.py measured it missing near here
+    node = qm.Node(AFF(2.64e-4, 2.9e-6), max_batch_size=8, instances=7)
+    _refused(node, 0.3, "family 'batch_several_deterministic_no_delay' missed by more")
 
 
 def test_defects_names_the_figure_that_fails():

@@ -5,8 +5,9 @@ are answered by the bunched model (qmodel/theory/batch/bunched.py) since 2026-11
 the staggered-instance chain answered them, 20-41% low on p99 where the service time grows
 little with the batch. The stored campaigns keep their simulations; this script predicts
 again, with ``qmodel.predict`` as each campaign does, every stored row whose node now bunches
-(a single node, or a random router's nodes under their Poisson share of the rate) and writes
-the rows back:
+(a single node, or a random router's nodes under their Poisson share of the rate) or was
+stored as bunched, and every grid node of several deterministic instances without a delay,
+and writes the rows back:
 
 - validation/results/predict_accuracy.json (the grid; ``refresh_model`` of its script),
   multi_instance_holdout.json (``refresh``), batch_size_accuracy.json (means);
@@ -29,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 import qmodel as qm                                                  # noqa: E402
 from qmodel.campaign.grids import GRID_SERVICE, HOLDOUT_SERVICE      # noqa: E402
-from qmodel.theory.batch.bunched import bunches                      # noqa: E402
+from qmodel.theory.batch.bunched import FAMILY, bunches              # noqa: E402
 
 import multi_instance_holdout                                       # noqa: E402
 import predict_accuracy                                             # noqa: E402
@@ -41,18 +42,20 @@ WIDE_FILES = ("wide_domain.json", "ordinary_domain.json", "ordinary_domain_2.jso
 
 
 def _grid_bunches(row, service) -> bool:
-    if row["D_over_S1"] > 0 or row["jitter"] != "deterministic":
-        return False
-    node = service.node(row["B"], row["D_over_S1"], row["c"], row["jitter"])
-    return bunches(node, row["load"] * node.capacity)
+    """Whether the grid row's node is one the rule may take or have taken: several
+    deterministic instances without a delay (few; all predicted again)."""
+    return row["D_over_S1"] == 0 and row["jitter"] == "deterministic" and row["c"] > 1 \
+        and row["B"] > 1
 
 
 def _wide_bunches(row) -> bool:
-    """Whether the row's system is answered through a bunched node (single, or random)."""
+    """Whether the row's system is answered through a bunched node (single, or random), or
+    was when stored (a rule since tightened)."""
     if "p99" not in row or row.get("router") not in (None, "random"):
         return False
     system, node = system_of(row)
-    return bunches(node, row["load"] * system.capacity / row.get("N", 1))
+    return (bunches(node, row["load"] * system.capacity / row.get("N", 1))
+            or FAMILY in row["families"])
 
 
 def refresh_wide(row) -> dict:
@@ -112,7 +115,8 @@ def main() -> None:
     for r in rows:
         if _grid_bunches(r, GRID_SERVICE):
             node = GRID_SERVICE.node(r["B"], r["D_over_S1"], r["c"], r["jitter"])
-            pred = qm.predict(node, rate=r["load"] * node.capacity, fallback="raise")
+            pred = qm.predict(node, rate=r["load"] * node.capacity, fallback="raise",
+                              extrapolate=True)
             print(f"  B={r['B']} c={r['c']} load {r['load']}: mean batch "
                   f"{r['batch'][0]:.3f} -> {pred.mean_batch_size:.3f} (simulated "
                   f"{r['batch'][1]:.3f})")

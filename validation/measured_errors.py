@@ -14,6 +14,8 @@ writes from the campaigns' stored results in validation/results/:
   and under renewal arrivals (least_outstanding_renewal.txt);
 - least outstanding and power of two over nodes of several instances
   (several_instance_routers.json.gz);
+- bunched instances (bunched_draws.json, with the stored rows of the batch model's campaigns
+  that the rule takes);
 - the GI/G/c fast server (renewal_multi_server.txt);
 - Triton's prefetching batcher, as forming batches when an instance frees
   (prefetch_accuracy.json);
@@ -213,7 +215,8 @@ def _fast_server_rows():
 def _wide_rows():
     """(family, Row) of the random configurations of validation/wide_domain.py (its wide
     draws and its ordinary ones, model_coverage.py's distribution under seeds 3501 and 3502) and
-    validation/several_instance_jitter.py and the grid of validation/preferred_grid.py (rows
+    validation/several_instance_jitter.py, the grid of validation/preferred_grid.py and the
+    draws of validation/bunched_draws.py (rows
     of the same fields; those the self-check had refused measured again by
     validation/rerun_declined.py) that a model answered: a
     cluster's family where the answer quotes one (it covers the nodes' models), else the
@@ -223,6 +226,7 @@ def _wide_rows():
                                                     "ordinary_domain_2.json")
              for r in stored_results(name)]
     rows += [(r, "validation/preferred_grid.py") for r in stored_results("preferred_grid.json")]
+    rows += [(r, "validation/bunched_draws.py") for r in stored_results("bunched_draws.json")]
     rows += [(r, "validation/several_instance_jitter.py")
              for name in ("several_instance_jitter.json", "several_instance_jitter_spread.json",
                           "several_instance_jitter_edge.json")

@@ -49,7 +49,8 @@ def predictions(row, passes) -> dict:
     rate = row["load"] * node.capacity
     out = {}
     for n in passes:
-        pred = (qm.predict(node, rate=rate, fallback="raise") if bunches(node, rate)
+        pred = (qm.predict(node, rate=rate, fallback="raise", extrapolate=True)
+                if bunches(node, rate)
                 else batch_node(node, rate, passes=n))
         out[str(n)] = [float(pred.quantile(p)) for p in (0.95, 0.99)]
     return out
