@@ -86,7 +86,7 @@ from .sim.ensemble import arrivals_per_replica
 from .system import (Cluster, Node, Poisson, Renewal, Trace, arrivals_from, as_cluster,
                      check_stable)
 from .theory.batch import DEFAULT_RESOLUTION, batch_node, check_resolution
-from .theory.batch.bunched import bunched_batch_node, bunches, too_wide
+from .theory.batch.bunched import behind_router, bunched_batch_node, bunches, too_wide
 from .theory.budget import (ADVICE, OverBudget, charge, fits, format_bytes, format_seconds,
                             hold, limits, memory_limit, remaining)
 from .theory.classical import mdc, mg1, mmc
@@ -227,6 +227,13 @@ def _outside_measured_domain(system, process, result: Latency) -> str | None:
     cluster = as_cluster(system)
     outer = [m for m in families if m.family in CLUSTER_FAMILIES]
     if outer:
+        # a node whose instances would bunch at its share: no router family holds there
+        N = len(cluster.nodes)
+        shares = np.full(N, 1.0 / N) if cluster.shares is None else cluster.shares
+        for node, share in zip(cluster.nodes, shares):
+            bunched = behind_router(node, rate * float(share)) if share > 0 else None
+            if bunched is not None:
+                return bunched
         # every node of the cluster, not only the first: a mixed cluster is inside the
         # family's domain only where each of its nodes is
         distinct = []
