@@ -227,13 +227,6 @@ def _outside_measured_domain(system, process, result: Latency) -> str | None:
     cluster = as_cluster(system)
     outer = [m for m in families if m.family in CLUSTER_FAMILIES]
     if outer:
-        # a node whose instances would bunch at its share: no router family holds there
-        N = len(cluster.nodes)
-        shares = np.full(N, 1.0 / N) if cluster.shares is None else cluster.shares
-        for node, share in zip(cluster.nodes, shares):
-            bunched = behind_router(node, rate * float(share)) if share > 0 else None
-            if bunched is not None:
-                return bunched
         # every node of the cluster, not only the first: a mixed cluster is inside the
         # family's domain only where each of its nodes is
         distinct = []
@@ -257,9 +250,6 @@ def _outside_measured_domain(system, process, result: Latency) -> str | None:
         checks = []
         for (node, share), part in zip(served, parts):
             node_scv = cluster.router.kind.node_arrival_scv(share, scv, N) if N > 1 else scv
-            wide = too_wide(node, rate * share, node_scv)
-            if wide is not None:
-                return wide
             features = configuration_features(node, rate * share / node.capacity, node_scv)
             checks += [(m, features) for m in part.accuracy.measured]
     for family, features in checks:
@@ -471,6 +461,9 @@ def _batcher(node: Node, rate: float, resolution: int, scv: float = 1.0) -> Late
     if bunches(node, rate, scv):
         # deterministic instances that free together, not in turn
         return bunched_batch_node(node, rate, resolution)
+    wide = too_wide(node, rate, scv)
+    if wide is not None:
+        raise NotImplementedError(wide)
     return batch_node(node, rate, resolution=resolution, arrival_scv=scv)
 
 
@@ -710,6 +703,12 @@ def _cluster(cluster: Cluster, rate: float, resolution: int, scv: float = 1.0) -
     """The router's model, inside its domain; NotImplementedError saying why elsewhere."""
     policy = cluster.router.kind
     reason = policy.unmodelled(cluster, rate / cluster.capacity, scv)
+    if reason is None and policy.name != "random":
+        # the other routers' models take instances in turn: none holds where they free
+        # together (the nodes share the rate evenly behind these routers)
+        share = rate / len(cluster.nodes)
+        reason = next((why for why in (behind_router(node, share) for node in cluster.nodes)
+                       if why is not None), None)
     if reason is not None:
         raise NotImplementedError(reason)
     return CLUSTER_MODELS[policy.model](cluster, rate, resolution, scv)
