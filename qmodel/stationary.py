@@ -86,7 +86,8 @@ from .sim.ensemble import arrivals_per_replica
 from .system import (Cluster, Node, Poisson, Renewal, Trace, arrivals_from, as_cluster,
                      check_stable)
 from .theory.batch import DEFAULT_RESOLUTION, batch_node, check_resolution
-from .theory.batch.bunched import behind_router, bunched_batch_node, bunches, too_wide
+from .theory.batch.bunched import (behind_router, bunched_batch_node, bunches, stepped,
+                                   too_wide)
 from .theory.budget import (ADVICE, OverBudget, charge, fits, format_bytes, format_seconds,
                             hold, limits, memory_limit, remaining)
 from .theory.classical import mdc, mg1, mmc
@@ -461,9 +462,9 @@ def _batcher(node: Node, rate: float, resolution: int, scv: float = 1.0) -> Late
     if bunches(node, rate, scv):
         # deterministic instances that free together, not in turn
         return bunched_batch_node(node, rate, resolution)
-    wide = too_wide(node, rate, scv)
-    if wide is not None:
-        raise NotImplementedError(wide)
+    unmodelled = too_wide(node, rate, scv) or stepped(node, rate, scv)
+    if unmodelled is not None:
+        raise NotImplementedError(unmodelled)
     return batch_node(node, rate, resolution=resolution, arrival_scv=scv)
 
 

@@ -40,8 +40,9 @@ from ..measured import measured
 from .node import DEFAULT_RESOLUTION, UTILIZATION_ROUNDING, BatchNodeLatency, batch_node
 
 __all__ = ["BUNCH_ARRIVALS", "BUNCH_ITEM_WORK", "FLAT_ARRIVALS", "FLAT_ITEM_WORK",
-           "MAX_WIDE_BATCH", "ROUTED_MARGIN", "FAMILY", "bunches", "too_wide", "behind_router",
-           "bunched_node", "instance_batches", "bunched_batch_node"]
+           "MAX_WIDE_BATCH", "ROUTED_ARRIVALS", "ROUTED_ITEM_WORK", "FAMILY", "bunches",
+           "too_wide", "stepped", "behind_router", "bunched_node", "instance_batches",
+           "bunched_batch_node"]
 
 # the measured family of the bunched model's answers (qmodel/theory/measured_errors.json)
 FAMILY = "batch_several_bunched"
@@ -57,9 +58,11 @@ FLAT_ARRIVALS = 8.0
 # it took seconds and overflowed near capacity
 MAX_WIDE_BATCH = 512
 # behind a router (round robin, least outstanding, power of d) a node sees a smoother stream
-# than Poisson and bunches past the rule: the routers' models are declined within this
-# factor of its thresholds (fewer arrivals, more per-item work; see :func:`behind_router`)
-ROUTED_MARGIN = 2.0
+# than Poisson and bunches past the rule: the routers' models are declined from this many
+# arrivals per instance in S(1), up to this per-item work, flat or not (see
+# :func:`behind_router`)
+ROUTED_ARRIVALS = 1.5
+ROUTED_ITEM_WORK = 2.5
 
 
 def bunches(node: Node, rate: float, arrival_scv: float = 1.0) -> bool:
@@ -105,36 +108,80 @@ def too_wide(node: Node, rate: float, arrival_scv: float = 1.0) -> str | None:
 def behind_router(node: Node, rate: float) -> str | None:
     """Why no router model answers for ``node`` at its share ``rate`` behind round robin,
     least outstanding or power of d (each the staggered chain under smoothed arrivals), or
-    None: the node's instances free together, by the rule under Poisson arrivals of that
-    rate widened by :data:`ROUTED_MARGIN` (half the arrivals, twice the per-item work: a
-    routed stream is smoother). Over the stored configurations of such clusters
-    (validation/results/wide_domain.json, the ordinary draws, domain_check.json,
-    several_instance_routers.json.gz) the routers' models were a median 29% off on p99
-    inside the rule (231 of 286 beyond 20%) and 17% in the widened band (184 of 446), where
-    a review found 7 of 18 answers outside their stated range.
+    None: deterministic instances as :func:`bunches` asks, but from
+    :data:`ROUTED_ARRIVALS` arrivals per instance in S(1) and up to
+    :data:`ROUTED_ITEM_WORK` per-item work (steepest step), flat or not, and any width: a
+    routed stream is smoother than Poisson and bunches sooner. Over the stored
+    configurations of such clusters (validation/results/wide_domain.json, the ordinary draws,
+    domain_check.json, several_instance_routers.json.gz) the routers' models were a median
+    22% off on p99 there (503 of 913 beyond 20%); reviews found flat nodes at 2.4-4
+    arrivals behind them 23-35% low, inside their families' domains.
 
     Examples
     --------
     >>> import qmodel as qm
     >>> node = qm.Node(qm.ServiceTime.affine(2e-3, 1e-6), max_batch_size=16, instances=4)
     >>> print(behind_router(node, rate=0.7 * node.capacity))
-    its 4 instances free together at this node's share of the rate (22,222 req/s), which no router model covers (they take instances in turn and were a median 17-29% off on p99 on such nodes): use qmodel.simulate, or a random router
+    its 4 instances free together at this node's share of the rate (22,222 req/s), which no router model covers (they take instances in turn and were a median 22% off on p99 on such nodes): use qmodel.simulate, or a random router
     """
-    if not _in_rule(node, rate, 1.0, margin=ROUTED_MARGIN):
-        return None
-    return (f"its {node.instances} instances free together at this node's share of the rate "
-            f"({rate:,.0f} req/s), which no router model covers (they take instances in turn "
-            f"and were a median 17-29% off on p99 on such nodes): use qmodel.simulate, or a "
-            f"random router")
-
-
-def _in_rule(node: Node, rate: float, arrival_scv: float, margin: float = 1.0) -> bool:
-    """:func:`bunches` but for the width; ``margin`` divides the arrivals thresholds and
-    multiplies the per-item one."""
     B, c, service = node.max_batch_size, node.instances, node.service
-    if (c == 1 or B == 1 or node.max_queue_delay > 0
-            or node.max_queue_size or any(p < B for p in node.preferred_batch_sizes)
-            or arrival_scv != 1.0 or service.jitter != "deterministic"):
+    if not _deterministic_instances(node, 1.0):
+        return None
+    steps = np.diff(np.asarray(service.mean(np.arange(1, B + 1)), dtype=float))
+    slack = 1e-9                       # the steps' rounding, not a margin
+    if (rate * float(steps.max()) > ROUTED_ITEM_WORK * (1 + slack)
+            or rate * float(service.mean(1)) / c < ROUTED_ARRIVALS * (1 - slack)):
+        return None
+    random = ", or a random router" if c * B <= MAX_WIDE_BATCH else ""
+    return (f"its {c} instances free together at this node's share of the rate "
+            f"({rate:,.0f} req/s), which no router model covers (they take instances in turn "
+            f"and were a median 22% off on p99 on such nodes): use qmodel.simulate{random}")
+
+
+def stepped(node: Node, rate: float, arrival_scv: float = 1.0) -> str | None:
+    """Why no model answers a node whose instances would bunch by its mean step but whose
+    S(k) grows in one steep step (past :data:`BUNCH_ITEM_WORK`), or None. Such measured
+    tables fall between the rule and the staggered chain's measured affine services: a
+    review found the staggered chain 24-38% low on 8 of 14 of them, and a table with a large
+    jump near max_batch_size 30% low by the bunched model.
+
+    Examples
+    --------
+    >>> import qmodel as qm
+    >>> table = qm.ServiceTime.table({1: 12.8e-3, 31: 12.8e-3, 32: 13.6e-3})
+    >>> node = qm.Node(table, max_batch_size=32, instances=4)
+    >>> stepped(node, rate=4857.6)[:60]
+    'its S(k) grows in one step (rate x the steepest step 3.89 in'
+    """
+    if not _deterministic_instances(node, arrival_scv):
+        return None
+    B, c, service = node.max_batch_size, node.instances, node.service
+    steps = np.diff(np.asarray(service.mean(np.arange(1, B + 1)), dtype=float))
+    steep, mean = rate * float(steps.max()), rate * float(steps.mean())
+    if steps.min() < 0 or steep <= BUNCH_ITEM_WORK or mean > BUNCH_ITEM_WORK:
+        return None
+    least = BUNCH_ARRIVALS if mean >= FLAT_ITEM_WORK else FLAT_ARRIVALS
+    if rate * float(service.mean(1)) / c < least:
+        return None
+    return (f"its S(k) grows in one step (rate x the steepest step {steep:.3g} instances, x "
+            f"the mean step {mean:.3g}), between the bunched model's rule and the affine "
+            f"services the staggered chain was measured on: measure more batch sizes, or use "
+            f"qmodel.simulate")
+
+
+def _deterministic_instances(node: Node, arrival_scv: float) -> bool:
+    """Several deterministic instances batching without a delay, no preferred size below
+    max_batch_size, an unlimited queue, Poisson arrivals: the nodes that may bunch."""
+    B = node.max_batch_size
+    return not (node.instances == 1 or B == 1 or node.max_queue_delay > 0
+                or node.max_queue_size or any(p < B for p in node.preferred_batch_sizes)
+                or arrival_scv != 1.0 or node.service.jitter != "deterministic")
+
+
+def _in_rule(node: Node, rate: float, arrival_scv: float) -> bool:
+    """:func:`bunches` but for the width."""
+    B, c, service = node.max_batch_size, node.instances, node.service
+    if not _deterministic_instances(node, arrival_scv):
         return False
     steps = np.diff(np.asarray(service.mean(np.arange(1, B + 1)), dtype=float))
     if steps.min() < 0:
@@ -144,10 +191,10 @@ def _in_rule(node: Node, rate: float, arrival_scv: float, margin: float = 1.0) -
     # one step bunched only partly with few arrivals: a review found it up to 51% high)
     slack = 1e-9                       # the steps' rounding, not a margin
     arrivals = rate * float(service.mean(1)) / c
-    if rate * float(steps.max()) > margin * BUNCH_ITEM_WORK * (1 + slack):
+    if rate * float(steps.max()) > BUNCH_ITEM_WORK * (1 + slack):
         return False
     least = BUNCH_ARRIVALS if rate * float(steps.mean()) >= FLAT_ITEM_WORK else FLAT_ARRIVALS
-    return arrivals >= least / margin * (1 - slack)
+    return arrivals >= least * (1 - slack)
 
 
 def bunched_node(node: Node) -> Node:
