@@ -397,8 +397,14 @@ def launch_on_gpu(kernel, replicas: int, sections: int, args: list, scratch: lis
     on_device = {id(a): cuda.device_array(a.shape, a.dtype, order="F") for a in scratch}
     device = [on_device[id(a)] if id(a) in on_device else
               cuda.to_device(a) if isinstance(a, np.ndarray) else a for a in args]
-    blocks = (replicas + GPU_BLOCK - 1) // GPU_BLOCK
-    kernel[blocks, GPU_BLOCK](replicas, sections, *device)
+    # Numba's CUDA simulator runs a block's threads as Python threads and swaps a device
+    # function's ``cuda`` global for each call, unsafely between them: a thread could find
+    # the real module back mid-call ("module 'numba.cuda' has no attribute 'atomic'", one
+    # test run in a few). There each block is one thread; the counts are sums either way.
+    from numba import config
+    per_block = 1 if config.ENABLE_CUDASIM else GPU_BLOCK
+    blocks = (replicas + per_block - 1) // per_block
+    kernel[blocks, per_block](replicas, sections, *device)
     cuda.synchronize()
     got = {name: device[next(i for i, a in enumerate(args) if a is rows.get(id(array), array))]
            .copy_to_host() for name, array in wanted.items()}
