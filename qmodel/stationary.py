@@ -86,8 +86,7 @@ from .sim.ensemble import arrivals_per_replica
 from .system import (Cluster, Node, Poisson, Renewal, Trace, arrivals_from, as_cluster,
                      check_stable)
 from .theory.batch import DEFAULT_RESOLUTION, batch_node, check_resolution
-from .theory.batch.bunched import (behind_router, bunched_batch_node, bunches, stepped,
-                                   too_wide)
+from .theory.batch.bunched import behind_router, bunched_batch_node, bunching
 from .theory.budget import (ADVICE, OverBudget, charge, fits, format_bytes, format_seconds,
                             hold, limits, memory_limit, remaining)
 from .theory.classical import mdc, mg1, mmc
@@ -459,12 +458,12 @@ def _batcher(node: Node, rate: float, resolution: int, scv: float = 1.0) -> Late
     if node.max_batch_size == 1 and not node.max_queue_size:
         # one request per batch: a classical queue with c servers
         return _single_request(node, rate, scv)
-    if bunches(node, rate, scv):
+    verdict = bunching(node, rate, scv)
+    if verdict.bunched:
         # deterministic instances that free together, not in turn
         return bunched_batch_node(node, rate, resolution)
-    unmodelled = too_wide(node, rate, scv) or stepped(node, rate, scv)
-    if unmodelled is not None:
-        raise NotImplementedError(unmodelled)
+    if verdict.unmodelled is not None:
+        raise NotImplementedError(verdict.unmodelled)
     return batch_node(node, rate, resolution=resolution, arrival_scv=scv)
 
 
@@ -708,7 +707,8 @@ def _cluster(cluster: Cluster, rate: float, resolution: int, scv: float = 1.0) -
         # the other routers' models take instances in turn: none holds where they free
         # together (the nodes share the rate evenly behind these routers)
         share = rate / len(cluster.nodes)
-        reason = next((why for why in (behind_router(node, share) for node in cluster.nodes)
+        reason = next((why for why in (behind_router(node, share)
+                                       for node in dict.fromkeys(cluster.nodes))
                        if why is not None), None)
     if reason is not None:
         raise NotImplementedError(reason)

@@ -31,6 +31,7 @@ median 4% off, the staggered chain 21-25% low); at 2 arrivals even that bunch wa
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 
@@ -40,9 +41,9 @@ from ..measured import measured
 from .node import DEFAULT_RESOLUTION, UTILIZATION_ROUNDING, BatchNodeLatency, batch_node
 
 __all__ = ["BUNCH_ARRIVALS", "BUNCH_ITEM_WORK", "FLAT_ARRIVALS", "FLAT_ITEM_WORK",
-           "MAX_WIDE_BATCH", "ROUTED_ARRIVALS", "ROUTED_ITEM_WORK", "FAMILY", "bunches",
-           "too_wide", "stepped", "behind_router", "bunched_node", "instance_batches",
-           "bunched_batch_node"]
+           "MAX_WIDE_BATCH", "ROUTED_ARRIVALS", "ROUTED_ITEM_WORK", "FAMILY", "Bunching",
+           "bunching", "bunches", "too_wide", "stepped", "behind_router", "bunched_node",
+           "instance_batches", "bunched_batch_node"]
 
 # the measured family of the bunched model's answers (qmodel/theory/measured_errors.json)
 FAMILY = "batch_several_bunched"
@@ -65,6 +66,41 @@ ROUTED_ARRIVALS = 1.5
 ROUTED_ITEM_WORK = 2.5
 
 
+class Bunching(NamedTuple):
+    """What the rule says of a node at a rate: whether the bunched model answers
+    (``bunched``), else why no model does (``unmodelled``; None: the staggered chain)."""
+
+    bunched: bool
+    unmodelled: str | None
+
+
+class _Work(NamedTuple):
+    """A node's load in the rule's terms: arrivals per instance in S(1), rate x the
+    steepest and the mean step of S(k) (instances), and whether S(k) ever falls."""
+
+    arrivals: float
+    steep: float
+    mean: float
+    falls: bool
+
+
+# the steps' rounding, not a margin
+_SLACK = 1e-9
+
+
+def bunching(node: Node, rate: float, arrival_scv: float = 1.0) -> Bunching:
+    """The rule's verdict on ``node`` at ``rate``, its work computed once (predict's path):
+    :func:`bunches`, else the reason of :func:`too_wide` or :func:`stepped`."""
+    if not _deterministic_instances(node, arrival_scv):
+        return Bunching(False, None)
+    work = _work(node, rate)
+    if _in_rule(work):
+        if node.instances * node.max_batch_size <= MAX_WIDE_BATCH:
+            return Bunching(True, None)
+        return Bunching(False, _too_wide_reason(node))
+    return Bunching(False, _stepped_reason(work) if _stepped(work) else None)
+
+
 def bunches(node: Node, rate: float, arrival_scv: float = 1.0) -> bool:
     """Whether the bunched model answers for ``node`` at ``rate``: several deterministic
     instances, no max_queue_delay, no preferred size below max_batch_size, an unlimited
@@ -82,8 +118,7 @@ def bunches(node: Node, rate: float, arrival_scv: float = 1.0) -> bool:
     >>> bunches(steep, rate=0.5 * steep.capacity)      # 2 instances' worth of per-item work
     False
     """
-    return (node.instances * node.max_batch_size <= MAX_WIDE_BATCH
-            and _in_rule(node, rate, arrival_scv))
+    return bunching(node, rate, arrival_scv).bunched
 
 
 def too_wide(node: Node, rate: float, arrival_scv: float = 1.0) -> str | None:
@@ -97,12 +132,17 @@ def too_wide(node: Node, rate: float, arrival_scv: float = 1.0) -> str | None:
     >>> print(too_wide(node, rate=0.5 * node.capacity))
     its 8 instances free together, and the bunched model is solved up to c x max_batch_size 512 (here 1024); the staggered chain's answer was 26-41% low on such nodes: use qmodel.simulate
     """
-    width = node.instances * node.max_batch_size
-    if width <= MAX_WIDE_BATCH or not _in_rule(node, rate, arrival_scv):
+    if not _deterministic_instances(node, arrival_scv) or not _in_rule(_work(node, rate)):
         return None
+    return (_too_wide_reason(node)
+            if node.instances * node.max_batch_size > MAX_WIDE_BATCH else None)
+
+
+def _too_wide_reason(node: Node) -> str:
     return (f"its {node.instances} instances free together, and the bunched model is solved "
-            f"up to c x max_batch_size {MAX_WIDE_BATCH} (here {width}); the staggered "
-            f"chain's answer was 26-41% low on such nodes: use qmodel.simulate")
+            f"up to c x max_batch_size {MAX_WIDE_BATCH} (here "
+            f"{node.instances * node.max_batch_size}); the staggered chain's answer was "
+            f"26-41% low on such nodes: use qmodel.simulate")
 
 
 def behind_router(node: Node, rate: float) -> str | None:
@@ -124,15 +164,14 @@ def behind_router(node: Node, rate: float) -> str | None:
     >>> print(behind_router(node, rate=0.7 * node.capacity))
     its 4 instances free together at this node's share of the rate (22,222 req/s), which no router model covers (they take instances in turn and were a median 22% off on p99 on such nodes): use qmodel.simulate, or a random router
     """
-    B, c, service = node.max_batch_size, node.instances, node.service
     if not _deterministic_instances(node, 1.0):
         return None
-    steps = np.diff(np.asarray(service.mean(np.arange(1, B + 1)), dtype=float))
-    slack = 1e-9                       # the steps' rounding, not a margin
-    if (rate * float(steps.max()) > ROUTED_ITEM_WORK * (1 + slack)
-            or rate * float(service.mean(1)) / c < ROUTED_ARRIVALS * (1 - slack)):
+    work = _work(node, rate)
+    if (work.steep > ROUTED_ITEM_WORK * (1 + _SLACK)
+            or work.arrivals < ROUTED_ARRIVALS * (1 - _SLACK)):
         return None
-    random = ", or a random router" if c * B <= MAX_WIDE_BATCH else ""
+    c = node.instances
+    random = ", or a random router" if c * node.max_batch_size <= MAX_WIDE_BATCH else ""
     return (f"its {c} instances free together at this node's share of the rate "
             f"({rate:,.0f} req/s), which no router model covers (they take instances in turn "
             f"and were a median 22% off on p99 on such nodes): use qmodel.simulate{random}")
@@ -155,18 +194,21 @@ def stepped(node: Node, rate: float, arrival_scv: float = 1.0) -> str | None:
     """
     if not _deterministic_instances(node, arrival_scv):
         return None
-    B, c, service = node.max_batch_size, node.instances, node.service
-    steps = np.diff(np.asarray(service.mean(np.arange(1, B + 1)), dtype=float))
-    steep, mean = rate * float(steps.max()), rate * float(steps.mean())
-    if steps.min() < 0 or steep <= BUNCH_ITEM_WORK or mean > BUNCH_ITEM_WORK:
-        return None
-    least = BUNCH_ARRIVALS if mean >= FLAT_ITEM_WORK else FLAT_ARRIVALS
-    if rate * float(service.mean(1)) / c < least:
-        return None
-    return (f"its S(k) grows in one step (rate x the steepest step {steep:.3g} instances, x "
-            f"the mean step {mean:.3g}), between the bunched model's rule and the affine "
-            f"services the staggered chain was measured on: measure more batch sizes, or use "
-            f"qmodel.simulate")
+    work = _work(node, rate)
+    return _stepped_reason(work) if _stepped(work) else None
+
+
+def _stepped(work: _Work) -> bool:
+    """Inside the rule but for its steepest step."""
+    return (not work.falls and work.steep > BUNCH_ITEM_WORK * (1 + _SLACK)
+            and work.mean <= BUNCH_ITEM_WORK * (1 + _SLACK) and _enough_arrivals(work))
+
+
+def _stepped_reason(work: _Work) -> str:
+    return (f"its S(k) grows in one step (rate x the steepest step {work.steep:.3g} "
+            f"instances, x the mean step {work.mean:.3g}), between the bunched model's rule "
+            f"and the affine services the staggered chain was measured on: measure more "
+            f"batch sizes, or use qmodel.simulate")
 
 
 def _deterministic_instances(node: Node, arrival_scv: float) -> bool:
@@ -178,23 +220,26 @@ def _deterministic_instances(node: Node, arrival_scv: float) -> bool:
                 or arrival_scv != 1.0 or node.service.jitter != "deterministic")
 
 
-def _in_rule(node: Node, rate: float, arrival_scv: float) -> bool:
-    """:func:`bunches` but for the width."""
-    B, c, service = node.max_batch_size, node.instances, node.service
-    if not _deterministic_instances(node, arrival_scv):
-        return False
-    steps = np.diff(np.asarray(service.mean(np.arange(1, B + 1)), dtype=float))
-    if steps.min() < 0:
-        return False                   # a batch that takes less time than a smaller one
-    # the steepest step of S(k) bounds the growth (a measured table may grow little on
-    # average, a lot at once); the mean step says whether S(k) is flat (a table flat but for
-    # one step bunched only partly with few arrivals: a review found it up to 51% high)
-    slack = 1e-9                       # the steps' rounding, not a margin
-    arrivals = rate * float(service.mean(1)) / c
-    if rate * float(steps.max()) > BUNCH_ITEM_WORK * (1 + slack):
-        return False
-    least = BUNCH_ARRIVALS if rate * float(steps.mean()) >= FLAT_ITEM_WORK else FLAT_ARRIVALS
-    return arrivals >= least * (1 - slack)
+def _work(node: Node, rate: float) -> _Work:
+    means = np.asarray(node.service.mean(np.arange(1, node.max_batch_size + 1)), dtype=float)
+    steps = np.diff(means)
+    return _Work(rate * float(means[0]) / node.instances, rate * float(steps.max()),
+                 rate * float(steps.mean()), bool(steps.min() < 0))
+
+
+def _enough_arrivals(work: _Work) -> bool:
+    # the mean step says whether S(k) is flat (a table flat but for one step bunched only
+    # partly with few arrivals: a review found it up to 51% high)
+    least = BUNCH_ARRIVALS if work.mean >= FLAT_ITEM_WORK else FLAT_ARRIVALS
+    return work.arrivals >= least * (1 - _SLACK)
+
+
+def _in_rule(work: _Work) -> bool:
+    """:func:`bunches` but for the width: S(k) never falls (a batch that takes less time than
+    a smaller one), the steepest step bounds the growth (a measured table may grow little
+    on average, a lot at once), and enough arrivals."""
+    return (not work.falls and work.steep <= BUNCH_ITEM_WORK * (1 + _SLACK)
+            and _enough_arrivals(work))
 
 
 def bunched_node(node: Node) -> Node:
