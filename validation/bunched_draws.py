@@ -23,8 +23,17 @@ Each row (validation/wide_domain.py's fields, its ``run_one``: predict with
 chain's p99 for the same node (``staggered_p99``). validation/measured_errors.py counts the
 rows as the family's points and misses.
 
+With ``--delays LO HI`` each node gets a max_queue_delay of d S(1), d log-uniform in LO-HI,
+drawn after the node and load (the rule's verdict is the one without the delay, ``inside``):
+up to TINY_DELAY the bunched model answers, from there to SPREAD_DELAY no model does, past it
+the staggered chain. Rows inside the rule keep the staggered chain's p99 and the bunched
+model's (the wide instance with the delay), against one simulation, whatever predict says;
+this chose and checks the delay's thresholds (docs/notes/batch-model.md).
+
 Run: ``python validation/bunched_draws.py --configs 1200 --seed 3560 --workers 2`` (about 2
-minutes on 2 cores). Results: validation/results/bunched_draws.json and .txt.
+minutes on 2 cores). Results: validation/results/bunched_draws.json and .txt. With delays:
+``python validation/bunched_draws.py --configs 1200 --seed 3561 --delays 0.002 1 --workers 2
+--out validation/results/bunched_delays``.
 """
 
 from __future__ import annotations
@@ -39,17 +48,21 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+import qmodel as qm                                                        # noqa: E402
+from qmodel.campaign.budget import requests_for                            # noqa: E402
 from qmodel.theory.batch import batch_node                                 # noqa: E402
 from qmodel.theory.batch.bunched import (BUNCH_ARRIVALS, BUNCH_ITEM_WORK,  # noqa: E402
                                          FAMILY, FLAT_ARRIVALS, FLAT_ITEM_WORK,
-                                         MAX_WIDE_BATCH, bunches)
+                                         MAX_WIDE_BATCH, SPREAD_DELAY, TINY_DELAY,
+                                         bunched_node, bunches)
 from wide_domain import run_and_store, run_one, summarise, system_of      # noqa: E402
 
 
-def draw(rng: np.random.Generator, index: int) -> dict:
+def draw(rng: np.random.Generator, index: int, delays: tuple | None = None) -> dict:
     """One node and load as wide_domain.py's plain data: inside the rule (three draws in
     five), else near it, where the staggered chain answers (at least half the arrivals the
-    rule asks, at most twice its per-item work)."""
+    rule asks, at most twice its per-item work); with ``delays`` (LO, HI), then a delay of
+    d S(1), d log-uniform in LO-HI, and ``inside`` the rule's verdict without it."""
     inside = rng.random() < 0.6
     while True:
         B = int(round(2 ** rng.uniform(1, 7)))
@@ -77,32 +90,63 @@ def draw(rng: np.random.Generator, index: int) -> dict:
             continue
         spec["load"] = rate / node.capacity
         if bunches(node, spec["load"] * node.capacity) == inside:
+            if delays is not None:
+                low, high = np.log10(delays)
+                spec["d"] = float(10 ** rng.uniform(low, high))
+                spec["inside"] = inside
             return spec
 
 
 def run(job) -> dict:
-    """wide_domain.py's row, with the staggered chain's p99 for the same node."""
+    """wide_domain.py's row, with the staggered chain's p99 for the same node; with a delay,
+    inside the rule, the bunched model's too, and a simulation where predict declined."""
     row = run_one(job)
-    if "p99" in row and row["families"][0] == FAMILY:
-        node = system_of(row)[0]
-        staggered = batch_node(node, row["load"] * node.capacity).p99
-        row["staggered_p99"] = {"predicted": staggered,
-                                "error": staggered / row["p99"]["simulated"] - 1}
+    spec, seed, least, most, _ = job
+    node = system_of(row)[0]
+    rate = row["load"] * node.capacity
+    if spec.get("inside") and "p99" not in row and "declined" in row:
+        sim = qm.simulate(node, rate=rate, requests=requests_for(node, rate, least, most),
+                          seed=seed)
+        row["simulated_p99"] = {"simulated": float(sim.quantile(0.99)),
+                                "ci99": list(sim.ci(0.99, level=0.99))}
+    simulated = (row["p99"] if "p99" in row else row.get("simulated_p99", {})).get("simulated")
+    if simulated is None:
+        return row
+    if spec.get("inside") or (spec["d"] == 0 and row.get("families", [None])[0] == FAMILY):
+        staggered = batch_node(node, rate).p99
+        row["staggered_p99"] = {"predicted": staggered, "error": staggered / simulated - 1}
+    if spec.get("inside"):
+        wide = batch_node(bunched_node(node), rate).p99
+        row["bunched_p99"] = {"predicted": wide, "error": wide / simulated - 1}
     return row
 
 
 def summary(rows) -> str:
     text = summarise(rows)
     pairs = [(r["p99"]["error"], r["staggered_p99"]["error"]) for r in rows
-             if "staggered_p99" in r and r["families"][0] == FAMILY]
+             if "staggered_p99" in r and r.get("families", [None])[0] == FAMILY]
     if pairs:
         e = np.array(pairs)
-        text += (f"\n\np99 error over the {len(e)} nodes inside the rule, bunched model / "
-                 f"staggered chain: median "
+        text += (f"\n\np99 error over the {len(e)} nodes the bunched model answers, bunched "
+                 f"model / staggered chain: median "
                  f"|error| {np.median(abs(e[:, 0])):.1%} / {np.median(abs(e[:, 1])):.1%}, "
                  f"beyond 20% {np.sum(abs(e[:, 0]) > 0.2)} / {np.sum(abs(e[:, 1]) > 0.2)}, "
                  f"range {e[:, 0].min():+.1%}..{e[:, 0].max():+.1%} / "
                  f"{e[:, 1].min():+.1%}..{e[:, 1].max():+.1%}")
+    inside = [r for r in rows if r.get("inside") and "bunched_p99" in r]
+    if inside:
+        text += ("\n\nNodes inside the rule without their delay, by delay / S(1): p99 error of "
+                 "the bunched model / the staggered chain (median |error|, beyond 20%, range)")
+        edges = (0.0, TINY_DELAY, 0.05, 0.1, SPREAD_DELAY, 0.3, 0.5, math.inf)
+        for low, high in zip(edges, edges[1:]):
+            group = [r for r in inside if low < r["d"] <= high]
+            if not group:
+                continue
+            e = np.array([(r["bunched_p99"]["error"], r["staggered_p99"]["error"])
+                          for r in group])
+            text += "\n  " + f"{low:g}-{high:g}:".ljust(10) + f"{len(e):4} nodes  " + "  /  ".join(
+                f"{np.median(abs(e[:, i])):5.1%} {np.sum(abs(e[:, i]) > 0.2):3} "
+                f"{e[:, i].min():+6.1%}..{e[:, i].max():+6.1%}" for i in (0, 1))
     return text
 
 
@@ -114,13 +158,17 @@ def main(argv=None) -> None:
     ap.add_argument("--least", type=int, default=400_000)
     ap.add_argument("--most", type=int, default=4_000_000)
     ap.add_argument("--timeout", type=int, default=120, help="seconds per configuration")
+    ap.add_argument("--delays", type=float, nargs=2, metavar=("LO", "HI"),
+                    help="a max_queue_delay of d S(1), d log-uniform in LO-HI")
     ap.add_argument("--out", type=Path, default=Path("validation/results/bunched_draws"))
     args = ap.parse_args(argv)
     rng = np.random.default_rng(args.seed)
-    specs = [draw(rng, i) for i in range(args.configs)]
+    specs = [draw(rng, i, args.delays) for i in range(args.configs)]
     jobs = [(s, args.seed + s["index"], args.least, args.most, args.timeout) for s in specs]
     command = ("python validation/bunched_draws.py " + " ".join(
         f"--{k} {v}" for k, v in (("configs", args.configs), ("seed", args.seed))))
+    if args.delays:
+        command += f" --delays {args.delays[0]:g} {args.delays[1]:g}"
     run_and_store(run, jobs, args.workers, args.out, command, summary)
 
 

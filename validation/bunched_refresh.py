@@ -12,7 +12,11 @@ and writes the rows back:
 - validation/results/predict_accuracy.json (the grid; ``refresh_model`` of its script),
   multi_instance_holdout.json (``refresh``), batch_size_accuracy.json (means);
 - the rows of validation/wide_domain.py's format: wide_domain.json, ordinary_domain.json,
-  ordinary_domain_2.json and domain_check.json.
+  ordinary_domain_2.json and domain_check.json; there also every node of several
+  deterministic instances with a delay of at most SPREAD_DELAY S(1), behind any router
+  (since 2026-11-29 a delay up to TINY_DELAY S(1) bunches, and from there to SPREAD_DELAY no
+  model answers a node inside the rule). A row predict now declines keeps its simulation
+  as ``simulated_p50`` .. ``simulated_p99`` and the reason as ``declined``.
 
 It prints each refreshed row's p99 error before and after. Then: ``python
 validation/measured_errors.py --write`` and ``python -m qmodel.campaign.doc_tables --write``.
@@ -30,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 import qmodel as qm                                                  # noqa: E402
 from qmodel.campaign.grids import GRID_SERVICE, HOLDOUT_SERVICE      # noqa: E402
-from qmodel.theory.batch.bunched import FAMILY, bunches              # noqa: E402
+from qmodel.theory.batch.bunched import FAMILY, SPREAD_DELAY, bunches  # noqa: E402
 
 import multi_instance_holdout                                       # noqa: E402
 import predict_accuracy                                             # noqa: E402
@@ -50,8 +54,14 @@ def _grid_bunches(row, service) -> bool:
 
 def _wide_bunches(row) -> bool:
     """Whether the row's system is answered through a bunched node (single, or random), or
-    was when stored (a rule since tightened)."""
-    if "p99" not in row or row.get("router") not in (None, "random"):
+    was when stored (a rule since tightened), or has several deterministic instances with
+    a delay the rule now reads (at most SPREAD_DELAY S(1), behind any router)."""
+    if "p99" not in row:
+        return False
+    if (row["jitter"] == "deterministic" and row["c"] > 1 and row["B"] > 1
+            and 0 < row["d"] <= SPREAD_DELAY):
+        return True
+    if row.get("router") not in (None, "random"):
         return False
     system, node = system_of(row)
     return (bunches(node, row["load"] * system.capacity / row.get("N", 1))
@@ -62,8 +72,16 @@ def refresh_wide(row) -> dict:
     """A wide_domain.py row predicted again as its ``run_one`` predicts (the simulation
     stays)."""
     system, node = system_of(row)
-    pred = qm.predict(system, rate=row["load"] * system.capacity, fallback="raise",
-                      extrapolate=True)
+    try:
+        pred = qm.predict(system, rate=row["load"] * system.capacity, fallback="raise",
+                          extrapolate=True)
+    except NotImplementedError as err:
+        row = dict(row, declined=str(err), families=[])
+        for name, _ in LEVELS:
+            level = row.pop(name)
+            row[f"simulated_{name}"] = {"simulated": level["simulated"],
+                                        "ci99": level["ci99"]}
+        return row
     row = dict(row, method=pred.method, exactness=pred.accuracy.exactness,
                families=[m.family for m in pred.accuracy.measured],
                outside=pred.accuracy.approximation("outside_measured_domain") is not None,
@@ -130,8 +148,11 @@ def main() -> None:
         for i, r in enumerate(rows):
             if _wide_bunches(r):
                 rows[i] = refresh_wide(r)
-                _changed(f"#{r['index']} B={r['B']} c={r['c']} load {r['load']:.3f}",
-                         r["p99"]["error"], rows[i]["p99"]["error"])
+                label = f"#{r['index']} B={r['B']} c={r['c']} load {r['load']:.3f}"
+                if "p99" in rows[i]:
+                    _changed(label, r["p99"]["error"], rows[i]["p99"]["error"])
+                else:
+                    print(f"  {label}: p99 {r['p99']['error']:+.1%} -> declined")
         _write(name, rows)
 
 

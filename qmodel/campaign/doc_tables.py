@@ -43,9 +43,10 @@ from ..theory.measured import measured_table, prefetch_family, several_instance_
 from .measure import QUANTILES
 from .results import RESULTS, stored_log, stored_results
 from .summaries import (HOLDOUT_MISS, baseline_group, batch_size_groups,
-                        exact_and_numerical_group, figures, grid_groups, pooled_figures,
-                        printed_errors, renewal_groups, router_groups, several_instance_groups,
-                        single_instance_groups, worst_rows)
+                        declined_behind_router, exact_and_numerical_group, figures,
+                        grid_groups, pooled_figures, printed_errors, renewal_groups,
+                        router_groups, several_instance_groups, single_instance_groups,
+                        worst_rows)
 
 __all__ = ["MARKER", "ROOT", "RESULTS", "DOCUMENTS", "COMMAND", "BLOCKS", "generate",
            "blocks_in", "refreshed", "stale", "write", "main", "simulator_vs_exact"]
@@ -227,8 +228,9 @@ def several_instance_group(keys) -> dict:
     """validation/several_instance_routers.py's configurations, pooled over ``keys`` (a
     router's families over nodes of several instances, with and without a delay;
     :func:`_pooled_group`)."""
-    return _pooled_group(keys, stored_results("several_instance_routers.json.gz"),
-                         lambda r: several_instance_family(r["router"], r["d"] > 0))
+    rows = [r for r in stored_results("several_instance_routers.json.gz")
+            if not declined_behind_router(r)]
+    return _pooled_group(keys, rows, lambda r: several_instance_family(r["router"], r["d"] > 0))
 
 
 # accuracy.md's batch families, in its order

@@ -26,8 +26,9 @@ from typing import NamedTuple
 import numpy as np
 
 from ..routers import router_policy
-from ..system import Cluster
+from ..system import Cluster, Node, ServiceTime
 from ..theory.batch import PASSES
+from ..theory.batch.bunched import behind_router
 from .grids import GRID_SERVICE
 
 __all__ = ["Figures", "Group", "figures", "median_worst", "signed_worst", "worst_rows",
@@ -35,7 +36,8 @@ __all__ = ["Figures", "Group", "figures", "median_worst", "signed_worst", "worst
            "exact_and_numerical_group", "single_instance_groups", "HOLDOUT_MISS",
            "several_instance_error", "several_instance_groups", "renewal_groups",
            "mean_errors", "batch_size_groups", "RouterClass", "router_error", "router_class",
-           "router_groups", "printed_errors"]
+           "router_groups", "several_instance_cluster", "declined_behind_router",
+           "printed_errors"]
 
 # the several-instance holdout counts the nodes whose p99 misses by more than this
 HOLDOUT_MISS = 0.08
@@ -334,6 +336,34 @@ def router_groups(rows) -> list[Group]:
         groups.append(Group(name, sel, {q: figures([router_error(r, q) for r in sel])
                                         for q in ("p99", "p95", "p50")}))
     return groups
+
+
+def several_instance_cluster(row) -> Cluster:
+    """The cluster of a row of validation/several_instance_routers.py: N nodes of c
+    instances, S(k) = S(1) (1 - g) + S(1) g k (lognormal with the row's cv, deterministic at
+    cv 0), max_batch_size B, a delay of d S(1)."""
+    s1, b = row["s1"], row["growth"] * row["s1"]
+    jitter = "deterministic" if row["cv"] == 0 else ("lognormal", row["cv"])
+    node = Node(ServiceTime.affine(s1 - b, b, jitter=jitter), max_batch_size=row["B"],
+                max_queue_delay=row["d"] * s1, instances=row["c"])
+    return Cluster(node, count=row["N"], router=row["router"])
+
+
+def declined_behind_router(row) -> bool:
+    """Whether ``predict`` declines a row of validation/several_instance_routers.py because
+    its nodes' instances free together behind the router
+    (:func:`qmodel.theory.batch.bunched.behind_router`): such rows are no family's answers.
+
+    Examples
+    --------
+    >>> row = {"router": "round_robin", "N": 4, "c": 4, "B": 16, "d": 0.0, "load": 0.7,
+    ...        "cv": 0.0, "growth": 0.0005, "s1": 2e-3}
+    >>> declined_behind_router(row), declined_behind_router(dict(row, cv=0.2))
+    (True, False)
+    """
+    cluster = several_instance_cluster(row)
+    share = row["load"] * cluster.capacity / row["N"]
+    return behind_router(cluster.nodes[0], share) is not None
 
 
 # ---- campaign logs ------------------------------------------------------------------------

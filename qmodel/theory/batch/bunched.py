@@ -26,6 +26,12 @@ batch-of-one service time for the queue to refill before an instance frees:
 and 4 arrivals per instance the bunched model was a median 17-32% high on p99, the staggered
 chain 10-21% low), while a little growth holds the bunch together (there the bunched model a
 median 4% off, the staggered chain 21-25% low); at 2 arrivals even that bunch was loose.
+
+A max_queue_delay of at most :data:`TINY_DELAY` S(1) leaves the bunch as it is (the wide
+instance carries it); from there to :data:`SPREAD_DELAY` S(1) the instance that takes a short
+batch waits out part of the delay and the bunch spreads only partly, so that neither model
+holds (validation/results/bunched_delays.txt): such nodes have no model. Past it the staggered chain
+answers, as for any delay.
 """
 
 from __future__ import annotations
@@ -41,7 +47,7 @@ from ..measured import measured
 from .node import DEFAULT_RESOLUTION, UTILIZATION_ROUNDING, BatchNodeLatency, batch_node
 
 __all__ = ["BUNCH_ARRIVALS", "BUNCH_ITEM_WORK", "FLAT_ARRIVALS", "FLAT_ITEM_WORK",
-           "MAX_WIDE_BATCH", "ROUTED_ARRIVALS", "ROUTED_ITEM_WORK", "FAMILY", "Bunching",
+           "MAX_WIDE_BATCH", "TINY_DELAY", "SPREAD_DELAY", "ROUTED_ARRIVALS", "ROUTED_ITEM_WORK", "FAMILY", "Bunching",
            "bunching", "bunches", "too_wide", "stepped", "behind_router", "bunched_node",
            "instance_batches", "bunched_batch_node"]
 
@@ -64,6 +70,12 @@ MAX_WIDE_BATCH = 512
 # :func:`behind_router`)
 ROUTED_ARRIVALS = 1.5
 ROUTED_ITEM_WORK = 2.5
+# max_queue_delay over S(1): up to TINY_DELAY the instances bunch as without a delay (the
+# bunched model carries the delay); above it, up to SPREAD_DELAY, a node inside the rule
+# bunches only partly and no model answers (the staggered chain was up to 39% low there, the
+# bunched model up to 78% high: validation/results/bunched_delays.txt)
+TINY_DELAY = 0.02
+SPREAD_DELAY = 0.2
 
 
 class Bunching(NamedTuple):
@@ -90,10 +102,13 @@ _SLACK = 1e-9
 
 def bunching(node: Node, rate: float, arrival_scv: float = 1.0) -> Bunching:
     """The rule's verdict on ``node`` at ``rate``, its work computed once (predict's path):
-    :func:`bunches`, else the reason of :func:`too_wide` or :func:`stepped`."""
+    :func:`bunches`, else the reason of :func:`too_wide`, :func:`stepped` or of a delay
+    that spreads the bunch only partly."""
     if not _deterministic_instances(node, arrival_scv):
         return Bunching(False, None)
     work = _work(node, rate)
+    if _partly_spread(node):
+        return Bunching(False, _partly_spread_reason(node) if _in_rule(work) else None)
     if _in_rule(work):
         if node.instances * node.max_batch_size <= MAX_WIDE_BATCH:
             return Bunching(True, None)
@@ -103,8 +118,9 @@ def bunching(node: Node, rate: float, arrival_scv: float = 1.0) -> Bunching:
 
 def bunches(node: Node, rate: float, arrival_scv: float = 1.0) -> bool:
     """Whether the bunched model answers for ``node`` at ``rate``: several deterministic
-    instances, no max_queue_delay, no preferred size below max_batch_size, an unlimited
-    queue, Poisson arrivals, and the two thresholds of the module's docstring.
+    instances, a max_queue_delay of at most :data:`TINY_DELAY` S(1), no preferred size
+    below max_batch_size, an unlimited queue, Poisson arrivals, and the two thresholds of
+    the module's docstring.
 
     Examples
     --------
@@ -117,6 +133,9 @@ def bunches(node: Node, rate: float, arrival_scv: float = 1.0) -> bool:
     >>> steep = qm.Node(qm.ServiceTime.affine(2e-3, 1e-3), max_batch_size=16, instances=4)
     >>> bunches(steep, rate=0.5 * steep.capacity)      # 2 instances' worth of per-item work
     False
+    >>> from dataclasses import replace
+    >>> bunches(replace(flat, max_queue_delay=20e-6), rate=0.7 * flat.capacity)  # 0.01 S(1)
+    True
     """
     return bunching(node, rate, arrival_scv).bunched
 
@@ -132,7 +151,8 @@ def too_wide(node: Node, rate: float, arrival_scv: float = 1.0) -> str | None:
     >>> print(too_wide(node, rate=0.5 * node.capacity))
     its 8 instances free together, and the bunched model is solved up to c x max_batch_size 512 (here 1024); the staggered chain's answer was 26-41% low on such nodes: use qmodel.simulate
     """
-    if not _deterministic_instances(node, arrival_scv) or not _in_rule(_work(node, rate)):
+    if (not _deterministic_instances(node, arrival_scv) or _partly_spread(node)
+            or not _in_rule(_work(node, rate))):
         return None
     return (_too_wide_reason(node)
             if node.instances * node.max_batch_size > MAX_WIDE_BATCH else None)
@@ -151,7 +171,9 @@ def behind_router(node: Node, rate: float) -> str | None:
     None: deterministic instances as :func:`bunches` asks, but from
     :data:`ROUTED_ARRIVALS` arrivals per instance in S(1) and up to
     :data:`ROUTED_ITEM_WORK` per-item work (steepest step), flat or not, and any width: a
-    routed stream is smoother than Poisson and bunches sooner. Over the stored
+    routed stream is smoother than Poisson and bunches sooner. With a delay between
+    :data:`TINY_DELAY` and :data:`SPREAD_DELAY` S(1), the node's own rule (any width)
+    declines them, as it declines the node. Over the stored
     configurations of such clusters (validation/results/wide_domain.json, the ordinary draws,
     domain_check.json, several_instance_routers.json.gz) the routers' models were a median
     22% off on p99 there (503 of 913 beyond 20%); reviews found flat nodes at 2.4-4
@@ -167,6 +189,8 @@ def behind_router(node: Node, rate: float) -> str | None:
     if not _deterministic_instances(node, 1.0):
         return None
     work = _work(node, rate)
+    if _partly_spread(node):
+        return _partly_spread_reason(node) if _in_rule(work) else None
     if (work.steep > ROUTED_ITEM_WORK * (1 + _SLACK)
             or work.arrivals < ROUTED_ARRIVALS * (1 - _SLACK)):
         return None
@@ -192,7 +216,7 @@ def stepped(node: Node, rate: float, arrival_scv: float = 1.0) -> str | None:
     >>> stepped(node, rate=4857.6)[:60]
     'its S(k) grows in one step (rate x the steepest step 3.89 in'
     """
-    if not _deterministic_instances(node, arrival_scv):
+    if not _deterministic_instances(node, arrival_scv) or _partly_spread(node):
         return None
     work = _work(node, rate)
     return _stepped_reason(work) if _stepped(work) else None
@@ -212,12 +236,30 @@ def _stepped_reason(work: _Work) -> str:
 
 
 def _deterministic_instances(node: Node, arrival_scv: float) -> bool:
-    """Several deterministic instances batching without a delay, no preferred size below
-    max_batch_size, an unlimited queue, Poisson arrivals: the nodes that may bunch."""
+    """Several deterministic instances batching with a delay of at most
+    :data:`SPREAD_DELAY` S(1), no preferred size below max_batch_size, an unlimited queue,
+    Poisson arrivals: the nodes that may bunch (fully up to :data:`TINY_DELAY` S(1))."""
     B = node.max_batch_size
-    return not (node.instances == 1 or B == 1 or node.max_queue_delay > 0
+    return not (node.instances == 1 or B == 1
+                or node.max_queue_delay > SPREAD_DELAY * float(node.service.mean(1))
                 or node.max_queue_size or any(p < B for p in node.preferred_batch_sizes)
                 or arrival_scv != 1.0 or node.service.jitter != "deterministic")
+
+
+def _partly_spread(node: Node) -> bool:
+    """A delay past :data:`TINY_DELAY` S(1) (the bunch spreads only partly; the caller has
+    checked that it is at most :data:`SPREAD_DELAY` S(1))."""
+    return node.max_queue_delay > TINY_DELAY * float(node.service.mean(1))
+
+
+def _partly_spread_reason(node: Node) -> str:
+    d = node.max_queue_delay / float(node.service.mean(1))
+    return (f"its {node.instances} instances would free together without max_queue_delay, "
+            f"and a delay of {d:.3g} x S(1) (between {TINY_DELAY} and {SPREAD_DELAY}) "
+            f"spreads them only partly: no model holds there (on such nodes the staggered "
+            f"chain was up to 39% low, the bunched model up to 78% high): use "
+            f"qmodel.simulate, or a delay of at most {TINY_DELAY} x S(1) or over "
+            f"{SPREAD_DELAY} x S(1)")
 
 
 def _work(node: Node, rate: float) -> _Work:
@@ -244,7 +286,8 @@ def _in_rule(work: _Work) -> bool:
 
 def bunched_node(node: Node) -> Node:
     """The one wide instance of the bunched model: max_batch_size c B, S'(k) = S(ceil(k / c)),
-    deterministic, no delay.
+    deterministic, the node's max_queue_delay (at most :data:`TINY_DELAY` S(1) where the
+    model answers).
 
     Examples
     --------
@@ -256,7 +299,8 @@ def bunched_node(node: Node) -> Node:
     """
     B, c = node.max_batch_size, node.instances
     means = {k: float(node.service.mean(math.ceil(k / c))) for k in range(1, c * B + 1)}
-    return Node(ServiceTime.table(means), max_batch_size=c * B, instances=1)
+    return Node(ServiceTime.table(means), max_batch_size=c * B, instances=1,
+                max_queue_delay=node.max_queue_delay)
 
 
 def instance_batches(wide_batches: dict, c: int) -> dict:
