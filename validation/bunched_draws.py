@@ -24,16 +24,23 @@ chain's p99 for the same node (``staggered_p99``). validation/measured_errors.py
 rows as the family's points and misses.
 
 With ``--delays LO HI`` each node gets a max_queue_delay of d S(1), d log-uniform in LO-HI,
-drawn after the node and load (the rule's verdict is the one without the delay, ``inside``):
+drawn after the node and load (the rule's verdict is the one without the delay, ``inside``;
+a tenth of those inside it on the bound TINY_DELAY):
 up to TINY_DELAY the bunched model answers, from there to SPREAD_DELAY no model does, past it
 the staggered chain. Rows inside the rule keep the staggered chain's p99 and the bunched
 model's (the wide instance with the delay), against one simulation, whatever predict says;
 this chose and checks the delay's thresholds (docs/notes/batch-model.md).
 
+With ``--jitter LO HI`` the service time gets a lognormal or gamma jitter (one or the other
+at random) of cv log-uniform in LO-HI instead, drawn the same way (``inside``: the rule's
+verdict on the deterministic node).
+
 Run: ``python validation/bunched_draws.py --configs 1200 --seed 3560 --workers 2`` (about 2
 minutes on 2 cores). Results: validation/results/bunched_draws.json and .txt. With delays:
 ``python validation/bunched_draws.py --configs 1200 --seed 3561 --delays 0.002 1 --workers 2
---out validation/results/bunched_delays``.
+--out validation/results/bunched_delays``; with jitter: ``python validation/bunched_draws.py
+--configs 1200 --seed 3562 --jitter 0.002 0.2 --workers 2 --out
+validation/results/bunched_jitter``.
 """
 
 from __future__ import annotations
@@ -53,16 +60,18 @@ from qmodel.campaign.budget import requests_for                            # noq
 from qmodel.theory.batch import batch_node                                 # noqa: E402
 from qmodel.theory.batch.bunched import (BUNCH_ARRIVALS, BUNCH_ITEM_WORK,  # noqa: E402
                                          FAMILY, FLAT_ARRIVALS, FLAT_ITEM_WORK,
-                                         MAX_WIDE_BATCH, SPREAD_DELAY, TINY_DELAY,
-                                         bunched_node, bunches)
+                                         MAX_WIDE_BATCH, SPREAD_DELAY, SPREAD_JITTER,
+                                         BUNCH_JITTER, TINY_DELAY, bunched_node, bunches)
 from wide_domain import run_and_store, run_one, summarise, system_of      # noqa: E402
 
 
-def draw(rng: np.random.Generator, index: int, delays: tuple | None = None) -> dict:
+def draw(rng: np.random.Generator, index: int, delays: tuple | None = None,
+         jitter: tuple | None = None) -> dict:
     """One node and load as wide_domain.py's plain data: inside the rule (three draws in
     five), else near it, where the staggered chain answers (at least half the arrivals the
     rule asks, at most twice its per-item work); with ``delays`` (LO, HI), then a delay of
-    d S(1), d log-uniform in LO-HI, and ``inside`` the rule's verdict without it."""
+    d S(1), d log-uniform in LO-HI, with ``jitter`` (LO, HI) a lognormal or gamma jitter of
+    cv log-uniform in LO-HI, and ``inside`` the rule's verdict without them."""
     inside = rng.random() < 0.6
     while True:
         B = int(round(2 ** rng.uniform(1, 7)))
@@ -90,9 +99,18 @@ def draw(rng: np.random.Generator, index: int, delays: tuple | None = None) -> d
             continue
         spec["load"] = rate / node.capacity
         if bunches(node, spec["load"] * node.capacity) == inside:
+            # a tenth of the nodes inside the rule on the delay's or the jitter's bound
+            # (Triton's 100 us on a 5 ms service is 0.02 S(1))
+            on_bound = inside and rng.random() < 0.1
             if delays is not None:
                 low, high = np.log10(delays)
-                spec["d"] = float(10 ** rng.uniform(low, high))
+                spec["d"] = (TINY_DELAY if on_bound else float(10 ** rng.uniform(low, high)))
+                spec["inside"] = inside
+            if jitter is not None:
+                low, high = np.log10(jitter)
+                spec["jitter"] = "lognormal" if rng.random() < 0.5 else "gamma"
+                spec["cv"] = (BUNCH_JITTER if on_bound
+                              else float(10 ** rng.uniform(low, high)))
                 spec["inside"] = inside
             return spec
 
@@ -135,11 +153,15 @@ def summary(rows) -> str:
                  f"{e[:, 1].min():+.1%}..{e[:, 1].max():+.1%}")
     inside = [r for r in rows if r.get("inside") and "bunched_p99" in r]
     if inside:
-        text += ("\n\nNodes inside the rule without their delay, by delay / S(1): p99 error of "
-                 "the bunched model / the staggered chain (median |error|, beyond 20%, range)")
-        edges = (0.0, TINY_DELAY, 0.05, 0.1, SPREAD_DELAY, 0.3, 0.5, math.inf)
+        jittery = any(r["cv"] > 0 for r in inside)
+        key, edges = (("cv", (0.0, BUNCH_JITTER, 0.03, 0.05, SPREAD_JITTER, 0.1, 0.15, math.inf))
+                      if jittery else
+                      ("d", (0.0, TINY_DELAY, 0.05, 0.1, SPREAD_DELAY, 0.3, 0.5, math.inf)))
+        text += ("\n\nNodes inside the rule without their " + ("jitter, by its cv" if jittery
+                 else "delay, by delay / S(1)") + ": p99 error of the bunched model / the "
+                 "staggered chain (median |error|, beyond 20%, range)")
         for low, high in zip(edges, edges[1:]):
-            group = [r for r in inside if low < r["d"] <= high]
+            group = [r for r in inside if low < r[key] <= high]
             if not group:
                 continue
             e = np.array([(r["bunched_p99"]["error"], r["staggered_p99"]["error"])
@@ -160,15 +182,19 @@ def main(argv=None) -> None:
     ap.add_argument("--timeout", type=int, default=120, help="seconds per configuration")
     ap.add_argument("--delays", type=float, nargs=2, metavar=("LO", "HI"),
                     help="a max_queue_delay of d S(1), d log-uniform in LO-HI")
+    ap.add_argument("--jitter", type=float, nargs=2, metavar=("LO", "HI"),
+                    help="a lognormal or gamma jitter of cv log-uniform in LO-HI")
     ap.add_argument("--out", type=Path, default=Path("validation/results/bunched_draws"))
     args = ap.parse_args(argv)
     rng = np.random.default_rng(args.seed)
-    specs = [draw(rng, i, args.delays) for i in range(args.configs)]
+    specs = [draw(rng, i, args.delays, args.jitter) for i in range(args.configs)]
     jobs = [(s, args.seed + s["index"], args.least, args.most, args.timeout) for s in specs]
     command = ("python validation/bunched_draws.py " + " ".join(
         f"--{k} {v}" for k, v in (("configs", args.configs), ("seed", args.seed))))
     if args.delays:
         command += f" --delays {args.delays[0]:g} {args.delays[1]:g}"
+    if args.jitter:
+        command += f" --jitter {args.jitter[0]:g} {args.jitter[1]:g}"
     run_and_store(run, jobs, args.workers, args.out, command, summary)
 
 

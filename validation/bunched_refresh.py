@@ -13,10 +13,11 @@ and writes the rows back:
   multi_instance_holdout.json (``refresh``), batch_size_accuracy.json (means);
 - the rows of validation/wide_domain.py's format: wide_domain.json, ordinary_domain.json,
   ordinary_domain_2.json and domain_check.json; there also every node of several
-  deterministic instances with a delay of at most SPREAD_DELAY S(1), behind any router
-  (since 2026-11-29 a delay up to TINY_DELAY S(1) bunches, and from there to SPREAD_DELAY no
-  model answers a node inside the rule). A row predict now declines keeps its simulation
-  as ``simulated_p50`` .. ``simulated_p99`` and the reason as ``declined``.
+  instances, deterministic or with a jitter cv of at most SPREAD_JITTER, with a delay of at
+  most SPREAD_DELAY S(1), behind any router (since 2026-11-29 a delay up to TINY_DELAY S(1)
+  and a jitter cv up to BUNCH_JITTER bunch, and above them up to SPREAD_DELAY and
+  SPREAD_JITTER no model answers a node inside the rule). A row predict now declines keeps
+  its simulation as ``simulated_p50`` .. ``simulated_p99`` and the reason as ``declined``.
 
 It prints each refreshed row's p99 error before and after. Then: ``python
 validation/measured_errors.py --write`` and ``python -m qmodel.campaign.doc_tables --write``.
@@ -34,7 +35,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 import qmodel as qm                                                  # noqa: E402
 from qmodel.campaign.grids import GRID_SERVICE, HOLDOUT_SERVICE      # noqa: E402
-from qmodel.theory.batch.bunched import FAMILY, SPREAD_DELAY, bunches  # noqa: E402
+from qmodel.theory.batch.bunched import (FAMILY, SPREAD_DELAY, SPREAD_JITTER,  # noqa: E402
+                                         bunches)
 
 import multi_instance_holdout                                       # noqa: E402
 import predict_accuracy                                             # noqa: E402
@@ -54,12 +56,14 @@ def _grid_bunches(row, service) -> bool:
 
 def _wide_bunches(row) -> bool:
     """Whether the row's system is answered through a bunched node (single, or random), or
-    was when stored (a rule since tightened), or has several deterministic instances with
-    a delay the rule now reads (at most SPREAD_DELAY S(1), behind any router)."""
+    was when stored (a rule since tightened), or has nodes the rule reads: several
+    instances, deterministic or with a jitter cv up to SPREAD_JITTER, a delay up to
+    SPREAD_DELAY S(1), behind any router."""
     if "p99" not in row:
         return False
-    if (row["jitter"] == "deterministic" and row["c"] > 1 and row["B"] > 1
-            and 0 < row["d"] <= SPREAD_DELAY):
+    if (row["c"] > 1 and row["B"] > 1 and row["d"] <= SPREAD_DELAY
+            and (row["jitter"] == "deterministic"
+                 or (row["jitter"] in ("lognormal", "gamma") and row["cv"] <= SPREAD_JITTER))):
         return True
     if row.get("router") not in (None, "random"):
         return False

@@ -14,8 +14,8 @@ writes from the campaigns' stored results in validation/results/:
   and under renewal arrivals (least_outstanding_renewal.txt);
 - least outstanding and power of two over nodes of several instances
   (several_instance_routers.json.gz);
-- bunched instances (bunched_draws.json and bunched_delays.json, with the stored rows of the
-  batch model's campaigns that the rule takes);
+- bunched instances (bunched_draws.json, bunched_delays.json and bunched_jitter.json, with
+  the stored rows of the batch model's campaigns that the rule takes);
 - the GI/G/c fast server (renewal_multi_server.txt);
 - Triton's prefetching batcher, as forming batches when an instance frees
   (prefetch_accuracy.json);
@@ -232,6 +232,8 @@ def _wide_rows():
     rows += [(r, "validation/bunched_draws.py") for r in stored_results("bunched_draws.json")]
     rows += [(r, "validation/bunched_draws.py --delays")
              for r in stored_results("bunched_delays.json")]
+    rows += [(r, "validation/bunched_draws.py --jitter")
+             for r in stored_results("bunched_jitter.json")]
     rows += [(r, "validation/several_instance_jitter.py")
              for name in ("several_instance_jitter.json", "several_instance_jitter_spread.json",
                           "several_instance_jitter_edge.json")

@@ -44,8 +44,8 @@ DESCRIPTIONS = {
     "batch_several_deterministic_delay":
         "several-instance batching nodes, deterministic service, with a delay",
     "batch_several_bunched":
-        "several-instance batching nodes, deterministic service, no delay, whose instances "
-        "free together (the bunched model)",
+        "several-instance batching nodes, deterministic service (or jitter cv up to 0.02), "
+        "no delay (or up to 0.02 S(1)), whose instances free together (the bunched model)",
     "batch_several_jittery_no_delay":
         "several-instance batching nodes, jittery service, no delay",
     "batch_several_jittery_delay":

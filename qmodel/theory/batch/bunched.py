@@ -47,7 +47,8 @@ from ..measured import measured
 from .node import DEFAULT_RESOLUTION, UTILIZATION_ROUNDING, BatchNodeLatency, batch_node
 
 __all__ = ["BUNCH_ARRIVALS", "BUNCH_ITEM_WORK", "FLAT_ARRIVALS", "FLAT_ITEM_WORK",
-           "MAX_WIDE_BATCH", "TINY_DELAY", "SPREAD_DELAY", "ROUTED_ARRIVALS", "ROUTED_ITEM_WORK", "FAMILY", "Bunching",
+           "MAX_WIDE_BATCH", "TINY_DELAY", "SPREAD_DELAY", "BUNCH_JITTER", "SPREAD_JITTER",
+           "ROUTED_ARRIVALS", "ROUTED_ITEM_WORK", "FAMILY", "Bunching",
            "bunching", "bunches", "too_wide", "stepped", "behind_router", "bunched_node",
            "instance_batches", "bunched_batch_node"]
 
@@ -75,7 +76,15 @@ ROUTED_ITEM_WORK = 2.5
 # bunches only partly and no model answers (the staggered chain was up to 39% low there, the
 # bunched model up to 78% high: validation/results/bunched_delays.txt)
 TINY_DELAY = 0.02
-SPREAD_DELAY = 0.2
+SPREAD_DELAY = 0.25
+# the service time's jitter cv (lognormal or gamma): up to BUNCH_JITTER the instances bunch
+# as deterministic ones (the bunched model carries the jitter), above it up to SPREAD_JITTER
+# a node inside the rule bunches only partly and no model answers (the staggered chain up
+# to 39% low, the bunched model up to 29% high: validation/results/bunched_jitter.txt)
+BUNCH_JITTER = 0.02
+SPREAD_JITTER = 0.07
+# the jitter laws measured for bunching
+_BUNCHING_JITTERS = ("deterministic", "lognormal", "gamma")
 
 
 class Bunching(NamedTuple):
@@ -102,23 +111,62 @@ _SLACK = 1e-9
 
 def bunching(node: Node, rate: float, arrival_scv: float = 1.0) -> Bunching:
     """The rule's verdict on ``node`` at ``rate``, its work computed once (predict's path):
-    :func:`bunches`, else the reason of :func:`too_wide`, :func:`stepped` or of a delay
-    that spreads the bunch only partly."""
-    if not _deterministic_instances(node, arrival_scv):
-        return Bunching(False, None)
+    :func:`bunches`, else why no model answers a node whose instances free together (or
+    partly), or ``Bunching(False, None)`` where the staggered chain answers.
+
+    A node that bunches by the rule but has something the bunched model was not measured
+    with (a preferred size below max_batch_size, a max_queue_size, arrivals that are not
+    Poisson: smoother ones judged by the routed thresholds of :func:`behind_router`), a
+    delay or a jitter
+    that spreads the bunch only partly, a growth in one steep step (:func:`stepped`) or a
+    width past :data:`MAX_WIDE_BATCH` (:func:`too_wide`) has no model: the staggered chain
+    was 24-41% low on such nodes."""
+    kind, reason = _verdict(node, rate, arrival_scv)
+    return Bunching(kind == "bunched", reason)
+
+
+def _verdict(node: Node, rate: float, arrival_scv: float) -> tuple:
+    """(kind, reason): kind "bunched", "too_wide", "stepped", "spread", "unmeasured" or
+    None (the staggered chain), and the reason no model answers (None when one does)."""
+    if not _may_bunch(node):
+        return None, None
     work = _work(node, rate)
+    prone = _in_rule(work) or _stepped(work)
+    if arrival_scv != 1.0:
+        # the bunched model is measured under Poisson arrivals only; a smoother stream
+        # bunches sooner, as behind a router (measured), a burstier one is judged by the
+        # Poisson rule (not measured either way)
+        if not (_routed_prone(work) if arrival_scv < 1.0 else prone):
+            return None, None
+        return "unmeasured", _unmeasured_reason(
+            node, f"arrivals that are not Poisson (interarrival scv {arrival_scv:.4g})")
+    if not prone:
+        return None, None
+    B = node.max_batch_size
+    if any(p < B for p in node.preferred_batch_sizes):
+        return "unmeasured", _unmeasured_reason(node, "a preferred batch size below "
+                                                      "max_batch_size")
+    if node.max_queue_size:
+        return "unmeasured", _unmeasured_reason(node, "a max_queue_size")
     if _partly_spread(node):
-        return Bunching(False, _partly_spread_reason(node) if _in_rule(work) else None)
-    if _in_rule(work):
-        if node.instances * node.max_batch_size <= MAX_WIDE_BATCH:
-            return Bunching(True, None)
-        return Bunching(False, _too_wide_reason(node))
-    return Bunching(False, _stepped_reason(work) if _stepped(work) else None)
+        return "spread", _partly_spread_reason(node)
+    if not _in_rule(work):
+        return "stepped", _stepped_reason(work)
+    if node.instances * B > MAX_WIDE_BATCH:
+        return "too_wide", _too_wide_reason(node)
+    return "bunched", None
+
+
+def _unmeasured_reason(node: Node, what: str) -> str:
+    return (f"its {node.instances} instances free together, and the bunched model was not "
+            f"measured with {what} (the staggered chain was 30-41% low on such nodes): use "
+            f"qmodel.simulate")
 
 
 def bunches(node: Node, rate: float, arrival_scv: float = 1.0) -> bool:
     """Whether the bunched model answers for ``node`` at ``rate``: several deterministic
-    instances, a max_queue_delay of at most :data:`TINY_DELAY` S(1), no preferred size
+    instances (or lognormal or gamma jitter of cv at most :data:`BUNCH_JITTER`), a
+    max_queue_delay of at most :data:`TINY_DELAY` S(1), no preferred size
     below max_batch_size, an unlimited queue, Poisson arrivals, and the two thresholds of
     the module's docstring.
 
@@ -151,11 +199,8 @@ def too_wide(node: Node, rate: float, arrival_scv: float = 1.0) -> str | None:
     >>> print(too_wide(node, rate=0.5 * node.capacity))
     its 8 instances free together, and the bunched model is solved up to c x max_batch_size 512 (here 1024); the staggered chain's answer was 26-41% low on such nodes: use qmodel.simulate
     """
-    if (not _deterministic_instances(node, arrival_scv) or _partly_spread(node)
-            or not _in_rule(_work(node, rate))):
-        return None
-    return (_too_wide_reason(node)
-            if node.instances * node.max_batch_size > MAX_WIDE_BATCH else None)
+    kind, reason = _verdict(node, rate, arrival_scv)
+    return reason if kind == "too_wide" else None
 
 
 def _too_wide_reason(node: Node) -> str:
@@ -171,9 +216,10 @@ def behind_router(node: Node, rate: float) -> str | None:
     None: deterministic instances as :func:`bunches` asks, but from
     :data:`ROUTED_ARRIVALS` arrivals per instance in S(1) and up to
     :data:`ROUTED_ITEM_WORK` per-item work (steepest step), flat or not, and any width: a
-    routed stream is smoother than Poisson and bunches sooner. With a delay between
-    :data:`TINY_DELAY` and :data:`SPREAD_DELAY` S(1), the node's own rule (any width)
-    declines them, as it declines the node. Over the stored
+    routed stream is smoother than Poisson and bunches sooner. The same with a delay up to
+    :data:`SPREAD_DELAY` S(1), a jitter up to :data:`SPREAD_JITTER`, preferred sizes or a
+    max_queue_size (where the bunch is partial or the bunched model unmeasured, the routers'
+    models take the instances in turn all the same). Over the stored
     configurations of such clusters (validation/results/wide_domain.json, the ordinary draws,
     domain_check.json, several_instance_routers.json.gz) the routers' models were a median
     22% off on p99 there (503 of 913 beyond 20%); reviews found flat nodes at 2.4-4
@@ -186,16 +232,11 @@ def behind_router(node: Node, rate: float) -> str | None:
     >>> print(behind_router(node, rate=0.7 * node.capacity))
     its 4 instances free together at this node's share of the rate (22,222 req/s), which no router model covers (they take instances in turn and were a median 22% off on p99 on such nodes): use qmodel.simulate, or a random router
     """
-    if not _deterministic_instances(node, 1.0):
-        return None
-    work = _work(node, rate)
-    if _partly_spread(node):
-        return _partly_spread_reason(node) if _in_rule(work) else None
-    if (work.steep > ROUTED_ITEM_WORK * (1 + _SLACK)
-            or work.arrivals < ROUTED_ARRIVALS * (1 - _SLACK)):
+    if not _may_bunch(node) or not _routed_prone(_work(node, rate)):
         return None
     c = node.instances
-    random = ", or a random router" if c * node.max_batch_size <= MAX_WIDE_BATCH else ""
+    # a random router's nodes see Poisson arrivals: the node's own rule
+    random = ", or a random router" if _verdict(node, rate, 1.0)[1] is None else ""
     return (f"its {c} instances free together at this node's share of the rate "
             f"({rate:,.0f} req/s), which no router model covers (they take instances in turn "
             f"and were a median 22% off on p99 on such nodes): use qmodel.simulate{random}")
@@ -216,10 +257,8 @@ def stepped(node: Node, rate: float, arrival_scv: float = 1.0) -> str | None:
     >>> stepped(node, rate=4857.6)[:60]
     'its S(k) grows in one step (rate x the steepest step 3.89 in'
     """
-    if not _deterministic_instances(node, arrival_scv) or _partly_spread(node):
-        return None
-    work = _work(node, rate)
-    return _stepped_reason(work) if _stepped(work) else None
+    kind, reason = _verdict(node, rate, arrival_scv)
+    return reason if kind == "stepped" else None
 
 
 def _stepped(work: _Work) -> bool:
@@ -235,31 +274,54 @@ def _stepped_reason(work: _Work) -> str:
             f"batch sizes, or use qmodel.simulate")
 
 
-def _deterministic_instances(node: Node, arrival_scv: float) -> bool:
-    """Several deterministic instances batching with a delay of at most
-    :data:`SPREAD_DELAY` S(1), no preferred size below max_batch_size, an unlimited queue,
-    Poisson arrivals: the nodes that may bunch (fully up to :data:`TINY_DELAY` S(1))."""
-    B = node.max_batch_size
-    return not (node.instances == 1 or B == 1
-                or node.max_queue_delay > SPREAD_DELAY * float(node.service.mean(1))
-                or node.max_queue_size or any(p < B for p in node.preferred_batch_sizes)
-                or arrival_scv != 1.0 or node.service.jitter != "deterministic")
+def _may_bunch(node: Node) -> bool:
+    """Several instances, deterministic or with a lognormal or gamma jitter of cv at most
+    :data:`SPREAD_JITTER`, batching with a delay of at most :data:`SPREAD_DELAY` S(1): the
+    nodes whose instances may free together (fully up to :data:`TINY_DELAY` S(1) and
+    :data:`BUNCH_JITTER`)."""
+    service = node.service
+    return not (node.instances == 1 or node.max_batch_size == 1
+                or node.max_queue_delay > SPREAD_DELAY * float(service.mean(1))
+                or service.jitter not in _BUNCHING_JITTERS
+                or _jitter_cv(node) > SPREAD_JITTER)
+
+
+def _routed_prone(work: _Work) -> bool:
+    """The routed thresholds: at least :data:`ROUTED_ARRIVALS` arrivals per instance in
+    S(1), per-item work (steepest step) at most :data:`ROUTED_ITEM_WORK`."""
+    return (work.steep <= ROUTED_ITEM_WORK * (1 + _SLACK)
+            and work.arrivals >= ROUTED_ARRIVALS * (1 - _SLACK))
+
+
+def _jitter_cv(node: Node) -> float:
+    return 0.0 if node.service.jitter == "deterministic" else float(node.service.cv)
 
 
 def _partly_spread(node: Node) -> bool:
-    """A delay past :data:`TINY_DELAY` S(1) (the bunch spreads only partly; the caller has
-    checked that it is at most :data:`SPREAD_DELAY` S(1))."""
-    return node.max_queue_delay > TINY_DELAY * float(node.service.mean(1))
+    """A delay past :data:`TINY_DELAY` S(1) or a jitter past :data:`BUNCH_JITTER` (the bunch
+    spreads only partly; the caller has checked that they are at most :data:`SPREAD_DELAY`
+    S(1) and :data:`SPREAD_JITTER`)."""
+    return (node.max_queue_delay > TINY_DELAY * float(node.service.mean(1))
+            or _jitter_cv(node) > BUNCH_JITTER)
 
 
 def _partly_spread_reason(node: Node) -> str:
     d = node.max_queue_delay / float(node.service.mean(1))
-    return (f"its {node.instances} instances would free together without max_queue_delay, "
-            f"and a delay of {d:.3g} x S(1) (between {TINY_DELAY} and {SPREAD_DELAY}) "
-            f"spreads them only partly: no model holds there (on such nodes the staggered "
-            f"chain was up to 39% low, the bunched model up to 78% high): use "
-            f"qmodel.simulate, or a delay of at most {TINY_DELAY} x S(1) or over "
-            f"{SPREAD_DELAY} x S(1)")
+    what, measured = [], []
+    if d > TINY_DELAY:
+        what.append(f"a delay of {d:.3g} x S(1) (between {TINY_DELAY} and {SPREAD_DELAY})")
+        measured.append("with such delays the staggered chain was up to 39% low, the bunched "
+                        "model up to 78% high")
+    if _jitter_cv(node) > BUNCH_JITTER:
+        what.append(f"a jitter cv of {_jitter_cv(node):.3g} (between {BUNCH_JITTER} and "
+                    f"{SPREAD_JITTER})")
+        measured.append("with such jitter the staggered chain was up to 39% low, the bunched "
+                        "model up to 29% high")
+    return (f"its {node.instances} instances would free together without "
+            f"{'them' if len(what) > 1 else 'it'}, and {' and '.join(what)} "
+            f"{'spread' if len(what) > 1 else 'spreads'} them "
+            f"only partly: no model holds there ({'; '.join(measured)}): use "
+            f"qmodel.simulate")
 
 
 def _work(node: Node, rate: float) -> _Work:
@@ -286,8 +348,8 @@ def _in_rule(work: _Work) -> bool:
 
 def bunched_node(node: Node) -> Node:
     """The one wide instance of the bunched model: max_batch_size c B, S'(k) = S(ceil(k / c)),
-    deterministic, the node's max_queue_delay (at most :data:`TINY_DELAY` S(1) where the
-    model answers).
+    the node's jitter and max_queue_delay (at most :data:`BUNCH_JITTER` and
+    :data:`TINY_DELAY` S(1) where the model answers).
 
     Examples
     --------
@@ -299,7 +361,10 @@ def bunched_node(node: Node) -> Node:
     """
     B, c = node.max_batch_size, node.instances
     means = {k: float(node.service.mean(math.ceil(k / c))) for k in range(1, c * B + 1)}
-    return Node(ServiceTime.table(means), max_batch_size=c * B, instances=1,
+    jitter = node.service.jitter
+    if jitter != "deterministic":
+        jitter = (jitter, node.service.cv)
+    return Node(ServiceTime.table(means, jitter=jitter), max_batch_size=c * B, instances=1,
                 max_queue_delay=node.max_queue_delay)
 
 
@@ -362,7 +427,7 @@ def bunched_batch_node(node: Node, rate: float,
     batches = instance_batches(wide.batch_size_distribution, c)
     utilization = node.service.utilization(wide.throughput, batches, c)
     notes = [Approximation(
-        "bunched_instances", f"{c} deterministic instances that free together (a queue that "
+        "bunched_instances", f"{c} instances that free together (a queue that "
         f"refills faster than they serve, service time growing little with the batch): one "
         f"instance of max_batch_size {c * B} whose batch of k takes S(ceil(k / {c})), shared "
         f"out evenly (the batch sizes' mean holds, their spread is narrower)")]
