@@ -119,7 +119,7 @@ SUMMARY = (
      "batch_one_instance_preferred"),
     ("batch node, several instances, deterministic, no delay", "approximation",
      "batch_several_deterministic_no_delay"),
-    ("batch node, several deterministic instances that free together (bunched)",
+    ("batch node, several instances that free together (bunched; deterministic or cv <= 0.02)",
      "approximation", "batch_several_bunched"),
     ("batch node, several instances, deterministic, a delay", "approximation",
      "batch_several_deterministic_delay"),

@@ -83,8 +83,10 @@ SPREAD_DELAY = 0.25
 # to 39% low, the bunched model up to 29% high: validation/results/bunched_jitter.txt)
 BUNCH_JITTER = 0.02
 SPREAD_JITTER = 0.07
-# the jitter laws measured for bunching
+# the jitter laws measured for bunching; measured samples ("empirical") with as little spread
+# may bunch too, and the bunched model was not measured on them
 _BUNCHING_JITTERS = ("deterministic", "lognormal", "gamma")
+_MAY_BUNCH_JITTERS = _BUNCHING_JITTERS + ("empirical",)
 
 
 class Bunching(NamedTuple):
@@ -115,7 +117,9 @@ def bunching(node: Node, rate: float, arrival_scv: float = 1.0) -> Bunching:
     partly), or ``Bunching(False, None)`` where the staggered chain answers.
 
     A node that bunches by the rule but has something the bunched model was not measured
-    with (a preferred size below max_batch_size, a max_queue_size, arrivals that are not
+    with (a service time resampled from measurements (``ServiceTime.empirical``, what
+    calibration from a trace gives) with a cv up to :data:`SPREAD_JITTER`, a preferred size
+    below max_batch_size, a max_queue_size, arrivals that are not
     Poisson: smoother ones judged by the routed thresholds of :func:`behind_router`), a
     delay or a jitter
     that spreads the bunch only partly, a growth in one steep step (:func:`stepped`) or a
@@ -143,6 +147,9 @@ def _verdict(node: Node, rate: float, arrival_scv: float) -> tuple:
     if not prone:
         return None, None
     B = node.max_batch_size
+    if node.service.jitter not in _BUNCHING_JITTERS:
+        return "unmeasured", _unmeasured_reason(
+            node, f"a service time resampled from measurements (cv {_jitter_cv(node):.3g})")
     if any(p < B for p in node.preferred_batch_sizes):
         return "unmeasured", _unmeasured_reason(node, "a preferred batch size below "
                                                       "max_batch_size")
@@ -282,7 +289,7 @@ def _may_bunch(node: Node) -> bool:
     service = node.service
     return not (node.instances == 1 or node.max_batch_size == 1
                 or node.max_queue_delay > SPREAD_DELAY * float(service.mean(1))
-                or service.jitter not in _BUNCHING_JITTERS
+                or service.jitter not in _MAY_BUNCH_JITTERS
                 or _jitter_cv(node) > SPREAD_JITTER)
 
 
@@ -294,7 +301,14 @@ def _routed_prone(work: _Work) -> bool:
 
 
 def _jitter_cv(node: Node) -> float:
-    return 0.0 if node.service.jitter == "deterministic" else float(node.service.cv)
+    """The jitter's cv; measured samples: the largest over the batch sizes."""
+    service = node.service
+    if service.jitter == "deterministic":
+        return 0.0
+    if service.jitter == "empirical":
+        return max(math.sqrt(max(float(service.scv(k)), 0.0))
+                   for k in range(1, node.max_batch_size + 1))
+    return float(service.cv)
 
 
 def _partly_spread(node: Node) -> bool:
