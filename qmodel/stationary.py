@@ -645,7 +645,8 @@ def as_round_robin_over(cluster: Cluster, rate: float, resolution: int, scv: flo
     Examples
     --------
     >>> import qmodel as qm
-    >>> node = qm.Node(qm.ServiceTime.affine(2e-3, 0.3e-3), max_batch_size=8, instances=2)
+    >>> node = qm.Node(qm.ServiceTime.affine(2e-3, 0.3e-3, jitter=("lognormal", 0.3)),
+    ...                max_batch_size=8, instances=2)
     >>> cluster = qm.Cluster(node, count=4, router="power_of_two")
     >>> r = as_round_robin_over(cluster, 0.6 * cluster.capacity, 100, 1.0, over=2)
     >>> r.parts[0].method.startswith("batch node")
