@@ -158,6 +158,18 @@ class ServiceTime:
         """
         return float(self.cv) ** 2
 
+    def largest_cv(self, max_batch_size: int) -> float:
+        """The largest coefficient of variation of S(k) over k = 1..max_batch_size: the
+        jitter's cv, the same for every k.
+
+        Examples
+        --------
+        >>> ServiceTime.affine(1e-3, jitter=("gamma", 0.5)).largest_cv(8)
+        0.5
+        """
+        positive_int(max_batch_size, "max_batch_size")
+        return float(self.cv)
+
     def scaled(self, factor: float) -> "ServiceTime":
         """Every batch ``factor`` times slower, the spread's shape kept (e.g. i instances
         time-slicing one GPU).
@@ -383,6 +395,22 @@ class EmpiricalService(MeasuredService):
         """
         values = np.asarray(dict(self.samples)[self.nearest_measured(k)], float)
         return float(values.var() / values.mean() ** 2)
+
+    def largest_cv(self, max_batch_size: int) -> float:
+        """The largest coefficient of variation of S(k) over k = 1..max_batch_size: that of
+        the samples the widest-spread size among them draws from.
+
+        Examples
+        --------
+        >>> s = ServiceTime.empirical({1: [1e-3, 3e-3], 8: [4e-3, 4e-3]})
+        >>> s.largest_cv(2), s.largest_cv(8)
+        (0.5, 0.5)
+        >>> ServiceTime.empirical({1: [2e-3, 2e-3], 8: [4e-3, 6e-3]}).largest_cv(4)
+        0.0
+        """
+        B = positive_int(max_batch_size, "max_batch_size")
+        sizes = {self.nearest_measured(k) for k in range(1, B + 1)}
+        return max(float(np.sqrt(max(self.scv(size), 0.0))) for size in sizes)
 
     @property
     def jitter_law(self):

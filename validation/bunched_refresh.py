@@ -35,8 +35,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 import qmodel as qm                                                  # noqa: E402
 from qmodel.campaign.grids import GRID_SERVICE, HOLDOUT_SERVICE      # noqa: E402
-from qmodel.theory.batch.bunched import (FAMILY, SPREAD_DELAY, SPREAD_JITTER,  # noqa: E402
-                                         bunches)
+from qmodel.theory.batch.bunched import FAMILY, bunches, may_bunch  # noqa: E402
 
 import multi_instance_holdout                                       # noqa: E402
 import predict_accuracy                                             # noqa: E402
@@ -56,18 +55,15 @@ def _grid_bunches(row, service) -> bool:
 
 def _wide_bunches(row) -> bool:
     """Whether the row's system is answered through a bunched node (single, or random), or
-    was when stored (a rule since tightened), or has nodes the rule reads: several
-    instances, deterministic or with a jitter cv up to SPREAD_JITTER, a delay up to
-    SPREAD_DELAY S(1), behind any router."""
+    was when stored (a rule since tightened), or has nodes the rule reads (``may_bunch``),
+    behind any router."""
     if "p99" not in row:
         return False
-    if (row["c"] > 1 and row["B"] > 1 and row["d"] <= SPREAD_DELAY
-            and (row["jitter"] == "deterministic"
-                 or (row["jitter"] in ("lognormal", "gamma") and row["cv"] <= SPREAD_JITTER))):
+    system, node = system_of(row)
+    if may_bunch(node):
         return True
     if row.get("router") not in (None, "random"):
         return False
-    system, node = system_of(row)
     return (bunches(node, row["load"] * system.capacity / row.get("N", 1))
             or FAMILY in row["families"])
 

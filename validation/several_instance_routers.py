@@ -62,13 +62,9 @@ def _key(spec) -> tuple:
 
 
 def system_of(spec):
-    import qmodel as qm
-    jitter = "deterministic" if spec["cv"] == 0 else ("lognormal", spec["cv"])
-    b = spec["growth"] * S1
-    node = qm.Node(qm.ServiceTime.affine(S1 - b, b, jitter=jitter),
-                   max_batch_size=spec["B"], max_queue_delay=spec["d"] * S1,
-                   instances=spec["c"])
-    return qm.Cluster(node, count=spec["N"], router=spec["router"]), node
+    from qmodel.campaign.summaries import several_instance_cluster
+    cluster = several_instance_cluster({"s1": S1, **spec})
+    return cluster, cluster.nodes[0]
 
 
 def run_one(spec) -> dict:

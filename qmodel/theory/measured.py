@@ -20,7 +20,6 @@ jitter and delay (:func:`family_of`). The router and multi-server models have on
 from __future__ import annotations
 
 import json
-import math
 import re
 from functools import lru_cache
 from pathlib import Path
@@ -150,7 +149,7 @@ def configuration_features(node, load: float, arrival_scv: float = 1.0,
     """
     service, B = node.service, node.max_batch_size
     s1 = float(service.mean(1))
-    cv = max(math.sqrt(max(service.scv(k), 0.0)) for k in range(1, B + 1))
+    cv = service.largest_cv(B)
     growth = None if B == 1 else (float(service.mean(B)) - s1) / ((B - 1) * s1)
     delay = node.max_queue_delay / s1 if delay_acts(node) else 0.0
     return {"max_batch_size": B, "instances": node.instances, "load": float(load),

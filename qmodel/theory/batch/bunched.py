@@ -49,7 +49,7 @@ from .node import DEFAULT_RESOLUTION, UTILIZATION_ROUNDING, BatchNodeLatency, ba
 __all__ = ["BUNCH_ARRIVALS", "BUNCH_ITEM_WORK", "FLAT_ARRIVALS", "FLAT_ITEM_WORK",
            "MAX_WIDE_BATCH", "TINY_DELAY", "SPREAD_DELAY", "BUNCH_JITTER", "SPREAD_JITTER",
            "ROUTED_ARRIVALS", "ROUTED_ITEM_WORK", "FAMILY", "Bunching",
-           "bunching", "bunches", "too_wide", "stepped", "behind_router", "bunched_node",
+           "bunching", "may_bunch", "bunches", "too_wide", "stepped", "behind_router", "bunched_node",
            "instance_batches", "bunched_batch_node"]
 
 # the measured family of the bunched model's answers (qmodel/theory/measured_errors.json)
@@ -117,14 +117,12 @@ def bunching(node: Node, rate: float, arrival_scv: float = 1.0) -> Bunching:
     partly), or ``Bunching(False, None)`` where the staggered chain answers.
 
     A node that bunches by the rule but has something the bunched model was not measured
-    with (a service time resampled from measurements (``ServiceTime.empirical``, what
-    calibration from a trace gives) with a cv up to :data:`SPREAD_JITTER`, a preferred size
-    below max_batch_size, a max_queue_size, arrivals that are not
-    Poisson: smoother ones judged by the routed thresholds of :func:`behind_router`), a
-    delay or a jitter
-    that spreads the bunch only partly, a growth in one steep step (:func:`stepped`) or a
-    width past :data:`MAX_WIDE_BATCH` (:func:`too_wide`) has no model: the staggered chain
-    was 24-41% low on such nodes."""
+    with (a service time resampled from measurements, ``ServiceTime.empirical``, what
+    calibration from a trace gives; a preferred size below max_batch_size; a max_queue_size;
+    arrivals that are not Poisson, smoother ones judged by the routed thresholds of
+    :func:`behind_router`), a delay or a jitter that spreads the bunch only partly, a growth
+    in one steep step (:func:`stepped`) or a width past :data:`MAX_WIDE_BATCH`
+    (:func:`too_wide`) has no model: the staggered chain was 24-41% low on such nodes."""
     kind, reason = _verdict(node, rate, arrival_scv)
     return Bunching(kind == "bunched", reason)
 
@@ -132,10 +130,12 @@ def bunching(node: Node, rate: float, arrival_scv: float = 1.0) -> Bunching:
 def _verdict(node: Node, rate: float, arrival_scv: float) -> tuple:
     """(kind, reason): kind "bunched", "too_wide", "stepped", "spread", "unmeasured" or
     None (the staggered chain), and the reason no model answers (None when one does)."""
-    if not _may_bunch(node):
+    spread = _spread(node)
+    if spread is None:
         return None, None
     work = _work(node, rate)
-    prone = _in_rule(work) or _stepped(work)
+    in_rule = _in_rule(work)
+    prone = in_rule or _stepped(work)
     if arrival_scv != 1.0:
         # the bunched model is measured under Poisson arrivals only; a smoother stream
         # bunches sooner, as behind a router (measured), a burstier one is judged by the
@@ -149,15 +149,15 @@ def _verdict(node: Node, rate: float, arrival_scv: float) -> tuple:
     B = node.max_batch_size
     if node.service.jitter not in _BUNCHING_JITTERS:
         return "unmeasured", _unmeasured_reason(
-            node, f"a service time resampled from measurements (cv {_jitter_cv(node):.3g})")
+            node, f"a service time resampled from measurements (cv {spread.cv:.3g})")
     if any(p < B for p in node.preferred_batch_sizes):
         return "unmeasured", _unmeasured_reason(node, "a preferred batch size below "
                                                       "max_batch_size")
     if node.max_queue_size:
         return "unmeasured", _unmeasured_reason(node, "a max_queue_size")
-    if _partly_spread(node):
-        return "spread", _partly_spread_reason(node)
-    if not _in_rule(work):
+    if spread.delay > TINY_DELAY or spread.cv > BUNCH_JITTER:
+        return "spread", _partly_spread_reason(node, spread)
+    if not in_rule:
         return "stepped", _stepped_reason(work)
     if node.instances * B > MAX_WIDE_BATCH:
         return "too_wide", _too_wide_reason(node)
@@ -239,7 +239,7 @@ def behind_router(node: Node, rate: float) -> str | None:
     >>> print(behind_router(node, rate=0.7 * node.capacity))
     its 4 instances free together at this node's share of the rate (22,222 req/s), which no router model covers (they take instances in turn and were a median 22% off on p99 on such nodes): use qmodel.simulate, or a random router
     """
-    if not _may_bunch(node) or not _routed_prone(_work(node, rate)):
+    if _spread(node) is None or not _routed_prone(_work(node, rate)):
         return None
     c = node.instances
     # a random router's nodes see Poisson arrivals: the node's own rule
@@ -281,16 +281,40 @@ def _stepped_reason(work: _Work) -> str:
             f"batch sizes, or use qmodel.simulate")
 
 
-def _may_bunch(node: Node) -> bool:
-    """Several instances, deterministic or with a lognormal or gamma jitter of cv at most
-    :data:`SPREAD_JITTER`, batching with a delay of at most :data:`SPREAD_DELAY` S(1): the
-    nodes whose instances may free together (fully up to :data:`TINY_DELAY` S(1) and
-    :data:`BUNCH_JITTER`)."""
+class _Spread(NamedTuple):
+    """What spreads a bunch: the delay over S(1) and the jitter's (largest) cv."""
+
+    delay: float
+    cv: float
+
+
+def _spread(node: Node) -> _Spread | None:
+    """The node's :class:`_Spread` where its instances may free together (several
+    instances, deterministic or with a lognormal, gamma or measured jitter of cv at most
+    :data:`SPREAD_JITTER`, a delay of at most :data:`SPREAD_DELAY` S(1); fully up to
+    :data:`TINY_DELAY` S(1) and :data:`BUNCH_JITTER`), else None."""
     service = node.service
-    return not (node.instances == 1 or node.max_batch_size == 1
-                or node.max_queue_delay > SPREAD_DELAY * float(service.mean(1))
-                or service.jitter not in _MAY_BUNCH_JITTERS
-                or _jitter_cv(node) > SPREAD_JITTER)
+    if (node.instances == 1 or node.max_batch_size == 1
+            or service.jitter not in _MAY_BUNCH_JITTERS):
+        return None
+    spread = _Spread(node.max_queue_delay / float(service.mean(1)),
+                     service.largest_cv(node.max_batch_size))
+    return None if spread.delay > SPREAD_DELAY or spread.cv > SPREAD_JITTER else spread
+
+
+def may_bunch(node: Node) -> bool:
+    """Whether the rule reads ``node`` at all: several instances, deterministic or with a
+    lognormal, gamma or measured jitter of cv at most :data:`SPREAD_JITTER`, a delay of at
+    most :data:`SPREAD_DELAY` S(1) (at some rate its instances may free together).
+
+    Examples
+    --------
+    >>> import qmodel as qm
+    >>> node = qm.Node(qm.ServiceTime.affine(2e-3, 1e-6), max_batch_size=16, instances=4)
+    >>> may_bunch(node), may_bunch(qm.Node(node.service, max_batch_size=16))
+    (True, False)
+    """
+    return _spread(node) is not None
 
 
 def _routed_prone(work: _Work) -> bool:
@@ -300,34 +324,15 @@ def _routed_prone(work: _Work) -> bool:
             and work.arrivals >= ROUTED_ARRIVALS * (1 - _SLACK))
 
 
-def _jitter_cv(node: Node) -> float:
-    """The jitter's cv; measured samples: the largest over the batch sizes."""
-    service = node.service
-    if service.jitter == "deterministic":
-        return 0.0
-    if service.jitter == "empirical":
-        return max(math.sqrt(max(float(service.scv(k)), 0.0))
-                   for k in range(1, node.max_batch_size + 1))
-    return float(service.cv)
-
-
-def _partly_spread(node: Node) -> bool:
-    """A delay past :data:`TINY_DELAY` S(1) or a jitter past :data:`BUNCH_JITTER` (the bunch
-    spreads only partly; the caller has checked that they are at most :data:`SPREAD_DELAY`
-    S(1) and :data:`SPREAD_JITTER`)."""
-    return (node.max_queue_delay > TINY_DELAY * float(node.service.mean(1))
-            or _jitter_cv(node) > BUNCH_JITTER)
-
-
-def _partly_spread_reason(node: Node) -> str:
-    d = node.max_queue_delay / float(node.service.mean(1))
+def _partly_spread_reason(node: Node, spread: _Spread) -> str:
     what, measured = [], []
-    if d > TINY_DELAY:
-        what.append(f"a delay of {d:.3g} x S(1) (between {TINY_DELAY} and {SPREAD_DELAY})")
+    if spread.delay > TINY_DELAY:
+        what.append(f"a delay of {spread.delay:.3g} x S(1) (between {TINY_DELAY} and "
+                    f"{SPREAD_DELAY})")
         measured.append("with such delays the staggered chain was up to 39% low, the bunched "
                         "model up to 78% high")
-    if _jitter_cv(node) > BUNCH_JITTER:
-        what.append(f"a jitter cv of {_jitter_cv(node):.3g} (between {BUNCH_JITTER} and "
+    if spread.cv > BUNCH_JITTER:
+        what.append(f"a jitter cv of {spread.cv:.3g} (between {BUNCH_JITTER} and "
                     f"{SPREAD_JITTER})")
         measured.append("with such jitter the staggered chain was up to 39% low, the bunched "
                         "model up to 29% high")
